@@ -1,0 +1,152 @@
+//! `dlio-storage`: how bytes move between dlio and a storage system.
+//!
+//! This crate sits between the plan (which says *what* to read) and the formats (which say
+//! *how samples are laid out*). A format never opens a file itself: it asks a [`Storage`]
+//! for a [`ReadHandle`] or a [`WriteHandle`] and moves bytes through it. That keeps every
+//! format usable on every engine (buffered POSIX today; O_DIRECT, mmap, io_uring and object
+//! stores later) and lets the loader measure every engine the same way, with [`Metered`].
+//!
+//! The trait shapes and why:
+//! - Reads are positional (`read_at`), never cursor-based, so one handle can serve
+//!   concurrent logical streams and an engine can reorder or batch them.
+//! - [`ReadHandle::read_batch`] takes several requests at once. Synchronous engines run them
+//!   in order (the default); an io_uring engine submits them together.
+//! - [`Capabilities::alignment`] tells callers how to allocate buffers ([`IoBuffer`]) and
+//!   align offsets, so O_DIRECT can be added without changing any format.
+//! - Writes are crash-safe by contract: [`Storage::create`] writes under a temporary name and
+//!   [`WriteHandle::commit`] publishes the object under its final name. A handle dropped
+//!   without commit removes what it wrote, so an interrupted generation never leaves a file
+//!   that looks complete.
+
+#![deny(missing_docs)]
+
+mod buffer;
+mod error;
+mod metered;
+mod posix;
+
+pub use buffer::IoBuffer;
+pub use error::StorageError;
+pub use metered::{IoCounters, IoCountersSnapshot, Metered};
+pub use posix::PosixStorage;
+
+use std::path::{Path, PathBuf};
+
+/// What an engine can do; checked before any I/O, as fio's engine flags are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Required alignment (bytes) of buffer addresses, offsets and lengths; 1 for buffered I/O.
+    pub alignment: usize,
+    /// True when [`ReadHandle::read_batch`] really overlaps requests.
+    pub batched: bool,
+}
+
+/// One entry of a directory listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    /// Full path of the entry.
+    pub path: PathBuf,
+    /// True for a directory (or a common prefix, on object stores).
+    pub is_dir: bool,
+    /// Size in bytes (0 for directories).
+    pub len: u64,
+}
+
+/// One positional read request for [`ReadHandle::read_batch`].
+#[derive(Debug)]
+pub struct ReadRequest<'a> {
+    /// Offset in the file.
+    pub offset: u64,
+    /// Where the bytes go; the request reads exactly `buf.len()` bytes.
+    pub buf: &'a mut [u8],
+}
+
+/// An engine: how dlio reaches a storage system.
+pub trait Storage: Send + Sync + std::fmt::Debug {
+    /// The engine's name as users select it (`posix`, ...).
+    fn engine(&self) -> &'static str;
+
+    /// What the engine needs from callers.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Opens an existing file for positional reads.
+    fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError>;
+
+    /// Starts writing a new file. Nothing is visible under `path` until
+    /// [`WriteHandle::commit`]; an existing file at `path` is replaced at commit.
+    fn create(&self, path: &Path) -> Result<Box<dyn WriteHandle>, StorageError>;
+
+    /// Lists the direct children of `dir`, sorted by path.
+    fn list(&self, dir: &Path) -> Result<Vec<DirEntry>, StorageError>;
+
+    /// Size of the file at `path`, or `None` when nothing is there.
+    fn size(&self, path: &Path) -> Result<Option<u64>, StorageError>;
+
+    /// Creates `dir` and its parents.
+    fn create_dir_all(&self, dir: &Path) -> Result<(), StorageError>;
+
+    /// Removes one file.
+    fn remove_file(&self, path: &Path) -> Result<(), StorageError>;
+
+    /// Removes a directory tree.
+    fn remove_dir_all(&self, dir: &Path) -> Result<(), StorageError>;
+}
+
+/// An open file, read by offset.
+pub trait ReadHandle: Send {
+    /// The path it was opened with (for error messages).
+    fn path(&self) -> &Path;
+
+    /// Length of the file in bytes.
+    fn len(&self) -> u64;
+
+    /// True when the file is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Reads up to `buf.len()` bytes at `offset`; returns how many were read (0 at the end).
+    fn read_at(&mut self, buf: &mut [u8], offset: u64) -> Result<usize, StorageError>;
+
+    /// Reads exactly `buf.len()` bytes at `offset`, or fails with
+    /// [`StorageError::Truncated`] naming the file and the offset.
+    fn read_exact_at(&mut self, buf: &mut [u8], offset: u64) -> Result<(), StorageError> {
+        let mut done = 0;
+        while done < buf.len() {
+            let n = self.read_at(&mut buf[done..], offset + done as u64)?;
+            if n == 0 {
+                return Err(StorageError::Truncated {
+                    path: self.path().to_path_buf(),
+                    offset: offset + done as u64,
+                    wanted: (buf.len() - done) as u64,
+                });
+            }
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Runs several reads; engines that can overlap them do. Each request reads exactly
+    /// its buffer's length.
+    fn read_batch(&mut self, requests: &mut [ReadRequest<'_>]) -> Result<(), StorageError> {
+        for r in requests.iter_mut() {
+            self.read_exact_at(r.buf, r.offset)?;
+        }
+        Ok(())
+    }
+}
+
+/// A file being written. Appends only; published by [`WriteHandle::commit`].
+pub trait WriteHandle: Send {
+    /// The final path (for error messages).
+    fn path(&self) -> &Path;
+
+    /// Appends `data`.
+    fn write_all(&mut self, data: &[u8]) -> Result<(), StorageError>;
+
+    /// Makes what was written durable (fsync).
+    fn sync(&mut self) -> Result<(), StorageError>;
+
+    /// Publishes the file under its final path; returns the bytes written.
+    fn commit(self: Box<Self>) -> Result<u64, StorageError>;
+}
