@@ -16,7 +16,38 @@
 //! - Writes are crash-safe by contract: [`Storage::create`] writes under a temporary name and
 //!   [`WriteHandle::commit`] publishes the object under its final name. A handle dropped
 //!   without commit removes what it wrote, so an interrupted generation never leaves a file
-//!   that looks complete.
+//!   that looks complete. [`Storage::partial_path`] names the temporary file so that the
+//!   generator can clean up after a crash.
+//! - Engines hold no metrics code: wrap any engine in [`Metered`] and read its shared
+//!   [`IoCounters`] (as fio's core, not its engines, counts I/O).
+//!
+//! [`PosixStorage`] is the only engine so far; [`StorageError`] is the crate's one error type.
+//!
+//! ```
+//! use std::path::Path;
+//! use dlio_storage::{Metered, PosixStorage, Storage};
+//!
+//! # fn main() -> Result<(), dlio_storage::StorageError> {
+//! let dir = tempfile::tempdir().expect("temp dir");
+//! let storage = Metered::new(PosixStorage::new());
+//! let path = dir.path().join("train/sample.bin");
+//!
+//! let mut writer = storage.create(&path)?;
+//! writer.write_all(b"hello, ")?;
+//! writer.write_all(b"storage")?;
+//! assert_eq!(storage.size(&path)?, None, "nothing is visible before commit");
+//! assert_eq!(writer.commit()?, 14);
+//!
+//! let mut reader = storage.open(&path)?;
+//! let mut word = [0u8; 7];
+//! reader.read_exact_at(&mut word, 7)?;
+//! assert_eq!(&word, b"storage");
+//!
+//! let counts = storage.counters().snapshot();
+//! assert_eq!((counts.bytes_written, counts.bytes_read), (14, 7));
+//! # Ok(())
+//! # }
+//! ```
 
 #![deny(missing_docs)]
 
@@ -90,6 +121,14 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
 
     /// Removes a directory tree.
     fn remove_dir_all(&self, dir: &Path) -> Result<(), StorageError>;
+
+    /// Where [`Storage::create`] keeps the bytes for `path` until commit, for engines that
+    /// write under a temporary name (`None` otherwise, the default). A crash can leave such a
+    /// file behind; the generator uses this to find and remove it.
+    fn partial_path(&self, path: &Path) -> Option<PathBuf> {
+        let _ = path;
+        None
+    }
 }
 
 /// An open file, read by offset.

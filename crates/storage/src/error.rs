@@ -1,0 +1,134 @@
+//! The one error type of the storage crate.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Everything that can go wrong while moving bytes. Each variant names the path (and the
+/// offset, for reads) so that the message alone tells the user which file to look at.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// An operating-system call failed.
+    #[error("cannot {op} {path}: {source}{hint}", path = path.display(), hint = io_hint(source))]
+    Io {
+        /// What was being done (`open`, `read`, `write`, `rename`, ...).
+        op: &'static str,
+        /// The file or directory it was done to.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+
+    /// A read ran into the end of the file before it had all the bytes it needed.
+    #[error(
+        "file {path} is truncated: wanted {wanted} bytes at offset {offset}; \
+         it was probably written by an interrupted or different run: delete it and generate the data again",
+        path = path.display()
+    )]
+    Truncated {
+        /// The file.
+        path: PathBuf,
+        /// Where the missing bytes start.
+        offset: u64,
+        /// How many bytes were still missing.
+        wanted: u64,
+    },
+
+    /// Nothing exists at the path.
+    #[error("{path} does not exist; check the path (or generate the data first)", path = path.display())]
+    NotFound {
+        /// The missing path.
+        path: PathBuf,
+    },
+
+    /// A file was expected but the path names something else (a directory, a socket...).
+    #[error("{path} is not a regular file", path = path.display())]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+    },
+
+    /// The path cannot name a file to write (no file name, e.g. `/` or `..`).
+    #[error("cannot write to {path}: {reason}", path = path.display())]
+    InvalidPath {
+        /// The path.
+        path: PathBuf,
+        /// Why it is not usable.
+        reason: &'static str,
+    },
+
+    /// An I/O buffer was asked for an alignment that is not a power of two, or a size
+    /// that cannot be allocated with it.
+    #[error(
+        "cannot allocate an I/O buffer of {bytes} bytes aligned to {alignment}: \
+         the alignment must be a power of two and the size must fit in memory"
+    )]
+    InvalidBuffer {
+        /// The requested alignment.
+        alignment: usize,
+        /// The requested size.
+        bytes: usize,
+    },
+
+    /// The caller asked the write to stop (e.g. Ctrl-C during generation). What was written
+    /// under the temporary name is removed.
+    #[error("writing {path} was interrupted", path = path.display())]
+    Interrupted {
+        /// The file being written.
+        path: PathBuf,
+    },
+}
+
+impl StorageError {
+    /// Wraps an OS error, turning "not found" into [`StorageError::NotFound`].
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        let path = path.into();
+        if source.kind() == io::ErrorKind::NotFound {
+            StorageError::NotFound { path }
+        } else {
+            StorageError::Io { op, path, source }
+        }
+    }
+}
+
+/// A sentence that tells the user how to fix the common OS errors.
+fn io_hint(error: &io::Error) -> &'static str {
+    match error.kind() {
+        io::ErrorKind::StorageFull => {
+            " (the disk is full: free some space or use a smaller dataset)"
+        }
+        io::ErrorKind::QuotaExceeded => {
+            " (the disk quota is exceeded: free some space or raise the quota)"
+        }
+        io::ErrorKind::PermissionDenied => " (check the permissions of the data folder)",
+        io::ErrorKind::ReadOnlyFilesystem => " (the file system is read-only)",
+        _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn disk_full_error_says_the_disk_is_full() {
+        let error = StorageError::io(
+            "write",
+            "/data/train/img_1_of_8.npz",
+            io::Error::from(io::ErrorKind::StorageFull),
+        );
+        let message = error.to_string();
+        assert!(
+            message.starts_with("cannot write /data/train/img_1_of_8.npz: "),
+            "{message}"
+        );
+        assert!(message.contains("the disk is full"), "{message}");
+    }
+
+    #[test]
+    fn os_not_found_becomes_not_found() {
+        let error = StorageError::io("open", "/nope", io::Error::from(io::ErrorKind::NotFound));
+        assert!(
+            matches!(error, StorageError::NotFound { ref path } if path.as_os_str() == "/nope")
+        );
+    }
+}

@@ -1,0 +1,245 @@
+//! [`Metered`]: a decorator that counts what goes through any engine, so that engines stay
+//! free of metrics code and every engine is measured the same way.
+
+use std::ops::{Add, Sub};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::{Capabilities, DirEntry, ReadHandle, ReadRequest, Storage, StorageError, WriteHandle};
+
+/// Live operation counters, shared by every handle of one [`Metered`] storage. Relaxed
+/// atomics: the counts are totals read after the fact, never used to synchronise.
+#[derive(Debug, Default)]
+pub struct IoCounters {
+    opens: AtomicU64,
+    creates: AtomicU64,
+    read_requests: AtomicU64,
+    bytes_read: AtomicU64,
+    write_requests: AtomicU64,
+    bytes_written: AtomicU64,
+    lists: AtomicU64,
+}
+
+impl IoCounters {
+    /// The counts at this moment.
+    pub fn snapshot(&self) -> IoCountersSnapshot {
+        IoCountersSnapshot {
+            opens: self.opens.load(Ordering::Relaxed),
+            creates: self.creates.load(Ordering::Relaxed),
+            read_requests: self.read_requests.load(Ordering::Relaxed),
+            bytes_read: self.bytes_read.load(Ordering::Relaxed),
+            write_requests: self.write_requests.load(Ordering::Relaxed),
+            bytes_written: self.bytes_written.load(Ordering::Relaxed),
+            lists: self.lists.load(Ordering::Relaxed),
+        }
+    }
+
+    fn count(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// Counts at one moment. Subtract two snapshots to get what happened in between; add them to
+/// merge counts of several storages.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IoCountersSnapshot {
+    /// Successful [`Storage::open`] calls.
+    pub opens: u64,
+    /// Successful [`Storage::create`] calls.
+    pub creates: u64,
+    /// Read requests that completed (each `read_at`, `read_exact_at` or batch entry is one).
+    pub read_requests: u64,
+    /// Bytes those requests returned.
+    pub bytes_read: u64,
+    /// Successful [`WriteHandle::write_all`] calls.
+    pub write_requests: u64,
+    /// Bytes they appended.
+    pub bytes_written: u64,
+    /// Successful [`Storage::list`] calls.
+    pub lists: u64,
+}
+
+impl Sub for IoCountersSnapshot {
+    type Output = IoCountersSnapshot;
+
+    /// Field-wise difference; saturates at 0 if the operands are swapped.
+    fn sub(self, earlier: IoCountersSnapshot) -> IoCountersSnapshot {
+        IoCountersSnapshot {
+            opens: self.opens.saturating_sub(earlier.opens),
+            creates: self.creates.saturating_sub(earlier.creates),
+            read_requests: self.read_requests.saturating_sub(earlier.read_requests),
+            bytes_read: self.bytes_read.saturating_sub(earlier.bytes_read),
+            write_requests: self.write_requests.saturating_sub(earlier.write_requests),
+            bytes_written: self.bytes_written.saturating_sub(earlier.bytes_written),
+            lists: self.lists.saturating_sub(earlier.lists),
+        }
+    }
+}
+
+impl Add for IoCountersSnapshot {
+    type Output = IoCountersSnapshot;
+
+    fn add(self, other: IoCountersSnapshot) -> IoCountersSnapshot {
+        IoCountersSnapshot {
+            opens: self.opens.saturating_add(other.opens),
+            creates: self.creates.saturating_add(other.creates),
+            read_requests: self.read_requests.saturating_add(other.read_requests),
+            bytes_read: self.bytes_read.saturating_add(other.bytes_read),
+            write_requests: self.write_requests.saturating_add(other.write_requests),
+            bytes_written: self.bytes_written.saturating_add(other.bytes_written),
+            lists: self.lists.saturating_add(other.lists),
+        }
+    }
+}
+
+/// Wraps an engine and counts its operations in a shared [`IoCounters`].
+#[derive(Debug)]
+pub struct Metered<S: Storage> {
+    inner: S,
+    counters: Arc<IoCounters>,
+}
+
+impl<S: Storage> Metered<S> {
+    /// Counts `inner`'s operations in fresh counters.
+    pub fn new(inner: S) -> Metered<S> {
+        Metered::with_counters(inner, Arc::new(IoCounters::default()))
+    }
+
+    /// Counts `inner`'s operations in existing counters (e.g. one set for several engines).
+    pub fn with_counters(inner: S, counters: Arc<IoCounters>) -> Metered<S> {
+        Metered { inner, counters }
+    }
+
+    /// The shared counters.
+    pub fn counters(&self) -> &Arc<IoCounters> {
+        &self.counters
+    }
+
+    /// The wrapped engine.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S: Storage> Storage for Metered<S> {
+    fn engine(&self) -> &'static str {
+        self.inner.engine()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+
+    fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {
+        let inner = self.inner.open(path)?;
+        IoCounters::count(&self.counters.opens, 1);
+        Ok(Box::new(MeteredRead {
+            inner,
+            counters: Arc::clone(&self.counters),
+        }))
+    }
+
+    fn create(&self, path: &Path) -> Result<Box<dyn WriteHandle>, StorageError> {
+        let inner = self.inner.create(path)?;
+        IoCounters::count(&self.counters.creates, 1);
+        Ok(Box::new(MeteredWrite {
+            inner,
+            counters: Arc::clone(&self.counters),
+        }))
+    }
+
+    fn list(&self, dir: &Path) -> Result<Vec<DirEntry>, StorageError> {
+        let entries = self.inner.list(dir)?;
+        IoCounters::count(&self.counters.lists, 1);
+        Ok(entries)
+    }
+
+    fn size(&self, path: &Path) -> Result<Option<u64>, StorageError> {
+        self.inner.size(path)
+    }
+
+    fn create_dir_all(&self, dir: &Path) -> Result<(), StorageError> {
+        self.inner.create_dir_all(dir)
+    }
+
+    fn remove_file(&self, path: &Path) -> Result<(), StorageError> {
+        self.inner.remove_file(path)
+    }
+
+    fn remove_dir_all(&self, dir: &Path) -> Result<(), StorageError> {
+        self.inner.remove_dir_all(dir)
+    }
+
+    fn partial_path(&self, path: &Path) -> Option<PathBuf> {
+        self.inner.partial_path(path)
+    }
+}
+
+struct MeteredRead {
+    inner: Box<dyn ReadHandle>,
+    counters: Arc<IoCounters>,
+}
+
+impl MeteredRead {
+    fn count(&self, requests: u64, bytes: u64) {
+        IoCounters::count(&self.counters.read_requests, requests);
+        IoCounters::count(&self.counters.bytes_read, bytes);
+    }
+}
+
+impl ReadHandle for MeteredRead {
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+
+    fn read_at(&mut self, buf: &mut [u8], offset: u64) -> Result<usize, StorageError> {
+        let n = self.inner.read_at(buf, offset)?;
+        self.count(1, n as u64);
+        Ok(n)
+    }
+
+    fn read_exact_at(&mut self, buf: &mut [u8], offset: u64) -> Result<(), StorageError> {
+        self.inner.read_exact_at(buf, offset)?;
+        self.count(1, buf.len() as u64);
+        Ok(())
+    }
+
+    fn read_batch(&mut self, requests: &mut [ReadRequest<'_>]) -> Result<(), StorageError> {
+        // Delegate as one batch so that an engine that overlaps requests still can.
+        self.inner.read_batch(requests)?;
+        let bytes = requests.iter().map(|r| r.buf.len() as u64).sum();
+        self.count(requests.len() as u64, bytes);
+        Ok(())
+    }
+}
+
+struct MeteredWrite {
+    inner: Box<dyn WriteHandle>,
+    counters: Arc<IoCounters>,
+}
+
+impl WriteHandle for MeteredWrite {
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+
+    fn write_all(&mut self, data: &[u8]) -> Result<(), StorageError> {
+        self.inner.write_all(data)?;
+        IoCounters::count(&self.counters.write_requests, 1);
+        IoCounters::count(&self.counters.bytes_written, data.len() as u64);
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<(), StorageError> {
+        self.inner.sync()
+    }
+
+    fn commit(self: Box<Self>) -> Result<u64, StorageError> {
+        self.inner.commit()
+    }
+}

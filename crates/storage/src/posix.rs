@@ -1,0 +1,236 @@
+//! The `posix` engine: buffered I/O through the kernel page cache, as Python's `open` does.
+
+use std::ffi::OsString;
+use std::fs::{self, File};
+use std::io::{self, BufWriter, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use crate::{Capabilities, DirEntry, ReadHandle, Storage, StorageError, WriteHandle};
+
+/// Size of the user-space write buffer of a [`WriteHandle`]: large enough that the formats'
+/// small header writes do not each become a system call.
+const WRITE_BUFFER_BYTES: usize = 1 << 20;
+
+/// Buffered POSIX file I/O: `pread` for reads, buffered appends to a temporary sibling file
+/// and an atomic `rename` for writes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PosixStorage;
+
+impl PosixStorage {
+    /// The engine.
+    pub fn new() -> PosixStorage {
+        PosixStorage
+    }
+}
+
+/// `dir/.name.partial` for `dir/name`: hidden (so DLIO's lister, which filters on the
+/// extension, never sees it) and in the same directory (so `rename` is atomic).
+fn partial_path_of(path: &Path) -> Result<PathBuf, StorageError> {
+    let name = path.file_name().ok_or(StorageError::InvalidPath {
+        path: path.to_path_buf(),
+        reason: "the path has no file name",
+    })?;
+    let mut partial = OsString::with_capacity(name.len() + 9);
+    partial.push(".");
+    partial.push(name);
+    partial.push(".partial");
+    Ok(path.with_file_name(partial))
+}
+
+impl Storage for PosixStorage {
+    fn engine(&self) -> &'static str {
+        "posix"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            alignment: 1,
+            batched: false,
+        }
+    }
+
+    fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {
+        let file = File::open(path).map_err(|e| StorageError::io("open", path, e))?;
+        let metadata = file
+            .metadata()
+            .map_err(|e| StorageError::io("stat", path, e))?;
+        if !metadata.is_file() {
+            return Err(StorageError::NotAFile {
+                path: path.to_path_buf(),
+            });
+        }
+        Ok(Box::new(PosixRead {
+            file,
+            path: path.to_path_buf(),
+            len: metadata.len(),
+        }))
+    }
+
+    fn create(&self, path: &Path) -> Result<Box<dyn WriteHandle>, StorageError> {
+        let partial = partial_path_of(path)?;
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            self.create_dir_all(parent)?;
+        }
+        // `File::create` truncates a partial file left by a crash.
+        let file = File::create(&partial)
+            .map_err(|e| StorageError::io("create temporary file", &partial, e))?;
+        Ok(Box::new(PosixWrite {
+            out: BufWriter::with_capacity(WRITE_BUFFER_BYTES, file),
+            path: path.to_path_buf(),
+            partial,
+            written: 0,
+            committed: false,
+        }))
+    }
+
+    fn list(&self, dir: &Path) -> Result<Vec<DirEntry>, StorageError> {
+        let mut entries = Vec::new();
+        for entry in fs::read_dir(dir).map_err(|e| StorageError::io("list", dir, e))? {
+            let entry = entry.map_err(|e| StorageError::io("list", dir, e))?;
+            let path = entry.path();
+            // Follow symbolic links, as Python's `os.path.isdir` does; a dangling link is
+            // listed as an empty file.
+            let (is_dir, len) = match fs::metadata(&path) {
+                Ok(m) => (m.is_dir(), if m.is_dir() { 0 } else { m.len() }),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => (false, 0),
+                Err(e) => return Err(StorageError::io("stat", &path, e)),
+            };
+            entries.push(DirEntry { path, is_dir, len });
+        }
+        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(entries)
+    }
+
+    fn size(&self, path: &Path) -> Result<Option<u64>, StorageError> {
+        match fs::metadata(path) {
+            Ok(m) if m.is_file() => Ok(Some(m.len())),
+            Ok(_) => Err(StorageError::NotAFile {
+                path: path.to_path_buf(),
+            }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(StorageError::io("stat", path, e)),
+        }
+    }
+
+    fn create_dir_all(&self, dir: &Path) -> Result<(), StorageError> {
+        fs::create_dir_all(dir).map_err(|e| StorageError::Io {
+            op: "create directory",
+            path: dir.to_path_buf(),
+            source: e,
+        })
+    }
+
+    fn remove_file(&self, path: &Path) -> Result<(), StorageError> {
+        fs::remove_file(path).map_err(|e| StorageError::io("remove", path, e))
+    }
+
+    fn remove_dir_all(&self, dir: &Path) -> Result<(), StorageError> {
+        fs::remove_dir_all(dir).map_err(|e| StorageError::io("remove directory", dir, e))
+    }
+
+    fn partial_path(&self, path: &Path) -> Option<PathBuf> {
+        partial_path_of(path).ok()
+    }
+}
+
+/// An open file for `pread`.
+struct PosixRead {
+    file: File,
+    path: PathBuf,
+    len: u64,
+}
+
+impl ReadHandle for PosixRead {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read_at(&mut self, buf: &mut [u8], offset: u64) -> Result<usize, StorageError> {
+        loop {
+            match self.file.read_at(buf, offset) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(StorageError::io("read", &self.path, e)),
+            }
+        }
+    }
+}
+
+/// A file being written under its temporary name.
+struct PosixWrite {
+    out: BufWriter<File>,
+    path: PathBuf,
+    partial: PathBuf,
+    written: u64,
+    /// Set once the file is published; until then `Drop` removes the partial file.
+    committed: bool,
+}
+
+impl WriteHandle for PosixWrite {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn write_all(&mut self, data: &[u8]) -> Result<(), StorageError> {
+        if let Err(e) = self.out.write_all(data) {
+            return Err(StorageError::io("write", &self.partial, e));
+        }
+        self.written += data.len() as u64;
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<(), StorageError> {
+        let result = self
+            .out
+            .flush()
+            .and_then(|()| self.out.get_ref().sync_all());
+        result.map_err(|e| StorageError::io("sync", &self.partial, e))
+    }
+
+    fn commit(mut self: Box<Self>) -> Result<u64, StorageError> {
+        // On any error `self` drops uncommitted, which removes the partial file.
+        self.out
+            .flush()
+            .map_err(|e| StorageError::io("write", &self.partial, e))?;
+        fs::rename(&self.partial, &self.path).map_err(|e| StorageError::Io {
+            op: "publish (rename into place)",
+            path: self.path.clone(),
+            source: e,
+        })?;
+        self.committed = true;
+        Ok(self.written)
+    }
+}
+
+impl Drop for PosixWrite {
+    fn drop(&mut self) {
+        if !self.committed {
+            // Unlink first: whatever the `BufWriter` still flushes when it drops goes to an
+            // inode that no name points to any more and is freed on close.
+            let _ = fs::remove_file(&self.partial);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partial_name_is_hidden_sibling() {
+        assert_eq!(
+            partial_path_of(Path::new("/d/train/img_1_of_2.npz")).unwrap(),
+            Path::new("/d/train/.img_1_of_2.npz.partial")
+        );
+        assert_eq!(
+            partial_path_of(Path::new("a.npy")).unwrap(),
+            Path::new(".a.npy.partial")
+        );
+        assert!(partial_path_of(Path::new("/")).is_err());
+    }
+}
