@@ -1,0 +1,7 @@
+mod aggregate;
+mod formulas;
+mod histogram;
+mod lines;
+mod outputs;
+mod recorder;
+mod util;

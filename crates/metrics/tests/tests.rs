@@ -1,0 +1,3 @@
+//! Behaviour tests for dlio-metrics: one binary, one module per topic.
+
+mod suite;
