@@ -28,8 +28,9 @@
 //! * **Per-step lists are kept, per-sample lists are not.** DLIO's `{rank}_output.json`
 //!   holds every step's times, so we keep those (three floats per step); per-sample
 //!   latencies only ever live in histograms.
-//! * **Rank 0's log lines come from rank 0's recorder.** [`block_end_lines`] and friends
-//!   build DLIO's progress lines from the recorder at the moment the trainer logs them.
+//! * **Rank 0's log lines come from rank 0's recorder.** [`train_pass_lines`],
+//!   [`eval_pass_lines`] and their finer-grained parts build DLIO's progress lines from the
+//!   recorder at the moment the trainer logs them.
 //!
 //! # Example
 //!
@@ -81,7 +82,7 @@ pub use histogram::{LatencyHistogram, LatencySummary, MAX_TRACKED_NS};
 pub use host::{HostInfo, MLPERF_DATASET_MEMORY_MULTIPLE, caching_warning};
 pub use lines::{
     block_end_lines, block_start_line, checkpoint_end_lines, epoch_end_lines, epoch_start_line,
-    eval_end_lines, eval_start_line,
+    eval_pass_lines, eval_start_line, train_pass_lines,
 };
 pub use output::{RunInfo, format_timestamp, write_outputs};
 pub use recorder::{

@@ -1,9 +1,12 @@
 //! DLIO's progress lines, built from rank 0's recorder.
 //!
-//! The trainer calls these right after the matching `RankRecorder` call on rank 0 and logs
-//! the lines at its OUTPUT level. Each line comes without DLIO's leading timestamp; prefix
+//! The trainer calls these right after the matching `RankRecorder` call on rank 0 (or once
+//! per pass with [`train_pass_lines`] / [`eval_pass_lines`]) and logs the lines at its OUTPUT
+//! level. Each line comes without DLIO's leading timestamp; prefix
 //! it with [`format_timestamp`](crate::format_timestamp)`(recorder.now())` if wanted.
 //! A function returns no line when the thing it reports on was not recorded.
+
+use std::fmt::Display;
 
 use crate::formulas::{MetricParams, block_metrics, eval_metrics};
 use crate::recorder::{CheckpointKind, RankRecorder};
@@ -31,14 +34,14 @@ pub fn eval_start_line(params: &MetricParams) -> String {
 
 /// The lines DLIO logs when a training block ends: its duration, then rank 0's AU, rank 0's
 /// throughput times the number of ranks, and the compute time per step (mean +/- population
-/// standard deviation over the metric window) next to the configured value, which the
-/// caller passes as text (`computation_time_setting`, e.g. `"0.323"`).
+/// standard deviation over the metric window) next to the configured value
+/// (`computation_time_setting`, e.g. `0.323`).
 pub fn block_end_lines(
     recorder: &RankRecorder,
     params: &MetricParams,
     epoch: u32,
     block: u32,
-    computation_time_setting: &str,
+    computation_time_setting: impl Display,
 ) -> Vec<String> {
     let Some(record) = recorder.epoch(epoch).and_then(|e| e.block(block)) else {
         return Vec::new();
@@ -84,9 +87,37 @@ pub fn epoch_end_lines(recorder: &RankRecorder, epoch: u32) -> Vec<String> {
     )]
 }
 
+/// Every line DLIO logs at the end of an epoch's training pass: [`block_end_lines`] for each
+/// closed block, then [`epoch_end_lines`].
+pub fn train_pass_lines(
+    recorder: &RankRecorder,
+    params: &MetricParams,
+    epoch: u32,
+    computation_time_setting: impl Display,
+) -> Vec<String> {
+    let Some(record) = recorder.epoch(epoch) else {
+        return Vec::new();
+    };
+    let mut lines: Vec<String> = record
+        .blocks
+        .iter()
+        .flat_map(|block| {
+            block_end_lines(
+                recorder,
+                params,
+                epoch,
+                block.block,
+                &computation_time_setting,
+            )
+        })
+        .collect();
+    lines.extend(epoch_end_lines(recorder, epoch));
+    lines
+}
+
 /// The lines DLIO logs when an evaluation pass ends: its duration, rank 0's AU and rank 0's
 /// throughput times the number of ranks.
-pub fn eval_end_lines(recorder: &RankRecorder, params: &MetricParams, epoch: u32) -> Vec<String> {
+pub fn eval_pass_lines(recorder: &RankRecorder, params: &MetricParams, epoch: u32) -> Vec<String> {
     let Some(eval) = recorder.epoch(epoch).and_then(|e| e.eval.as_ref()) else {
         return Vec::new();
     };

@@ -152,42 +152,35 @@ fn dlio_metric_section(metrics: &RunMetrics) -> Obj {
     }
     for (prefix, phase) in [("train", &metrics.train), ("eval", &metrics.eval)] {
         let Some(phase) = phase else { continue };
-        metric.put(
-            format!("{prefix}_au_percentage"),
-            phase.au_percentage.clone(),
-        );
-        metric.put(
-            format!("{prefix}_au_mean_percentage"),
-            phase.au_mean_percentage,
-        );
-        metric.put(
-            format!("{prefix}_au_meet_expectation"),
-            expectation(phase.au_meets_expectation),
-        );
-        metric.put(
-            format!("{prefix}_au_stdev_percentage"),
-            phase.au_stdev_percentage,
-        );
-        metric.put(
-            format!("{prefix}_throughput_samples_per_second"),
-            phase.throughput_samples_per_second.clone(),
-        );
-        metric.put(
-            format!("{prefix}_throughput_mean_samples_per_second"),
-            phase.throughput_mean_samples_per_second,
-        );
-        metric.put(
-            format!("{prefix}_throughput_stdev_samples_per_second"),
-            phase.throughput_stdev_samples_per_second,
-        );
-        metric.put(
-            format!("{prefix}_io_mean_MB_per_second"),
-            phase.io_mean_mb_per_second,
-        );
-        metric.put(
-            format!("{prefix}_io_stdev_MB_per_second"),
-            phase.io_stdev_mb_per_second,
-        );
+        let figures: [(&str, Value); 9] = [
+            ("au_percentage", phase.au_percentage.clone().into()),
+            ("au_mean_percentage", phase.au_mean_percentage.into()),
+            (
+                "au_meet_expectation",
+                expectation(phase.au_meets_expectation).into(),
+            ),
+            ("au_stdev_percentage", phase.au_stdev_percentage.into()),
+            (
+                "throughput_samples_per_second",
+                phase.throughput_samples_per_second.clone().into(),
+            ),
+            (
+                "throughput_mean_samples_per_second",
+                phase.throughput_mean_samples_per_second.into(),
+            ),
+            (
+                "throughput_stdev_samples_per_second",
+                phase.throughput_stdev_samples_per_second.into(),
+            ),
+            ("io_mean_MB_per_second", phase.io_mean_mb_per_second.into()),
+            (
+                "io_stdev_MB_per_second",
+                phase.io_stdev_mb_per_second.into(),
+            ),
+        ];
+        for (name, value) in figures {
+            metric.put(format!("{prefix}_{name}"), value);
+        }
     }
     metric
 }
@@ -215,7 +208,14 @@ fn ours_section(run: &RunInfo, metrics: &RunMetrics) -> Result<Map<String, Value
         }
         .into(),
     );
-    for (prefix, phase) in [("train", &measured.train), ("eval", &measured.eval)] {
+    let phases = [
+        ("train", &measured.train, metrics.train.is_some()),
+        ("eval", &measured.eval, metrics.eval.is_some()),
+    ];
+    for (prefix, phase, ran) in phases {
+        if !ran {
+            continue;
+        }
         ours.insert(
             format!("{prefix}_bytes_read_per_second"),
             phase.bytes_read_per_second.into(),

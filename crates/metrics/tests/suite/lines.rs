@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use dlio_metrics::{
     CheckpointKind, MetricParams, Phase, RankRecorder, RunMetrics, aggregate, block_end_lines,
-    checkpoint_end_lines, epoch_end_lines, eval_end_lines, format_timestamp,
+    checkpoint_end_lines, epoch_end_lines, eval_pass_lines, format_timestamp, train_pass_lines,
 };
 
 use super::util::{at, checkpoint, eval, params, report, simple_epoch, uniform_steps};
@@ -96,6 +96,25 @@ fn block_lines_report_rank_zero_times_world_and_the_set_compute_time() {
 }
 
 #[test]
+fn train_pass_lines_give_every_block_then_the_epoch() {
+    let mut recorder = RankRecorder::new(0);
+    recorder.start_epoch(1);
+    for block in 1..=2 {
+        recorder.start_block(1, block);
+        let step = Duration::from_millis(1);
+        recorder.record_step(1, Phase::Train { block }, step, step, 2 * step);
+        recorder.end_block(1, block, 1);
+    }
+    let lines = train_pass_lines(&recorder, &window_free_params(), 1, 0.323);
+    assert_eq!(lines.len(), 9, "{lines:?}");
+    assert!(lines[0].starts_with("Ending block 1 - 1 steps"));
+    assert!(lines[3].ends_with("(set value: 0.323)"), "{}", lines[3]);
+    assert!(lines[4].starts_with("Ending block 2 - 1 steps"));
+    assert!(lines[8].starts_with("Ending epoch 1 - 2 steps completed in "));
+    assert!(train_pass_lines(&recorder, &window_free_params(), 2, 0.323).is_empty());
+}
+
+#[test]
 fn eval_and_checkpoint_lines_say_what_dlio_says() {
     let mut recorder = RankRecorder::new(0);
     recorder.start_epoch(1);
@@ -119,7 +138,7 @@ fn eval_and_checkpoint_lines_say_what_dlio_says() {
     );
     let params = window_free_params();
 
-    let eval = eval_end_lines(&recorder, &params, 1);
+    let eval = eval_pass_lines(&recorder, &params, 1);
     assert!(
         eval[0].starts_with("Ending eval - 1 steps completed in "),
         "{eval:?}"
