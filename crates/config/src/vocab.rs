@@ -10,14 +10,22 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum ElementType {
+    /// `uint8` (1 byte).
     #[default]
     Uint8,
+    /// `int8` (1 byte).
     Int8,
+    /// `int16` (2 bytes).
     Int16,
+    /// `int32` (4 bytes).
     Int32,
+    /// `int64` (8 bytes).
     Int64,
+    /// `float16` (2 bytes).
     Float16,
+    /// `float32` (4 bytes).
     Float32,
+    /// `float64` (8 bytes).
     Float64,
 }
 
@@ -77,16 +85,27 @@ impl ElementType {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FormatKind {
+    /// NumPy `.npz` (zip of `x.npy` and `y.npy`).
     Npz,
+    /// NumPy `.npy`.
     Npy,
+    /// HDF5 (`records_*` datasets plus `labels`).
     Hdf5,
+    /// CSV, one sample per row.
     Csv,
+    /// One grayscale JPEG image per file.
     Jpeg,
+    /// One grayscale PNG image per file.
     Png,
+    /// TFRecord of `tf.train.Example`s.
     Tfrecord,
+    /// Raw samples plus `.off.idx`/`.sz.idx` index files (Megatron/DLRM style).
     IndexedBinary,
+    /// As `indexed_binary`, read through a memory map.
     MmapIndexedBinary,
+    /// Tiny files; samples are made in memory without I/O.
     Synthetic,
+    /// Parquet (MLPerf Storage forks; not in upstream DLIO).
     Parquet,
     /// Accepted because upstream's enum has it; it has no generator or reader upstream either.
     Hdf5Opt,
@@ -116,12 +135,18 @@ impl FormatKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Compression {
+    /// No compression.
     #[default]
     None,
+    /// gzip (hdf5 filter, csv `.gz`).
     Gzip,
+    /// LZF (hdf5 filter).
     Lzf,
+    /// bzip2 (csv).
     Bz2,
+    /// zip (npz: `savez_compressed`; csv).
     Zip,
+    /// xz (csv).
     Xz,
 }
 
@@ -153,8 +178,10 @@ pub enum ReadType {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Framework {
+    /// TensorFlow.
     #[default]
     Tensorflow,
+    /// PyTorch.
     Pytorch,
 }
 
@@ -162,11 +189,16 @@ pub enum Framework {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum DataLoaderKind {
+    /// tf.data pipeline (iterative sampler).
     #[default]
     Tensorflow,
+    /// PyTorch `DataLoader` (index sampler).
     Pytorch,
+    /// DALI pipeline over DLIO's readers (index sampler).
     Dali,
+    /// DALI's own readers.
     NativeDali,
+    /// No I/O: yields zero tensors.
     Synthetic,
 }
 
@@ -187,17 +219,41 @@ pub enum Sampler {
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum TimeDistribution {
     /// Always the same value.
-    Constant { value: f64 },
+    Constant {
+        /// Seconds.
+        value: f64,
+    },
     /// Normal(mean, stdev).
-    Normal { mean: f64, stdev: f64 },
+    Normal {
+        /// Mean, in seconds.
+        mean: f64,
+        /// Standard deviation, in seconds.
+        stdev: f64,
+    },
     /// Uniform in [min, max).
-    Uniform { min: f64, max: f64 },
+    Uniform {
+        /// Lower bound, in seconds.
+        min: f64,
+        /// Upper bound, in seconds.
+        max: f64,
+    },
     /// Gamma(shape, scale).
-    Gamma { shape: f64, scale: f64 },
+    Gamma {
+        /// Shape k.
+        shape: f64,
+        /// Scale θ, in seconds.
+        scale: f64,
+    },
     /// Exponential with the given scale (mean).
-    Exponential { scale: f64 },
+    Exponential {
+        /// Scale (the mean), in seconds.
+        scale: f64,
+    },
     /// Poisson(lam), in seconds.
-    Poisson { lam: f64 },
+    Poisson {
+        /// Rate λ (the mean), in seconds.
+        lam: f64,
+    },
 }
 
 impl Default for TimeDistribution {

@@ -1,0 +1,245 @@
+//! Showing a config: the resolved YAML (`dlio config`), one value (`dlio config --query`,
+//! DLIO's `dlio_benchmark_query`) and the table of built-in workloads (`dlio workloads`).
+
+use yaml_serde::Value;
+
+use crate::builtin::{builtin_workload, builtin_workloads};
+use crate::error::{ConfigError, Origin};
+use crate::load::{load_text, unknown_key};
+use crate::schema::Config;
+use crate::tree::{self, TIME_KEYS};
+use crate::vocab::TimeDistribution;
+
+impl Config {
+    /// The resolved config as YAML: every key, in DLIO's section order. Loading the text
+    /// back gives the same config.
+    pub fn to_yaml(&self) -> String {
+        match self.to_tree() {
+            Ok(tree) => yaml_serde::to_string(&tree)
+                .unwrap_or_else(|e| format!("# the config cannot be shown as YAML: {e}\n")),
+            Err(e) => format!("# the config cannot be shown as YAML: {e}\n"),
+        }
+    }
+
+    /// One value by dotted key (`dataset.num_files_train` → `64`); a section gives its YAML.
+    /// Accepts the same spellings as workload files (`data_reader.*`, `dataset.record_length`,
+    /// `train.computation_time_stdev`).
+    pub fn query(&self, dotted: &str) -> Result<String, ConfigError> {
+        let path = tree::canonical(&tree::segments(dotted.trim()));
+        if let Some(stdev) = self.legacy_stdev(&path) {
+            return Ok(render_number(stdev));
+        }
+        let bad = || unknown_key(Origin::Query, &tree::join(&path), &[]);
+        let root = self.to_tree().map_err(|_| bad())?;
+        let mut node = &root;
+        for seg in &path {
+            node = node.as_mapping().and_then(|m| m.get(seg.as_str())).ok_or_else(bad)?;
+        }
+        Ok(render(node))
+    }
+
+    fn legacy_stdev(&self, path: &[String]) -> Option<f64> {
+        let [section, key] = path else {
+            return None;
+        };
+        let base = key.strip_suffix("_stdev")?;
+        TIME_KEYS.iter().find(|(s, k)| s == section && *k == base)?;
+        let dist = match base {
+            "computation_time" => self.train.computation_time,
+            "eval_time" => self.evaluation.eval_time,
+            _ => self.reader.preprocess_time,
+        };
+        Some(match dist {
+            TimeDistribution::Normal { stdev, .. } => stdev,
+            _ => 0.0,
+        })
+    }
+
+    fn to_tree(&self) -> Result<Value, yaml_serde::Error> {
+        let mut tree = yaml_serde::to_value(self)?;
+        integral_floats(&mut tree);
+        Ok(tree)
+    }
+}
+
+/// Writes `146600628.0` as `146600628`: the f64 keys (record_length_bytes, ...) then read
+/// as they do in the workload files.
+fn integral_floats(value: &mut Value) {
+    match value {
+        Value::Number(n) if n.is_f64() => {
+            if let Some(x) = n.as_f64()
+                && x.fract() == 0.0
+                && x.abs() < 9.0e15
+            {
+                *value = Value::Number((x as i64).into());
+            }
+        }
+        Value::Sequence(items) => items.iter_mut().for_each(integral_floats),
+        Value::Mapping(map) => map.values_mut().for_each(integral_floats),
+        _ => {}
+    }
+}
+
+fn render(node: &Value) -> String {
+    match node {
+        Value::Null => "null".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => s.clone(),
+        Value::Sequence(items) if items.iter().all(|i| !matches!(i, Value::Mapping(_) | Value::Sequence(_))) => {
+            let parts: Vec<String> = items.iter().map(render).collect();
+            format!("[{}]", parts.join(", "))
+        }
+        other => yaml_serde::to_string(other)
+            .map(|s| s.trim_end().to_string())
+            .unwrap_or_default(),
+    }
+}
+
+fn render_number(x: f64) -> String {
+    let mut v = Value::Number(x.into());
+    integral_floats(&mut v);
+    render(&v)
+}
+
+/// One line of `dlio workloads`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkloadRow {
+    /// Workload name.
+    pub name: String,
+    /// `dataset.format`, or `-` for checkpoint-only workloads.
+    pub format: String,
+    /// Train/eval file counts (`168/0`).
+    pub files: String,
+    /// Sample size (`139.8 MiB ±65.2 MiB`).
+    pub record: String,
+    /// `reader.batch_size`.
+    pub batch: String,
+    /// `train.computation_time`, or what a checkpoint-only workload does instead.
+    pub compute: String,
+}
+
+impl WorkloadRow {
+    /// The header line's cells.
+    pub const HEADER: [&'static str; 6] =
+        ["WORKLOAD", "FORMAT", "FILES TRAIN/EVAL", "RECORD", "BATCH", "COMPUTE PER STEP"];
+
+    /// The cells, in [`WorkloadRow::HEADER`] order.
+    pub fn cells(&self) -> [&str; 6] {
+        [
+            &self.name,
+            &self.format,
+            &self.files,
+            &self.record,
+            &self.batch,
+            &self.compute,
+        ]
+    }
+}
+
+/// The `dlio workloads` line of the built-in workload `name`.
+pub fn workload_row(name: &str) -> Result<WorkloadRow, ConfigError> {
+    let workload = builtin_workload(name).ok_or_else(|| ConfigError::UnknownWorkload {
+        name: name.to_string(),
+        searched: None,
+        available: builtin_workloads().iter().map(|w| w.name.to_string()).collect(),
+    })?;
+    let config = load_text(&format!("{name}.yaml (built-in)"), workload.yaml, &[])?.config;
+    Ok(row(name, &config))
+}
+
+fn row(name: &str, c: &Config) -> WorkloadRow {
+    if c.checkpoint_only() {
+        let p = &c.model.parallelism;
+        return WorkloadRow {
+            name: name.to_string(),
+            format: "-".into(),
+            files: "-".into(),
+            record: "-".into(),
+            batch: "-".into(),
+            compute: format!(
+                "checkpoint only: {} layers, TP{} PP{} ZeRO{}, write {} / read {}",
+                c.model.num_layers,
+                p.tensor,
+                p.pipeline,
+                p.zero_stage,
+                c.checkpoint.num_checkpoints_write,
+                c.checkpoint.num_checkpoints_read
+            ),
+        };
+    }
+    let d = &c.dataset;
+    let mut record = human_bytes(d.record_length_bytes);
+    if d.record_length_bytes_stdev > 0.0 {
+        record.push_str(&format!(" ±{}", human_bytes(d.record_length_bytes_stdev)));
+    }
+    if d.num_samples_per_file > 1 {
+        record.push_str(&format!(" ×{}/file", d.num_samples_per_file));
+    }
+    WorkloadRow {
+        name: name.to_string(),
+        format: d.format.name().to_string(),
+        files: format!("{}/{}", d.num_files_train, d.num_files_eval),
+        record,
+        batch: c.reader.batch_size.to_string(),
+        compute: describe_time(&c.train.computation_time),
+    }
+}
+
+/// The `dlio workloads` table: a header and one aligned line per built-in workload.
+pub fn workload_table() -> Result<String, ConfigError> {
+    let mut rows = Vec::with_capacity(builtin_workloads().len());
+    for w in builtin_workloads() {
+        rows.push(workload_row(w.name)?);
+    }
+    let mut widths = WorkloadRow::HEADER.map(str::len);
+    for r in &rows {
+        for (w, cell) in widths.iter_mut().zip(r.cells()) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: [&str; 6]| {
+        let mut out = String::new();
+        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+            if i + 1 == cells.len() {
+                out.push_str(cell);
+            } else {
+                out.push_str(cell);
+                out.push_str(&" ".repeat(w - cell.chars().count() + 2));
+            }
+        }
+        out.push('\n');
+        out
+    };
+    let mut table = line(WorkloadRow::HEADER);
+    for r in &rows {
+        table.push_str(&line(r.cells()));
+    }
+    Ok(table)
+}
+
+fn describe_time(t: &TimeDistribution) -> String {
+    match *t {
+        TimeDistribution::Constant { value } => format!("{value} s"),
+        TimeDistribution::Normal { mean, stdev } => format!("{mean}±{stdev} s"),
+        TimeDistribution::Uniform { min, max } => format!("uniform {min}..{max} s"),
+        TimeDistribution::Gamma { shape, scale } => format!("gamma(shape {shape}, scale {scale}) s"),
+        TimeDistribution::Exponential { scale } => format!("exponential(scale {scale}) s"),
+        TimeDistribution::Poisson { lam } => format!("poisson({lam}) s"),
+    }
+}
+
+fn human_bytes(bytes: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{value} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}

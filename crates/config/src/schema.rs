@@ -1,0 +1,901 @@
+//! The typed configuration: one struct per YAML section, field names equal to DLIO's keys,
+//! defaults equal to DLIO's `ConfigArguments` (dlio-semantics.md §3).
+//!
+//! Every struct is `#[serde(default, deny_unknown_fields)]`: a missing key takes DLIO's
+//! default, an unknown key is an error (upstream ignores it silently, which hides typos).
+//! Keys that DLIO reads under another name, and keys DLIO ignores, never reach these
+//! structs: the loader renames or removes them first (see `tree.rs`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::vocab::{
+    Compression, DataLoaderKind, ElementType, FormatKind, Framework, ReadType, Sampler, Shuffle,
+    TimeDistribution,
+};
+
+/// The whole resolved workload, in DLIO's section order.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// `model`: the emulated model (checkpoint sizes, run-directory name).
+    pub model: ModelConfig,
+    /// `framework`: `tensorflow` or `pytorch`.
+    pub framework: Framework,
+    /// `workflow`: which phases run.
+    pub workflow: WorkflowConfig,
+    /// `storage`: where the data set and checkpoints live.
+    pub storage: StorageConfig,
+    /// `dataset`: the synthetic data set (files, samples, sizes, format).
+    pub dataset: DatasetConfig,
+    /// `reader` (also spelled `data_reader`): the data loader.
+    pub reader: ReaderConfig,
+    /// `train`: the training loop.
+    pub train: TrainConfig,
+    /// `evaluation`: the evaluation passes.
+    pub evaluation: EvaluationConfig,
+    /// `checkpoint`: emulated checkpoints.
+    pub checkpoint: CheckpointConfig,
+    /// `output`: where results go and which steps the metrics skip.
+    pub output: OutputConfig,
+    /// `profiling`: the profiler started when `workflow.profiling` is on.
+    pub profiling: ProfilingConfig,
+    /// `metric`: the expectation thresholds.
+    pub metric: MetricConfig,
+}
+
+impl Config {
+    /// DLIO's `generate_only`: generate the data set and do nothing else
+    /// (`generate_data ∧ ¬train ∧ ¬checkpoint`).
+    pub fn generate_only(&self) -> bool {
+        self.workflow.generate_data && !self.workflow.train && !self.workflow.checkpoint
+    }
+
+    /// DLIO's `checkpoint_only`: write and read checkpoints without a training loop
+    /// (`¬train ∧ checkpoint`).
+    pub fn checkpoint_only(&self) -> bool {
+        !self.workflow.train && self.workflow.checkpoint
+    }
+
+    /// A config in which every optional section is present, so that listing its keys gives
+    /// every key of the schema (used for suggestions).
+    pub(crate) fn schema_example() -> Config {
+        let mut config = Config::default();
+        config.storage.storage_options = Some(StorageOptions::default());
+        config.checkpoint.ksm = Some(KsmConfig::default());
+        config
+    }
+}
+
+/// `model`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ModelConfig {
+    /// Label of the run; also names the Hydra run directory and the report. Default `default`.
+    pub name: String,
+    /// `model.type`. When it is not `transformer` and `model_size_bytes > 0`, a flat
+    /// `model_states-{rank}` tensor of `model_size_bytes` is checkpointed. Default none.
+    pub r#type: Option<String>,
+    /// Size of the flat model-state tensor in bytes. Default 10240.
+    pub model_size_bytes: u64,
+    /// Element type of the layer tensors. Default fp16.
+    pub model_datatype: DataType,
+    /// Element type of the optimizer tensors. Default fp32.
+    pub optimizer_datatype: DataType,
+    /// Legacy explicit optimizer tensor sizes (dlio-semantics.md §6.3). Default empty.
+    pub optimization_groups: Vec<u64>,
+    /// Transformer layers; `<= 0` means no layer or optimizer state from the transformer
+    /// formulas. Default -1.
+    pub num_layers: i64,
+    /// Legacy explicit per-layer tensor sizes. Default empty.
+    pub layer_parameters: Vec<u64>,
+    /// `model.parallelism`: 3D parallelism and ZeRO.
+    pub parallelism: ParallelismConfig,
+    /// `model.transformer`: the transformer shape used for checkpoint sizes.
+    pub transformer: TransformerConfig,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        ModelConfig {
+            name: "default".into(),
+            r#type: None,
+            model_size_bytes: 10240,
+            model_datatype: DataType::Fp16,
+            optimizer_datatype: DataType::Fp32,
+            optimization_groups: Vec::new(),
+            num_layers: -1,
+            layer_parameters: Vec::new(),
+            parallelism: ParallelismConfig::default(),
+            transformer: TransformerConfig::default(),
+        }
+    }
+}
+
+impl ModelConfig {
+    /// True when `model.type` is `transformer` (case-insensitive): the checkpoint is the
+    /// layer/optimizer state of §6 rather than one flat tensor.
+    pub fn is_transformer(&self) -> bool {
+        self.r#type
+            .as_deref()
+            .is_some_and(|t| t.eq_ignore_ascii_case("transformer"))
+    }
+}
+
+/// `model.parallelism`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ParallelismConfig {
+    /// Tensor parallelism (TP). Default 1.
+    pub tensor: u32,
+    /// Pipeline parallelism (PP). Default 1.
+    pub pipeline: u32,
+    /// Data parallelism (DP); -1 means "derived: world / (TP·PP)". Must be set (> 0) exactly
+    /// when `checkpoint.mode` is `subset`. Default -1.
+    pub data: i64,
+    /// ZeRO stage 0..=3. Default 0.
+    pub zero_stage: u8,
+}
+
+impl Default for ParallelismConfig {
+    fn default() -> Self {
+        ParallelismConfig {
+            tensor: 1,
+            pipeline: 1,
+            data: -1,
+            zero_stage: 0,
+        }
+    }
+}
+
+/// `model.transformer`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TransformerConfig {
+    /// Vocabulary size V. Default 32000.
+    pub vocab_size: u64,
+    /// Hidden size h. Default 2048.
+    pub hidden_size: u64,
+    /// Feed-forward hidden size. Default 8192 (DLIO's docs say 8196; the code uses 8192).
+    pub ffn_hidden_size: u64,
+    /// Attention heads. Default 32.
+    pub num_attention_heads: u64,
+    /// Key/value heads (GQA). Default 8.
+    pub num_kv_heads: u64,
+}
+
+impl Default for TransformerConfig {
+    fn default() -> Self {
+        TransformerConfig {
+            vocab_size: 32000,
+            hidden_size: 2048,
+            ffn_hidden_size: 8192,
+            num_attention_heads: 32,
+            num_kv_heads: 8,
+        }
+    }
+}
+
+/// `workflow`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WorkflowConfig {
+    /// Generate the data set first. Default false.
+    pub generate_data: bool,
+    /// Run the training loop. Default true.
+    pub train: bool,
+    /// Run evaluation passes. Default false.
+    pub evaluation: bool,
+    /// Write checkpoints; with `train: false` this is checkpoint-only mode. Default false.
+    pub checkpoint: bool,
+    /// Start `profiling.profiler`. Default false.
+    pub profiling: bool,
+    /// The key that `dlio_benchmark_query` prints (`++workload.workflow.query=KEY`).
+    /// Default none.
+    pub query: Option<String>,
+}
+
+impl Default for WorkflowConfig {
+    fn default() -> Self {
+        WorkflowConfig {
+            generate_data: false,
+            train: true,
+            evaluation: false,
+            checkpoint: false,
+            profiling: false,
+            query: None,
+        }
+    }
+}
+
+/// `storage`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StorageConfig {
+    /// The storage backend. Default `local_fs`.
+    pub storage_type: StorageType,
+    /// Local: the directory `dataset.data_folder` is joined under; object stores: the bucket.
+    /// Default `./`.
+    pub storage_root: String,
+    /// Object-store settings. Default none.
+    pub storage_options: Option<StorageOptions>,
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        StorageConfig {
+            storage_type: StorageType::LocalFs,
+            storage_root: "./".into(),
+            storage_options: None,
+        }
+    }
+}
+
+/// `storage.storage_options` (S3 and AIStore).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StorageOptions {
+    /// S3 access key id.
+    pub access_key_id: Option<String>,
+    /// S3 secret access key.
+    pub secret_access_key: Option<String>,
+    /// Endpoint URL (S3: required with pytorch; AIStore: default `http://localhost:8080`).
+    pub endpoint_url: Option<String>,
+    /// S3 region. Default `us-east-1`.
+    pub region: String,
+    /// Path-style S3 addressing (DLIO reads the strings "true"/"false"; booleans are accepted
+    /// too). Default false.
+    pub s3_force_path_style: bool,
+    /// Retries per S3 request. Default 5.
+    pub s3_max_attempts: u32,
+}
+
+impl Default for StorageOptions {
+    fn default() -> Self {
+        StorageOptions {
+            access_key_id: None,
+            secret_access_key: None,
+            endpoint_url: None,
+            region: "us-east-1".into(),
+            s3_force_path_style: false,
+            s3_max_attempts: 5,
+        }
+    }
+}
+
+/// `dataset`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DatasetConfig {
+    /// Data set root; `train/` and `valid/` are underneath. Trailing `/` is removed, as DLIO
+    /// does. Default `./data` (DLIO's `./data/` with that `/` removed).
+    pub data_folder: String,
+    /// File format. Default `tfrecord`.
+    pub format: FormatKind,
+    /// Files in the training set. Default 8.
+    pub num_files_train: u64,
+    /// Files in the evaluation set. Default 0.
+    pub num_files_eval: u64,
+    /// Samples (records) per file. Default 1.
+    pub num_samples_per_file: u64,
+    /// Nominal bytes per sample (a float, as upstream allows: resnet50 uses 114660.07); also
+    /// the unit of the MB/s metric. Legacy name `record_length`. Default 65536.
+    pub record_length_bytes: f64,
+    /// Spread of the sample size. Legacy name `record_length_stdev`. Default 0.
+    pub record_length_bytes_stdev: f64,
+    /// Size of the in-memory sample handed to the training loop. Legacy name
+    /// `record_length_resize`. Default 0.
+    pub record_length_bytes_resize: f64,
+    /// Explicit sample shape; overrides the length-derived dims. Default empty.
+    pub record_dims: Vec<u64>,
+    /// Element type of a sample. Default uint8.
+    pub record_element_type: ElementType,
+    /// More than 1: files are spread round-robin into that many subfolders. Default 0.
+    pub num_subfolders_train: u64,
+    /// As `num_subfolders_train`, for the evaluation set. Default 0.
+    pub num_subfolders_eval: u64,
+    /// File name prefix. Default `img`.
+    pub file_prefix: String,
+    /// Compression codec. Default none.
+    pub compression: Compression,
+    /// gzip level (hdf5). Default 4.
+    pub compression_level: u32,
+    /// False: the data folder is deleted at the end of the run. Default true.
+    pub keep_files: bool,
+    /// Write chunk of the indexed-binary generator, in bytes. Default 2 GiB.
+    pub generation_buffer_size: u64,
+    /// `dataset.hdf5`: HDF5-only layout settings.
+    pub hdf5: Hdf5Config,
+}
+
+impl Default for DatasetConfig {
+    fn default() -> Self {
+        DatasetConfig {
+            data_folder: "./data".into(),
+            format: FormatKind::Tfrecord,
+            num_files_train: 8,
+            num_files_eval: 0,
+            num_samples_per_file: 1,
+            record_length_bytes: 65536.0,
+            record_length_bytes_stdev: 0.0,
+            record_length_bytes_resize: 0.0,
+            record_dims: Vec::new(),
+            record_element_type: ElementType::Uint8,
+            num_subfolders_train: 0,
+            num_subfolders_eval: 0,
+            file_prefix: "img".into(),
+            compression: Compression::None,
+            compression_level: 4,
+            keep_files: true,
+            generation_buffer_size: 2 * 1024 * 1024 * 1024,
+            hdf5: Hdf5Config::default(),
+        }
+    }
+}
+
+impl DatasetConfig {
+    /// The element type samples really have: images (jpeg, png) are always uint8, as in DLIO,
+    /// whatever `record_element_type` says.
+    pub fn element_type(&self) -> ElementType {
+        match self.format {
+            FormatKind::Jpeg | FormatKind::Png => ElementType::Uint8,
+            _ => self.record_element_type,
+        }
+    }
+}
+
+/// `dataset.hdf5`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Hdf5Config {
+    /// Datasets per record; must divide `record_dims[0]`. Default 1.
+    pub num_dset_per_record: u64,
+    /// h5py chunk shape. Default empty (no chunking).
+    pub chunk_dims: Vec<u64>,
+    /// h5py `maxshape`; `null` entries mean unlimited. Default empty.
+    pub max_shape: Vec<Option<u64>>,
+}
+
+impl Default for Hdf5Config {
+    fn default() -> Self {
+        Hdf5Config {
+            num_dset_per_record: 1,
+            chunk_dims: Vec::new(),
+            max_shape: Vec::new(),
+        }
+    }
+}
+
+/// `reader` (alias `data_reader`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReaderConfig {
+    /// The data loader. When the workload does not set it, it follows `framework`
+    /// (DLIO's default is the string "tensorflow" whatever the framework, bug B6).
+    pub data_loader: DataLoaderKind,
+    /// Custom loader class (Python plugins; rejected by `Config::validate`).
+    pub data_loader_classname: Option<String>,
+    /// Sampler; none means derived from the loader, see [`ReaderConfig::sampler`].
+    pub data_loader_sampler: Option<Sampler>,
+    /// Custom reader class (Python plugins; rejected by `Config::validate`).
+    pub reader_classname: Option<String>,
+    /// Per-rank training batch. Default 1.
+    pub batch_size: u64,
+    /// Per-rank evaluation batch. Default 1.
+    pub batch_size_eval: u64,
+    /// Loader parallelism. Default 1.
+    pub read_threads: u32,
+    /// TF tfrecord `map` parallelism. Default 1.
+    pub computation_threads: u32,
+    /// Batches prefetched. Default 2.
+    pub prefetch_size: u32,
+    /// File-order shuffle. Default off.
+    pub file_shuffle: Shuffle,
+    /// Sample-order shuffle. Default off.
+    pub sample_shuffle: Shuffle,
+    /// Shuffle buffer (TF) / initial fill (DALI). Default 1024.
+    pub shuffle_size: u64,
+    /// Open-read-close per sample (`on_demand`) or keep files open (`memory`). Default
+    /// `on_demand`.
+    pub read_type: ReadType,
+    /// Read buffer size in bytes (TF tfrecord). Default none.
+    pub transfer_size: Option<u64>,
+    /// Time slept per sample in the reader; legacy sibling `preprocess_time_stdev`.
+    /// Default 0.
+    #[serde(with = "time_value")]
+    pub preprocess_time: TimeDistribution,
+    /// PyTorch `pin_memory`. Default true.
+    pub pin_memory: bool,
+    /// PyTorch/DALI worker start method. Default fork.
+    pub multiprocessing_context: MultiprocessingContext,
+    /// Read npy/npz with O_DIRECT. Default false.
+    pub odirect: bool,
+    /// DALI readers: do not mmap. Default false.
+    pub dont_use_mmap: bool,
+    /// Shape of the sample tensor handed to the training loop. Default empty.
+    pub transformed_record_dims: Vec<u64>,
+    /// Element type of that tensor. Default uint8.
+    pub transformed_record_element_type: ElementType,
+}
+
+impl Default for ReaderConfig {
+    fn default() -> Self {
+        ReaderConfig {
+            data_loader: DataLoaderKind::Tensorflow,
+            data_loader_classname: None,
+            data_loader_sampler: None,
+            reader_classname: None,
+            batch_size: 1,
+            batch_size_eval: 1,
+            read_threads: 1,
+            computation_threads: 1,
+            prefetch_size: 2,
+            file_shuffle: Shuffle::Off,
+            sample_shuffle: Shuffle::Off,
+            shuffle_size: 1024,
+            read_type: ReadType::OnDemand,
+            transfer_size: None,
+            preprocess_time: TimeDistribution::default(),
+            pin_memory: true,
+            multiprocessing_context: MultiprocessingContext::Fork,
+            odirect: false,
+            dont_use_mmap: false,
+            transformed_record_dims: Vec::new(),
+            transformed_record_element_type: ElementType::Uint8,
+        }
+    }
+}
+
+impl ReaderConfig {
+    /// The sampler in effect: `data_loader_sampler` when set, otherwise derived from the
+    /// loader as DLIO does (tensorflow → iterative, every other loader → index).
+    pub fn sampler(&self) -> Sampler {
+        match self.data_loader_sampler {
+            Some(sampler) => sampler,
+            None if self.data_loader == DataLoaderKind::Tensorflow => Sampler::Iterative,
+            None => Sampler::Index,
+        }
+    }
+}
+
+/// `train`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrainConfig {
+    /// Epochs. Default 1.
+    pub epochs: u64,
+    /// Emulated compute time per step; legacy sibling `computation_time_stdev`. Default 0.
+    #[serde(with = "time_value")]
+    pub computation_time: TimeDistribution,
+    /// Per-epoch step cap; `<= 0` means none. Default -1.
+    pub total_training_steps: i64,
+    /// Shuffle seed base. Default 123.
+    pub seed: u64,
+    /// Shuffle seed is `seed + epoch` when true. Default true.
+    pub seed_change_epoch: bool,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            epochs: 1,
+            computation_time: TimeDistribution::default(),
+            total_training_steps: -1,
+            seed: 123,
+            seed_change_epoch: true,
+        }
+    }
+}
+
+impl TrainConfig {
+    /// The per-epoch step cap, if any (`total_training_steps > 0`).
+    pub fn step_cap(&self) -> Option<u64> {
+        u64::try_from(self.total_training_steps)
+            .ok()
+            .filter(|&steps| steps > 0)
+    }
+}
+
+/// `evaluation`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EvaluationConfig {
+    /// Emulated compute time per evaluation step; legacy sibling `eval_time_stdev`.
+    /// Default 0.
+    #[serde(with = "time_value")]
+    pub eval_time: TimeDistribution,
+    /// First epoch followed by an evaluation. Default 1.
+    pub eval_after_epoch: u64,
+    /// Epochs between evaluations. Default 1.
+    pub epochs_between_evals: u64,
+}
+
+impl Default for EvaluationConfig {
+    fn default() -> Self {
+        EvaluationConfig {
+            eval_time: TimeDistribution::default(),
+            eval_after_epoch: 1,
+            epochs_between_evals: 1,
+        }
+    }
+}
+
+/// `checkpoint`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CheckpointConfig {
+    /// Checkpoint root (trailing `/` removed, as DLIO does). Default `./checkpoints`.
+    pub checkpoint_folder: String,
+    /// First epoch with an epoch checkpoint. Default 1.
+    pub checkpoint_after_epoch: u64,
+    /// Epochs between epoch checkpoints. Default 1.
+    pub epochs_between_checkpoints: u64,
+    /// `> 0`: checkpoint every N steps within each epoch (the epoch rule is then ignored).
+    /// Default -1.
+    pub steps_between_checkpoints: i64,
+    /// `default` or `subset`. Default `default`.
+    pub mode: CheckpointMode,
+    /// Checkpoint-only mode: seconds slept before each write/read (DLIO sleeps `abs` of it,
+    /// so the default -1 sleeps 1 s). Default -1.
+    pub time_between_checkpoints: f64,
+    /// Checkpoint-only mode: checkpoints written. Default -1.
+    pub num_checkpoints_write: i64,
+    /// Checkpoint-only mode: checkpoints read back (≤ written). Default -1.
+    pub num_checkpoints_read: i64,
+    /// Barrier after each save/load in checkpoint-only mode. Default false.
+    pub rank_sync: bool,
+    /// fsync after each save (never applied upstream, bug B5). Default false.
+    pub fsync: bool,
+    /// Read another node's checkpoint files (never applied upstream, bug B5). Default false.
+    pub recovery_rank_shift: bool,
+    /// Random tensors (true) or ones (false). Default true.
+    pub randomize_tensor: bool,
+    /// Custom checkpoint mechanism (Python plugins; rejected by `Config::validate`).
+    pub checkpoint_mechanism_classname: Option<String>,
+    /// KSM settings; present (even `{}`) means KSM is on. Default none.
+    pub ksm: Option<KsmConfig>,
+}
+
+impl Default for CheckpointConfig {
+    fn default() -> Self {
+        CheckpointConfig {
+            checkpoint_folder: "./checkpoints".into(),
+            checkpoint_after_epoch: 1,
+            epochs_between_checkpoints: 1,
+            steps_between_checkpoints: -1,
+            mode: CheckpointMode::Default,
+            time_between_checkpoints: -1.0,
+            num_checkpoints_write: -1,
+            num_checkpoints_read: -1,
+            rank_sync: false,
+            fsync: false,
+            recovery_rank_shift: false,
+            randomize_tensor: true,
+            checkpoint_mechanism_classname: None,
+            ksm: None,
+        }
+    }
+}
+
+/// `checkpoint.ksm`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct KsmConfig {
+    /// `madvise` advice number for MADV_MERGEABLE. Default 12.
+    pub madv_mergeable_id: u32,
+    /// RAM use (%) that starts waiting for KSM. Default 30.
+    pub high_ram_trigger: f64,
+    /// RAM use (%) below which the wait ends. Default 15.
+    pub low_ram_exit: f64,
+    /// Longest wait, in seconds. Default 200.
+    pub await_time: u64,
+}
+
+impl Default for KsmConfig {
+    fn default() -> Self {
+        KsmConfig {
+            madv_mergeable_id: 12,
+            high_ram_trigger: 30.0,
+            low_ram_exit: 15.0,
+            await_time: 200,
+        }
+    }
+}
+
+/// `output`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OutputConfig {
+    /// Output folder; none means the Hydra run directory. Default none.
+    pub folder: Option<String>,
+    /// Log file name inside the output folder. Default `dlio.log`.
+    pub log_file: String,
+    /// `output.metric`: steps left out of the metrics.
+    pub metric: OutputMetricConfig,
+}
+
+impl Default for OutputConfig {
+    fn default() -> Self {
+        OutputConfig {
+            folder: None,
+            log_file: "dlio.log".into(),
+            metric: OutputMetricConfig::default(),
+        }
+    }
+}
+
+/// `output.metric`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OutputMetricConfig {
+    /// Steps left out at the start of each block. Default 1.
+    pub exclude_start_steps: u64,
+    /// Steps left out at the end of each block. Default 0.
+    pub exclude_end_steps: u64,
+}
+
+impl Default for OutputMetricConfig {
+    fn default() -> Self {
+        OutputMetricConfig {
+            exclude_start_steps: 1,
+            exclude_end_steps: 0,
+        }
+    }
+}
+
+/// `profiling`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProfilingConfig {
+    /// Profiler started when `workflow.profiling` is on. Default iostat.
+    pub profiler: Profiler,
+    /// iostat devices; empty means all (a single string is accepted). Default empty.
+    pub iostat_devices: Vec<String>,
+}
+
+/// `metric`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricConfig {
+    /// AU expectation, a fraction: a run meets it when mean AU% ≥ `au`·100. Default 0.90.
+    pub au: f64,
+}
+
+impl Default for MetricConfig {
+    fn default() -> Self {
+        MetricConfig { au: 0.90 }
+    }
+}
+
+/// `storage.storage_type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StorageType {
+    /// POSIX files under `storage_root`.
+    #[default]
+    LocalFs,
+    /// Accepted because upstream's enum has it; upstream's storage factory rejects it.
+    ParallelFs,
+    /// S3 (bucket = `storage_root`).
+    S3,
+    /// AIStore.
+    Aistore,
+}
+
+impl StorageType {
+    /// The YAML spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StorageType::LocalFs => "local_fs",
+            StorageType::ParallelFs => "parallel_fs",
+            StorageType::S3 => "s3",
+            StorageType::Aistore => "aistore",
+        }
+    }
+}
+
+/// `checkpoint.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckpointMode {
+    /// Every rank of a world of `DP·TP·PP` ranks, DP derived from the world size.
+    #[default]
+    Default,
+    /// Emulate a slice of a bigger job: `model.parallelism.data` gives the target DP.
+    Subset,
+}
+
+/// `profiling.profiler`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Profiler {
+    /// `iostat -mdxtcy -o JSON` on rank 0.
+    #[default]
+    Iostat,
+    /// Darshan (needs LD_PRELOAD).
+    Darshan,
+    /// TensorFlow profiler.
+    Tensorboard,
+    /// No profiler.
+    None,
+}
+
+/// `reader.multiprocessing_context`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MultiprocessingContext {
+    /// `fork`.
+    #[default]
+    Fork,
+    /// `spawn`.
+    Spawn,
+    /// `forkserver`.
+    Forkserver,
+}
+
+/// Element type of checkpoint tensors (`model.model_datatype`, `model.optimizer_datatype`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DataType {
+    /// 16-bit float.
+    Fp16,
+    /// bfloat16.
+    Bf16,
+    /// 32-bit float.
+    Fp32,
+    /// 64-bit float.
+    Fp64,
+    /// Signed byte.
+    Int8,
+    /// Unsigned byte.
+    Uint8,
+}
+
+impl DataType {
+    /// Bytes per element.
+    pub fn size(self) -> u64 {
+        match self {
+            DataType::Int8 | DataType::Uint8 => 1,
+            DataType::Fp16 | DataType::Bf16 => 2,
+            DataType::Fp32 => 4,
+            DataType::Fp64 => 8,
+        }
+    }
+}
+
+/// How a [`TimeDistribution`] is written in YAML: a plain number for a constant (what the
+/// workloads use), `{type: normal, mean, stdev}` and so on otherwise. Reading accepts
+/// everything DLIO accepts (dlio-semantics.md §2.7); the legacy `*_stdev` sibling keys are
+/// folded in before this runs.
+pub(crate) mod time_value {
+    use serde::de::Error as _;
+    use serde::ser::SerializeMap;
+    use serde::{Deserialize, Deserializer, Serializer};
+    use serde_json::Value;
+
+    use crate::vocab::TimeDistribution;
+
+    const FORMS: &str = "a number of seconds, or a mapping such as {mean: 0.5, stdev: 0.1}, \
+                         {type: uniform, min: 0.4, max: 0.6}, {type: gamma, shape: 2, scale: 0.1}, \
+                         {type: exponential, scale: 0.2} or {type: poisson, lam: 0.3}";
+
+    pub fn serialize<S: Serializer>(t: &TimeDistribution, s: S) -> Result<S::Ok, S::Error> {
+        let entries: Vec<(&str, f64)> = match *t {
+            TimeDistribution::Constant { value } => return s.serialize_f64(value),
+            TimeDistribution::Normal { mean, stdev } => vec![("mean", mean), ("stdev", stdev)],
+            TimeDistribution::Uniform { min, max } => vec![("min", min), ("max", max)],
+            TimeDistribution::Gamma { shape, scale } => vec![("shape", shape), ("scale", scale)],
+            TimeDistribution::Exponential { scale } => vec![("scale", scale)],
+            TimeDistribution::Poisson { lam } => vec![("lam", lam)],
+        };
+        let mut map = s.serialize_map(Some(entries.len() + 1))?;
+        map.serialize_entry("type", type_name(t))?;
+        for (key, value) in entries {
+            map.serialize_entry(key, &value)?;
+        }
+        map.end()
+    }
+
+    fn type_name(t: &TimeDistribution) -> &'static str {
+        match t {
+            TimeDistribution::Constant { .. } => "constant",
+            TimeDistribution::Normal { .. } => "normal",
+            TimeDistribution::Uniform { .. } => "uniform",
+            TimeDistribution::Gamma { .. } => "gamma",
+            TimeDistribution::Exponential { .. } => "exponential",
+            TimeDistribution::Poisson { .. } => "poisson",
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<TimeDistribution, D::Error> {
+        let value = Value::deserialize(d)?;
+        parse(&value).map_err(D::Error::custom)
+    }
+
+    /// Interprets one time value; the error text completes "`train.computation_time` ...".
+    pub(crate) fn parse(value: &Value) -> Result<TimeDistribution, String> {
+        let map = match value {
+            Value::Null => return Ok(TimeDistribution::Constant { value: 0.0 }),
+            Value::Number(n) => {
+                let value = n.as_f64().unwrap_or(0.0);
+                return Ok(TimeDistribution::Constant { value });
+            }
+            Value::Object(map) => map,
+            other => return Err(format!("must be {FORMS}; got `{other}`")),
+        };
+        let kind = match map.get("type") {
+            None => {
+                if map.contains_key("stdev") {
+                    "normal".to_string()
+                } else if map.contains_key("value") && !map.contains_key("mean") {
+                    "constant".to_string()
+                } else {
+                    "mean-only".to_string()
+                }
+            }
+            Some(Value::String(s)) => s.to_ascii_lowercase(),
+            Some(other) => {
+                return Err(format!(
+                    "has `type: {other}`; the type must be one of normal, uniform, gamma, \
+                     exponential, poisson (or constant)"
+                ));
+            }
+        };
+        let (params, allowed): (&[&str], &[&str]) = match kind.as_str() {
+            "mean-only" => (&[], &["mean"]),
+            "constant" => (&[], &["value", "mean"]),
+            "normal" => (&[], &["mean", "stdev"]),
+            "uniform" => (&["min", "max"], &["min", "max"]),
+            "gamma" => (&["shape", "scale"], &["shape", "scale"]),
+            "exponential" => (&["scale"], &["scale"]),
+            "poisson" => (&["lam"], &["lam"]),
+            other => {
+                return Err(format!(
+                    "has `type: {other}`; the type must be one of normal, uniform, gamma, \
+                     exponential, poisson (or constant)"
+                ));
+            }
+        };
+        let shown = if kind == "mean-only" { "normal" } else { kind.as_str() };
+        for key in map.keys() {
+            if key != "type" && !allowed.contains(&key.as_str()) {
+                return Err(format!(
+                    "has `{key}`, which is not a parameter of the {shown} distribution (it takes \
+                     {}); remove it",
+                    allowed.join(", ")
+                ));
+            }
+        }
+        for key in params {
+            if !map.contains_key(*key) {
+                return Err(format!(
+                    "is a {shown} distribution and needs `{}` (missing `{key}`)",
+                    params.join("` and `")
+                ));
+            }
+        }
+        let num = |key: &str| -> Result<f64, String> {
+            match map.get(key) {
+                None | Some(Value::Null) => Ok(0.0),
+                Some(Value::Number(n)) => Ok(n.as_f64().unwrap_or(0.0)),
+                Some(other) => Err(format!("has `{key}: {other}`, which must be a number")),
+            }
+        };
+        Ok(match kind.as_str() {
+            "mean-only" => TimeDistribution::Constant { value: num("mean")? },
+            "constant" if map.contains_key("value") => TimeDistribution::Constant { value: num("value")? },
+            "constant" => TimeDistribution::Constant { value: num("mean")? },
+            "normal" => {
+                let (mean, stdev) = (num("mean")?, num("stdev")?);
+                if stdev == 0.0 {
+                    TimeDistribution::Constant { value: mean }
+                } else {
+                    TimeDistribution::Normal { mean, stdev }
+                }
+            }
+            "uniform" => TimeDistribution::Uniform { min: num("min")?, max: num("max")? },
+            "gamma" => TimeDistribution::Gamma { shape: num("shape")?, scale: num("scale")? },
+            "exponential" => TimeDistribution::Exponential { scale: num("scale")? },
+            _ => TimeDistribution::Poisson { lam: num("lam")? },
+        })
+    }
+}

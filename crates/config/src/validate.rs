@@ -1,0 +1,418 @@
+//! `Config::validate`: DLIO's `validate()` rules that depend on the config alone
+//! (dlio-semantics.md §3.12), plus the checks that keep later stages from dividing by zero.
+//! Rules about the file list, the environment (LD_PRELOAD) or installed Python packages are
+//! checked where that information exists, not here. `train.total_training_steps` larger
+//! than an epoch is checked by the trainer, which knows the file count.
+
+use crate::error::ConfigError;
+use crate::schema::{CheckpointMode, Config};
+use crate::vocab::{Compression, DataLoaderKind, FormatKind, Framework, TimeDistribution};
+
+fn invalid(key: &str, message: String, fix: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key: key.to_string(),
+        message,
+        fix: fix.into(),
+    }
+}
+
+impl Config {
+    /// Checks the rules DLIO enforces before a run, for a run on `world` ranks. Returns the
+    /// warnings (things DLIO also only warns about) or the first rule broken, with a message
+    /// that says how to fix it.
+    pub fn validate(&self, world: u32) -> Result<Vec<String>, ConfigError> {
+        let mut warnings = Vec::new();
+        self.validate_plugins()?;
+        self.validate_loader()?;
+        self.validate_counts()?;
+        self.validate_dataset(&mut warnings)?;
+        self.validate_model(world)?;
+        self.validate_checkpoint()?;
+        self.validate_times()?;
+        Ok(warnings)
+    }
+
+    fn validate_plugins(&self) -> Result<(), ConfigError> {
+        let reader = &self.reader;
+        if reader.data_loader_classname.is_some() && reader.data_loader_sampler.is_none() {
+            return Err(invalid(
+                "reader.data_loader_sampler",
+                "a custom data loader (reader.data_loader_classname) needs a sampler.".into(),
+                "set ++workload.reader.data_loader_sampler=iterative or =index",
+            ));
+        }
+        let plugins = [
+            (
+                "reader.data_loader_classname",
+                &reader.data_loader_classname,
+                "use a built-in loader: reader.data_loader = pytorch, tensorflow, dali, \
+                 native_dali or synthetic",
+            ),
+            (
+                "reader.reader_classname",
+                &reader.reader_classname,
+                "remove the key; the reader is chosen by dataset.format",
+            ),
+            (
+                "checkpoint.checkpoint_mechanism_classname",
+                &self.checkpoint.checkpoint_mechanism_classname,
+                "remove the key; the checkpoint mechanism follows `framework` (pytorch: pt_save, \
+                 tensorflow: tf_save)",
+            ),
+        ];
+        for (key, class, fix) in plugins {
+            if let Some(class) = class {
+                return Err(invalid(
+                    key,
+                    format!(
+                        "names the Python class `{class}`; DLIO plugins are Python classes \
+                         imported at run time, and dlio (a native program) cannot load them."
+                    ),
+                    fix,
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_loader(&self) -> Result<(), ConfigError> {
+        // The data loader only runs in the training loop (evaluation runs inside it); a
+        // generate-only or checkpoint-only workload never builds one, as in DLIO.
+        if !self.workflow.train {
+            return Ok(());
+        }
+        let loader = self.reader.data_loader;
+        if self.dataset.format == FormatKind::Tfrecord && loader == DataLoaderKind::Pytorch {
+            return Err(invalid(
+                "reader.data_loader",
+                "the pytorch data loader cannot read tfrecord files, as in DLIO (dataset.format \
+                 is tfrecord, which is also DLIO's default when a workload sets no format)."
+                    .into(),
+                "set ++workload.dataset.format to another format (e.g. npz), or use \
+                 ++workload.framework=tensorflow ++workload.reader.data_loader=tensorflow",
+            ));
+        }
+        let mismatch = matches!(
+            (self.framework, loader),
+            (Framework::Tensorflow, DataLoaderKind::Pytorch)
+                | (Framework::Pytorch, DataLoaderKind::Tensorflow)
+        );
+        if mismatch {
+            let framework = match self.framework {
+                Framework::Tensorflow => "tensorflow",
+                Framework::Pytorch => "pytorch",
+            };
+            return Err(invalid(
+                "reader.data_loader",
+                format!(
+                    "the {} data loader does not belong to framework {framework} (DLIO: \
+                     \"Incompatible between framework and data_loader setup\").",
+                    if loader == DataLoaderKind::Pytorch { "pytorch" } else { "tensorflow" }
+                ),
+                format!(
+                    "set ++workload.reader.data_loader={framework} (or dali/native_dali), or \
+                     change ++workload.framework"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate_counts(&self) -> Result<(), ConfigError> {
+        if self.reader.batch_size == 0 {
+            return Err(invalid(
+                "reader.batch_size",
+                "is 0; a step needs at least one sample.".into(),
+                "set ++workload.reader.batch_size to 1 or more",
+            ));
+        }
+        if self.reader.batch_size_eval == 0 {
+            return Err(invalid(
+                "reader.batch_size_eval",
+                "is 0; an evaluation step needs at least one sample.".into(),
+                "set ++workload.reader.batch_size_eval to 1 or more",
+            ));
+        }
+        if self.train.epochs == 0 {
+            return Err(invalid(
+                "train.epochs",
+                "is 0; a run has at least one epoch.".into(),
+                "set ++workload.train.epochs to 1 or more (or ++workload.workflow.train=False to \
+                 skip training)",
+            ));
+        }
+        if self.dataset.num_samples_per_file == 0 {
+            return Err(invalid(
+                "dataset.num_samples_per_file",
+                "is 0; every file holds at least one sample.".into(),
+                "set ++workload.dataset.num_samples_per_file to 1 or more",
+            ));
+        }
+        let sentinels = [
+            ("train.total_training_steps", self.train.total_training_steps),
+            ("checkpoint.steps_between_checkpoints", self.checkpoint.steps_between_checkpoints),
+            ("checkpoint.num_checkpoints_write", self.checkpoint.num_checkpoints_write),
+            ("checkpoint.num_checkpoints_read", self.checkpoint.num_checkpoints_read),
+            ("model.parallelism.data", self.model.parallelism.data),
+            ("model.num_layers", self.model.num_layers),
+        ];
+        for (key, value) in sentinels {
+            if value < -1 {
+                return Err(invalid(
+                    key,
+                    format!("is {value}; a count cannot be negative (-1 means \"not set\")."),
+                    format!("set ++workload.{key} to -1 or to a count"),
+                ));
+            }
+        }
+        let lengths = [
+            ("dataset.record_length_bytes", self.dataset.record_length_bytes),
+            ("dataset.record_length_bytes_stdev", self.dataset.record_length_bytes_stdev),
+            ("dataset.record_length_bytes_resize", self.dataset.record_length_bytes_resize),
+        ];
+        for (key, value) in lengths {
+            if !(value >= 0.0) || !value.is_finite() {
+                return Err(invalid(
+                    key,
+                    format!("is {value}; a size in bytes cannot be negative."),
+                    format!("set ++workload.{key} to 0 or more"),
+                ));
+            }
+        }
+        if !(0.0..=1.0).contains(&self.metric.au) {
+            return Err(invalid(
+                "metric.au",
+                format!(
+                    "is {}; it is a fraction between 0 and 1 (0.90 means 90%).",
+                    self.metric.au
+                ),
+                format!(
+                    "set ++workload.metric.au={}",
+                    if self.metric.au > 1.0 && self.metric.au <= 100.0 {
+                        format!("{}", self.metric.au / 100.0)
+                    } else {
+                        "0.90".to_string()
+                    }
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate_dataset(&self, warnings: &mut Vec<String>) -> Result<(), ConfigError> {
+        let d = &self.dataset;
+        if d.hdf5.num_dset_per_record == 0 {
+            return Err(invalid(
+                "dataset.hdf5.num_dset_per_record",
+                "is 0; a record is stored in at least one dataset.".into(),
+                "set ++workload.dataset.hdf5.num_dset_per_record to 1 or more",
+            ));
+        }
+        if let Some(&first) = d.record_dims.first()
+            && first % d.hdf5.num_dset_per_record != 0
+        {
+            return Err(invalid(
+                "dataset.hdf5.num_dset_per_record",
+                format!(
+                    "is {}, which does not divide record_dims[0] = {first} (each dataset holds \
+                     an equal slice of the record).",
+                    d.hdf5.num_dset_per_record
+                ),
+                "choose a num_dset_per_record that divides the first record dimension",
+            ));
+        }
+        if matches!(d.format, FormatKind::Jpeg | FormatKind::Png) {
+            let fmt = d.format.name();
+            if d.record_dims.len() > 2 {
+                return Err(invalid(
+                    "dataset.record_dims",
+                    format!(
+                        "{fmt} format does not support more than 2 dimensions, but got {} \
+                         dimensions.",
+                        d.record_dims.len()
+                    ),
+                    "give record_dims as [height, width] for images",
+                ));
+            }
+            if d.record_element_type != crate::vocab::ElementType::Uint8 {
+                warnings.push(format!(
+                    "dataset.record_element_type is {} but {fmt} images are always uint8 (as in \
+                     DLIO); uint8 is used",
+                    d.record_element_type.name()
+                ));
+            }
+        }
+        if !d.record_dims.is_empty() && d.record_length_bytes_stdev > 0.0 {
+            return Err(invalid(
+                "dataset.record_dims",
+                "and dataset.record_length_bytes_stdev are both set; an explicit shape cannot \
+                 vary in size."
+                    .into(),
+                "remove record_dims, or set record_length_bytes_stdev to 0",
+            ));
+        }
+        if d.compression == Compression::Gzip && d.compression_level > 9 {
+            return Err(invalid(
+                "dataset.compression_level",
+                format!("is {}; gzip levels go from 0 to 9.", d.compression_level),
+                "set ++workload.dataset.compression_level between 0 and 9",
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate_model(&self, world: u32) -> Result<(), ConfigError> {
+        let p = &self.model.parallelism;
+        for (key, value) in [
+            ("model.parallelism.tensor", p.tensor),
+            ("model.parallelism.pipeline", p.pipeline),
+        ] {
+            if value == 0 {
+                return Err(invalid(
+                    key,
+                    "is 0; the smallest parallelism degree is 1.".into(),
+                    format!("set ++workload.{key}=1"),
+                ));
+            }
+        }
+        if p.zero_stage > 3 {
+            return Err(invalid(
+                "model.parallelism.zero_stage",
+                format!("is {}; ZeRO stages are 0, 1, 2 and 3.", p.zero_stage),
+                "set ++workload.model.parallelism.zero_stage to 0..3",
+            ));
+        }
+        let num_layers = self.model.num_layers;
+        if num_layers > 0 && num_layers < i64::from(p.pipeline) {
+            return Err(invalid(
+                "model.num_layers",
+                format!(
+                    "is {num_layers}, fewer than model.parallelism.pipeline ({}): every \
+                     pipeline stage needs at least one layer.",
+                    p.pipeline
+                ),
+                "raise num_layers or lower the pipeline parallelism",
+            ));
+        }
+        if p.pipeline > 1 && p.zero_stage == 3 {
+            return Err(invalid(
+                "model.parallelism.zero_stage",
+                format!(
+                    "ZeRO stage 3 is not compatible with pipeline parallelism (pipeline = {}).",
+                    p.pipeline
+                ),
+                "set ++workload.model.parallelism.pipeline=1 or a zero_stage below 3",
+            ));
+        }
+        let model_parallel = u64::from(p.tensor) * u64::from(p.pipeline);
+        match self.checkpoint.mode {
+            CheckpointMode::Default => {
+                if p.data > 0 {
+                    return Err(invalid(
+                        "model.parallelism.data",
+                        format!(
+                            "is {} but checkpoint.mode is default, where data parallelism is \
+                             derived from the number of ranks.",
+                            p.data
+                        ),
+                        "remove model.parallelism.data, or set ++workload.checkpoint.mode=subset \
+                         to emulate a slice of a bigger job",
+                    ));
+                }
+                if u64::from(world) % model_parallel != 0 {
+                    return Err(invalid(
+                        "model.parallelism",
+                        format!(
+                            "{world} ranks are not a multiple of the model parallelism \
+                             tensor×pipeline = {}×{} = {model_parallel}.",
+                            p.tensor, p.pipeline
+                        ),
+                        format!(
+                            "run on a multiple of {model_parallel} ranks, or emulate a slice of \
+                             the job with ++workload.checkpoint.mode=subset \
+                             ++workload.model.parallelism.data=N"
+                        ),
+                    ));
+                }
+            }
+            CheckpointMode::Subset => {
+                if p.data <= 0 {
+                    return Err(invalid(
+                        "model.parallelism.data",
+                        "is not set, but checkpoint.mode subset needs the target data \
+                         parallelism."
+                            .into(),
+                        "set ++workload.model.parallelism.data=N (the data parallelism of the \
+                         full job)",
+                    ));
+                }
+                let full = u64::try_from(p.data).unwrap_or(0) * model_parallel;
+                if u64::from(world) > full {
+                    return Err(invalid(
+                        "model.parallelism.data",
+                        format!(
+                            "gives a job of data×tensor×pipeline = {}×{}×{} = {full} ranks, \
+                             fewer than the {world} ranks running.",
+                            p.data, p.tensor, p.pipeline
+                        ),
+                        "raise model.parallelism.data or run on fewer ranks",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_checkpoint(&self) -> Result<(), ConfigError> {
+        let c = &self.checkpoint;
+        if c.num_checkpoints_write > 0 && c.num_checkpoints_read > c.num_checkpoints_write {
+            return Err(invalid(
+                "checkpoint.num_checkpoints_read",
+                format!(
+                    "is {}, more than the {} checkpoints written.",
+                    c.num_checkpoints_read, c.num_checkpoints_write
+                ),
+                "read at most checkpoint.num_checkpoints_write checkpoints",
+            ));
+        }
+        if c.ksm.is_some() && c.randomize_tensor {
+            return Err(invalid(
+                "checkpoint.ksm",
+                "is set, which requires checkpoint.randomize_tensor to be False (random tensors \
+                 cannot be merged)."
+                    .into(),
+                "add ++workload.checkpoint.randomize_tensor=False, or remove checkpoint.ksm",
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate_times(&self) -> Result<(), ConfigError> {
+        let times = [
+            ("train.computation_time", &self.train.computation_time),
+            ("evaluation.eval_time", &self.evaluation.eval_time),
+            ("reader.preprocess_time", &self.reader.preprocess_time),
+        ];
+        for (key, dist) in times {
+            let bad = match *dist {
+                TimeDistribution::Normal { stdev, .. } if stdev < 0.0 => Some("stdev"),
+                TimeDistribution::Gamma { shape, .. } if shape < 0.0 => Some("shape"),
+                TimeDistribution::Gamma { scale, .. } | TimeDistribution::Exponential { scale }
+                    if scale < 0.0 =>
+                {
+                    Some("scale")
+                }
+                TimeDistribution::Poisson { lam } if lam < 0.0 => Some("lam"),
+                _ => None,
+            };
+            if let Some(param) = bad {
+                return Err(invalid(
+                    key,
+                    format!("has a negative `{param}`, which the distribution does not allow."),
+                    format!("set {key}.{param} to 0 or more"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
