@@ -56,7 +56,11 @@ impl fmt::Display for DeError {
             }
             DeErrorKind::UnknownKey { .. } => write!(f, "unknown key `{key}`"),
             DeErrorKind::UnknownVariant { got, allowed } => {
-                write!(f, "`{key}` must be one of {}, got `{got}`", allowed.join(", "))
+                write!(
+                    f,
+                    "`{key}` must be one of {}, got `{got}`",
+                    allowed.join(", ")
+                )
             }
             DeErrorKind::Message(m) => write!(f, "`{key}` {m}"),
         }
@@ -362,7 +366,12 @@ impl<'de> SeqAccess<'de> for SeqDe<'_, '_> {
         };
         let path = format!("{}[{}]", self.path, self.index);
         self.index += 1;
-        seed.deserialize(NodeDe { node: item, path }).map(Some)
+        seed.deserialize(NodeDe {
+            node: item,
+            path: path.clone(),
+        })
+        .map(Some)
+        .map_err(|e| e.at(&path))
     }
 }
 
@@ -393,16 +402,21 @@ impl<'de> MapAccess<'de> for MapDe<'_, '_> {
             return Ok(None);
         };
         let path = child_path(self.path, key);
-        let parsed = seed
-            .deserialize(KeyDe { key })
-            .map_err(|e| e.at(&path))?;
+        let parsed = seed.deserialize(KeyDe { key }).map_err(|e| e.at(&path))?;
         self.pending = Some((path, value));
         Ok(Some(parsed))
     }
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, DeError> {
         match self.pending.take() {
-            Some((path, node)) => seed.deserialize(NodeDe { node, path }),
+            // Errors raised after the value was read (a `deserialize_with` function) get the
+            // path here.
+            Some((path, node)) => seed
+                .deserialize(NodeDe {
+                    node,
+                    path: path.clone(),
+                })
+                .map_err(|e| e.at(&path)),
             None => Err(de::Error::custom("value requested before its key")),
         }
     }

@@ -68,7 +68,14 @@ pub enum ConfigError {
     },
 
     /// The YAML text does not parse.
-    #[error("workload file {file}, line {line}, column {column}: invalid YAML: {message}; fix the syntax there (indentation, a missing `:` or an unclosed bracket)")]
+    #[error(
+        "workload file {file}, line {line}, column {column}: invalid YAML: {message}; {}",
+        if message.contains("duplicate") {
+            "a key may appear only once in a mapping: remove one of them"
+        } else {
+            "fix the syntax there (indentation, a missing `:` or an unclosed bracket)"
+        }
+    )]
     Yaml {
         /// The file.
         file: String,

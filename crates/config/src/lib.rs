@@ -79,8 +79,8 @@ pub use output::{WorkloadRow, workload_row, workload_table};
 pub use schema::{
     CheckpointConfig, CheckpointMode, Config, DataType, DatasetConfig, EvaluationConfig,
     Hdf5Config, KsmConfig, MetricConfig, ModelConfig, MultiprocessingContext, OutputConfig,
-    OutputMetricConfig, ParallelismConfig, Profiler, ProfilingConfig, ReaderConfig,
-    StorageConfig, StorageOptions, StorageType, TrainConfig, TransformerConfig, WorkflowConfig,
+    OutputMetricConfig, ParallelismConfig, Profiler, ProfilingConfig, ReaderConfig, StorageConfig,
+    StorageOptions, StorageType, TrainConfig, TransformerConfig, WorkflowConfig,
 };
 pub use vocab::{
     Compression, DataLoaderKind, ElementType, FormatKind, Framework, ReadType, Sampler, Shuffle,

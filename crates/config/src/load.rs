@@ -138,7 +138,9 @@ fn parse_words(positional: &[String]) -> Result<Words, ConfigError> {
         };
         if let Some(name) = arg.strip_prefix("workload=") {
             if name.is_empty() {
-                return Err(bad("give a workload name, e.g. `workload=unet3d_h100`".into()));
+                return Err(bad(
+                    "give a workload name, e.g. `workload=unet3d_h100`".into()
+                ));
             }
             if let Some(first) = &words.workload {
                 return Err(bad(format!(
@@ -429,8 +431,8 @@ fn resolve(
     {
         *v = Value::Array(vec![v.take()]);
     }
-    let loader_given = tree::get(&root, &["reader".into(), "data_loader".into()])
-        .is_some_and(|v| !v.is_null());
+    let loader_given =
+        tree::get(&root, &["reader".into(), "data_loader".into()]).is_some_and(|v| !v.is_null());
     let mut config = Config::deserialize(NodeDe::root(&root)).map_err(|e| ctx.convert(e))?;
     if !loader_given {
         config.reader.data_loader = match config.framework {
@@ -522,7 +524,10 @@ fn tree_get_mut<'a>(root: &'a mut Value, path: &[String]) -> Option<&'a mut Valu
 }
 
 fn is_time_key(path: &[String]) -> bool {
-    path.len() == 2 && TIME_KEYS.iter().any(|(s, k)| path[0] == *s && path[1] == *k)
+    path.len() == 2
+        && TIME_KEYS
+            .iter()
+            .any(|(s, k)| path[0] == *s && path[1] == *k)
 }
 
 /// Applies one override to the tree, with Hydra's meaning of `=`, `+`, `++` and `~`.
@@ -596,7 +601,11 @@ fn apply(
         map.insert(last.clone(), o.value.clone());
     }
     // An explicit mean, or a replaced distribution, is no longer implicit.
-    implicit_means.retain(|p| !(o.path.starts_with(p) && o.path.len() == p.len() + 1 && last == "mean") && !p.starts_with(&o.path));
+    implicit_means.retain(|p| {
+        let replaced = p.starts_with(&o.path);
+        let explicit_mean = o.path.len() == p.len() + 1 && o.path.starts_with(p) && last == "mean";
+        !replaced && !explicit_mean
+    });
     Ok(())
 }
 
@@ -607,7 +616,10 @@ fn is_distribution_param(path: &[String]) -> bool {
 fn drop_implicit_means(root: &mut Value, implicit_means: &[Vec<String>]) {
     for path in implicit_means {
         if let Some(Value::Object(map)) = tree_get_mut(root, path) {
-            let kind = map.get("type").and_then(Value::as_str).map(str::to_ascii_lowercase);
+            let kind = map
+                .get("type")
+                .and_then(Value::as_str)
+                .map(str::to_ascii_lowercase);
             if kind.is_some_and(|k| k != "normal") {
                 map.remove("mean");
             }
@@ -622,14 +634,17 @@ fn fold_stdev_siblings(root: &mut Value, ctx: &Context<'_>) -> Result<(), Config
         let Some(stdev) = tree::remove(root, &sibling) else {
             continue;
         };
-        let main_path = vec![section.to_string(), key.to_string()];
-        let Some(Value::Object(map)) = tree_get_mut(root, &main_path[..1]) else {
+        let Some(Value::Object(map)) = tree_get_mut(root, &[section.to_string()]) else {
             continue;
         };
         let main = map.entry(key.to_string()).or_insert(Value::Null);
         match main {
             Value::Null | Value::Number(_) => {
-                let mean = if main.is_null() { Value::from(0) } else { main.take() };
+                let mean = if main.is_null() {
+                    Value::from(0)
+                } else {
+                    main.take()
+                };
                 let mut dist = Map::new();
                 dist.insert("mean".into(), mean);
                 dist.insert("stdev".into(), stdev);

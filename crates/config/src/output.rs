@@ -33,7 +33,10 @@ impl Config {
         let root = self.to_tree().map_err(|_| bad())?;
         let mut node = &root;
         for seg in &path {
-            node = node.as_mapping().and_then(|m| m.get(seg.as_str())).ok_or_else(bad)?;
+            node = node
+                .as_mapping()
+                .and_then(|m| m.get(seg.as_str()))
+                .ok_or_else(bad)?;
         }
         Ok(render(node))
     }
@@ -86,7 +89,11 @@ fn render(node: &Value) -> String {
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => n.to_string(),
         Value::String(s) => s.clone(),
-        Value::Sequence(items) if items.iter().all(|i| !matches!(i, Value::Mapping(_) | Value::Sequence(_))) => {
+        Value::Sequence(items)
+            if items
+                .iter()
+                .all(|i| !matches!(i, Value::Mapping(_) | Value::Sequence(_))) =>
+        {
             let parts: Vec<String> = items.iter().map(render).collect();
             format!("[{}]", parts.join(", "))
         }
@@ -121,8 +128,14 @@ pub struct WorkloadRow {
 
 impl WorkloadRow {
     /// The header line's cells.
-    pub const HEADER: [&'static str; 6] =
-        ["WORKLOAD", "FORMAT", "FILES TRAIN/EVAL", "RECORD", "BATCH", "COMPUTE PER STEP"];
+    pub const HEADER: [&'static str; 6] = [
+        "WORKLOAD",
+        "FORMAT",
+        "FILES TRAIN/EVAL",
+        "RECORD",
+        "BATCH",
+        "COMPUTE PER STEP",
+    ];
 
     /// The cells, in [`WorkloadRow::HEADER`] order.
     pub fn cells(&self) -> [&str; 6] {
@@ -142,7 +155,10 @@ pub fn workload_row(name: &str) -> Result<WorkloadRow, ConfigError> {
     let workload = builtin_workload(name).ok_or_else(|| ConfigError::UnknownWorkload {
         name: name.to_string(),
         searched: None,
-        available: builtin_workloads().iter().map(|w| w.name.to_string()).collect(),
+        available: builtin_workloads()
+            .iter()
+            .map(|w| w.name.to_string())
+            .collect(),
     })?;
     let config = load_text(&format!("{name}.yaml (built-in)"), workload.yaml, &[])?.config;
     Ok(row(name, &config))
@@ -223,7 +239,9 @@ fn describe_time(t: &TimeDistribution) -> String {
         TimeDistribution::Constant { value } => format!("{value} s"),
         TimeDistribution::Normal { mean, stdev } => format!("{mean}±{stdev} s"),
         TimeDistribution::Uniform { min, max } => format!("uniform {min}..{max} s"),
-        TimeDistribution::Gamma { shape, scale } => format!("gamma(shape {shape}, scale {scale}) s"),
+        TimeDistribution::Gamma { shape, scale } => {
+            format!("gamma(shape {shape}, scale {scale}) s")
+        }
         TimeDistribution::Exponential { scale } => format!("exponential(scale {scale}) s"),
         TimeDistribution::Poisson { lam } => format!("poisson({lam}) s"),
     }

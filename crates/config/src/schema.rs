@@ -855,7 +855,11 @@ pub(crate) mod time_value {
                 ));
             }
         };
-        let shown = if kind == "mean-only" { "normal" } else { kind.as_str() };
+        let shown = if kind == "mean-only" {
+            "normal"
+        } else {
+            kind.as_str()
+        };
         for key in map.keys() {
             if key != "type" && !allowed.contains(&key.as_str()) {
                 return Err(format!(
@@ -881,9 +885,15 @@ pub(crate) mod time_value {
             }
         };
         Ok(match kind.as_str() {
-            "mean-only" => TimeDistribution::Constant { value: num("mean")? },
-            "constant" if map.contains_key("value") => TimeDistribution::Constant { value: num("value")? },
-            "constant" => TimeDistribution::Constant { value: num("mean")? },
+            "mean-only" => TimeDistribution::Constant {
+                value: num("mean")?,
+            },
+            "constant" if map.contains_key("value") => TimeDistribution::Constant {
+                value: num("value")?,
+            },
+            "constant" => TimeDistribution::Constant {
+                value: num("mean")?,
+            },
             "normal" => {
                 let (mean, stdev) = (num("mean")?, num("stdev")?);
                 if stdev == 0.0 {
@@ -892,9 +902,17 @@ pub(crate) mod time_value {
                     TimeDistribution::Normal { mean, stdev }
                 }
             }
-            "uniform" => TimeDistribution::Uniform { min: num("min")?, max: num("max")? },
-            "gamma" => TimeDistribution::Gamma { shape: num("shape")?, scale: num("scale")? },
-            "exponential" => TimeDistribution::Exponential { scale: num("scale")? },
+            "uniform" => TimeDistribution::Uniform {
+                min: num("min")?,
+                max: num("max")?,
+            },
+            "gamma" => TimeDistribution::Gamma {
+                shape: num("shape")?,
+                scale: num("scale")?,
+            },
+            "exponential" => TimeDistribution::Exponential {
+                scale: num("scale")?,
+            },
             _ => TimeDistribution::Poisson { lam: num("lam")? },
         })
     }

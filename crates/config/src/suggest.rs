@@ -66,9 +66,7 @@ fn collect(node: &yaml_serde::Value, path: &str, out: &mut Vec<String>) {
         };
         let child = prefixed(path, key);
         out.push(child.clone());
-        let is_time = TIME_KEYS
-            .iter()
-            .any(|(s, k)| child == format!("{s}.{k}"));
+        let is_time = TIME_KEYS.iter().any(|(s, k)| child == format!("{s}.{k}"));
         if !is_time {
             collect(value, &child, out);
         }
@@ -103,7 +101,10 @@ pub(crate) fn suggest(path: &str) -> Option<String> {
         return Some(k.clone());
     }
     // 3. A further typo at the same level, or a key that starts with what was typed.
-    if let Some(s) = close(&mut siblings.iter().map(|s| (prefixed(parent, s), *s)), limit) {
+    if let Some(s) = close(
+        &mut siblings.iter().map(|s| (prefixed(parent, s), *s)),
+        limit,
+    ) {
         return Some(s);
     }
     if leaf.len() >= 3
@@ -169,7 +170,10 @@ mod tests {
 
     #[test]
     fn suggestions_prefer_typos_then_other_sections() {
-        assert_eq!(suggest("reader.batchsize").as_deref(), Some("reader.batch_size"));
+        assert_eq!(
+            suggest("reader.batchsize").as_deref(),
+            Some("reader.batch_size")
+        );
         assert_eq!(suggest("reader.epochs").as_deref(), Some("train.epochs"));
         assert_eq!(suggest("datset").as_deref(), Some("dataset"));
         assert_eq!(suggest("epochs").as_deref(), Some("train.epochs"));

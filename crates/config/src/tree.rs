@@ -20,8 +20,16 @@ use serde_json::{Map, Value};
 pub(crate) const ALIASES: &[(&str, &str, &str)] = &[
     ("", "data_reader", "reader"),
     ("dataset", "record_length", "record_length_bytes"),
-    ("dataset", "record_length_stdev", "record_length_bytes_stdev"),
-    ("dataset", "record_length_resize", "record_length_bytes_resize"),
+    (
+        "dataset",
+        "record_length_stdev",
+        "record_length_bytes_stdev",
+    ),
+    (
+        "dataset",
+        "record_length_resize",
+        "record_length_bytes_resize",
+    ),
 ];
 
 /// Time keys that accept a legacy `{key}_stdev` sibling, as `(section, key)`.
@@ -150,7 +158,11 @@ pub(crate) fn from_yaml(value: yaml_serde::Value, path: &str) -> Result<Value, S
                     yaml_serde::Value::String(s) => s,
                     other => {
                         let shown = yaml_serde::to_string(&other).unwrap_or_default();
-                        let where_ = if path.is_empty() { "the top level".to_string() } else { format!("`{path}`") };
+                        let where_ = if path.is_empty() {
+                            "the top level".to_string()
+                        } else {
+                            format!("`{path}`")
+                        };
                         return Err(format!(
                             "the key `{}` under {where_} is not a name; keys must be plain words \
                              such as `batch_size` (quote it if it is meant as text)",
@@ -158,7 +170,11 @@ pub(crate) fn from_yaml(value: yaml_serde::Value, path: &str) -> Result<Value, S
                         ));
                     }
                 };
-                let child = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+                let child = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
                 let value = from_yaml(item, &child)?;
                 out.insert(key, value);
             }

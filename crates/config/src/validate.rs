@@ -107,7 +107,11 @@ impl Config {
                 format!(
                     "the {} data loader does not belong to framework {framework} (DLIO: \
                      \"Incompatible between framework and data_loader setup\").",
-                    if loader == DataLoaderKind::Pytorch { "pytorch" } else { "tensorflow" }
+                    if loader == DataLoaderKind::Pytorch {
+                        "pytorch"
+                    } else {
+                        "tensorflow"
+                    }
                 ),
                 format!(
                     "set ++workload.reader.data_loader={framework} (or dali/native_dali), or \
@@ -149,10 +153,22 @@ impl Config {
             ));
         }
         let sentinels = [
-            ("train.total_training_steps", self.train.total_training_steps),
-            ("checkpoint.steps_between_checkpoints", self.checkpoint.steps_between_checkpoints),
-            ("checkpoint.num_checkpoints_write", self.checkpoint.num_checkpoints_write),
-            ("checkpoint.num_checkpoints_read", self.checkpoint.num_checkpoints_read),
+            (
+                "train.total_training_steps",
+                self.train.total_training_steps,
+            ),
+            (
+                "checkpoint.steps_between_checkpoints",
+                self.checkpoint.steps_between_checkpoints,
+            ),
+            (
+                "checkpoint.num_checkpoints_write",
+                self.checkpoint.num_checkpoints_write,
+            ),
+            (
+                "checkpoint.num_checkpoints_read",
+                self.checkpoint.num_checkpoints_read,
+            ),
             ("model.parallelism.data", self.model.parallelism.data),
             ("model.num_layers", self.model.num_layers),
         ];
@@ -166,12 +182,21 @@ impl Config {
             }
         }
         let lengths = [
-            ("dataset.record_length_bytes", self.dataset.record_length_bytes),
-            ("dataset.record_length_bytes_stdev", self.dataset.record_length_bytes_stdev),
-            ("dataset.record_length_bytes_resize", self.dataset.record_length_bytes_resize),
+            (
+                "dataset.record_length_bytes",
+                self.dataset.record_length_bytes,
+            ),
+            (
+                "dataset.record_length_bytes_stdev",
+                self.dataset.record_length_bytes_stdev,
+            ),
+            (
+                "dataset.record_length_bytes_resize",
+                self.dataset.record_length_bytes_resize,
+            ),
         ];
         for (key, value) in lengths {
-            if !(value >= 0.0) || !value.is_finite() {
+            if value.is_nan() || value < 0.0 || value.is_infinite() {
                 return Err(invalid(
                     key,
                     format!("is {value}; a size in bytes cannot be negative."),
@@ -304,6 +329,11 @@ impl Config {
                 "set ++workload.model.parallelism.pipeline=1 or a zero_stage below 3",
             ));
         }
+        // Data parallelism (world / TP·PP, or parallelism.data in subset mode) only shapes
+        // the checkpoint; DLIO checks it even when no checkpoint is written, we do not.
+        if !self.workflow.checkpoint {
+            return Ok(());
+        }
         let model_parallel = u64::from(p.tensor) * u64::from(p.pipeline);
         match self.checkpoint.mode {
             CheckpointMode::Default => {
@@ -323,8 +353,8 @@ impl Config {
                     return Err(invalid(
                         "model.parallelism",
                         format!(
-                            "{world} ranks are not a multiple of the model parallelism \
-                             tensor×pipeline = {}×{} = {model_parallel}.",
+                            "the run has {world} rank(s), which is not a multiple of the model \
+                             parallelism tensor×pipeline = {}×{} = {model_parallel}.",
                             p.tensor, p.pipeline
                         ),
                         format!(

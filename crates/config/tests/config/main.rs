@@ -1,0 +1,80 @@
+//! The behaviour of `dlio-config`, one module per topic.
+
+mod defaults;
+mod errors;
+mod output;
+mod overrides;
+mod validation;
+mod workloads;
+
+use std::path::PathBuf;
+
+use dlio_config::{ConfigError, LoadArgs, Loaded, load};
+
+/// The spec's copies of DLIO's 24 workload files.
+pub fn spec_workloads_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/spec/dlio-workloads")
+}
+
+/// `dlio ... workload=NAME ARGS...`.
+pub fn load_words(words: &[&str]) -> Result<Loaded, ConfigError> {
+    load(&LoadArgs {
+        positional: words.iter().map(|w| w.to_string()).collect(),
+        config_dir: None,
+    })
+}
+
+/// Loads the built-in workload `name` with `overrides`, which must succeed.
+pub fn builtin(name: &str, overrides: &[&str]) -> Loaded {
+    let mut words = vec![format!("workload={name}")];
+    words.extend(overrides.iter().map(|o| o.to_string()));
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    match load_words(&words) {
+        Ok(loaded) => loaded,
+        Err(e) => panic!("loading {name} with {overrides:?}: {e}"),
+    }
+}
+
+/// A workload file written to a fresh directory, loaded by path.
+pub struct TempWorkload {
+    pub dir: tempfile::TempDir,
+    pub path: PathBuf,
+}
+
+impl TempWorkload {
+    pub fn new(file_name: &str, yaml: &str) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join(file_name);
+        std::fs::write(&path, yaml).expect("write workload");
+        TempWorkload { dir, path }
+    }
+
+    pub fn load(&self, overrides: &[&str]) -> Result<Loaded, ConfigError> {
+        let mut words = vec![format!("workload={}", self.path.display())];
+        words.extend(overrides.iter().map(|o| o.to_string()));
+        load(&LoadArgs {
+            positional: words,
+            config_dir: None,
+        })
+    }
+}
+
+/// Loads `yaml` (as file `name`) and returns the error message, which must exist.
+pub fn error_of(name: &str, yaml: &str, overrides: &[&str]) -> String {
+    let w = TempWorkload::new(name, yaml);
+    match w.load(overrides) {
+        Ok(loaded) => panic!("expected an error, got {:?}", loaded.config),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Asserts that `haystack` contains every needle, showing the haystack otherwise.
+#[track_caller]
+pub fn assert_contains(haystack: &str, needles: &[&str]) {
+    for needle in needles {
+        assert!(
+            haystack.contains(needle),
+            "expected {needle:?} in:\n{haystack}"
+        );
+    }
+}

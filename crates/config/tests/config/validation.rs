@@ -1,0 +1,313 @@
+//! DLIO's pre-run rules (dlio-semantics.md §3.12) that depend on the config alone.
+
+use dlio_config::{Config, ConfigError};
+
+use crate::assert_contains;
+
+fn config(yaml: &str) -> Config {
+    Config::from_yaml(yaml).unwrap_or_else(|e| panic!("{yaml}: {e}"))
+}
+
+/// The validation error for `yaml` on `world` ranks, which must exist.
+fn rejected(yaml: &str, world: u32) -> String {
+    match config(yaml).validate(world) {
+        Ok(w) => panic!("expected a rejection of\n{yaml}\ngot warnings {w:?}"),
+        Err(e) => {
+            assert!(matches!(e, ConfigError::Invalid { .. }), "{e:?}");
+            e.to_string()
+        }
+    }
+}
+
+const PYTORCH_NPZ: &str = "framework: pytorch\ndataset:\n  format: npz\n";
+const CHECKPOINTING: &str =
+    "framework: pytorch\ndataset:\n  format: npz\nworkflow:\n  checkpoint: True\n";
+
+#[test]
+fn a_plain_pytorch_workload_is_valid() {
+    assert_eq!(
+        config(PYTORCH_NPZ).validate(4).expect("valid"),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn tfrecord_cannot_be_read_by_the_pytorch_loader() {
+    let err = rejected("framework: pytorch\nreader:\n  data_loader: pytorch\n", 1);
+    assert_contains(&err, &["`reader.data_loader`", "tfrecord", "Fix:"]);
+}
+
+#[test]
+fn framework_and_loader_must_match() {
+    let err = rejected(
+        &format!("{PYTORCH_NPZ}reader:\n  data_loader: tensorflow\n"),
+        1,
+    );
+    assert_contains(
+        &err,
+        &[
+            "tensorflow data loader",
+            "framework pytorch",
+            "data_loader=pytorch",
+        ],
+    );
+    let err = rejected(
+        "framework: tensorflow\ndataset:\n  format: npz\nreader:\n  data_loader: pytorch\n",
+        1,
+    );
+    assert_contains(&err, &["pytorch data loader", "framework tensorflow"]);
+    // DALI serves both frameworks.
+    assert!(
+        config(&format!("{PYTORCH_NPZ}reader:\n  data_loader: dali\n"))
+            .validate(1)
+            .is_ok()
+    );
+}
+
+#[test]
+fn loader_rules_do_not_apply_when_nothing_is_read() {
+    let checkpoint_only = "framework: pytorch\nworkflow:\n  train: False\n  checkpoint: True\n";
+    assert!(config(checkpoint_only).validate(1).is_ok());
+}
+
+#[test]
+fn a_custom_loader_needs_a_sampler_and_python_plugins_are_refused() {
+    let err = rejected(
+        &format!("{PYTORCH_NPZ}reader:\n  data_loader_classname: my.Loader\n"),
+        1,
+    );
+    assert_contains(
+        &err,
+        &[
+            "`reader.data_loader_sampler`",
+            "data_loader_sampler=iterative",
+        ],
+    );
+    let err = rejected(
+        &format!(
+            "{PYTORCH_NPZ}reader:\n  data_loader_classname: my.Loader\n  data_loader_sampler: index\n"
+        ),
+        1,
+    );
+    assert_contains(
+        &err,
+        &[
+            "`reader.data_loader_classname`",
+            "`my.Loader`",
+            "Python",
+            "built-in loader",
+        ],
+    );
+    let err = rejected(
+        &format!("{PYTORCH_NPZ}reader:\n  reader_classname: my.Reader\n"),
+        1,
+    );
+    assert_contains(&err, &["`reader.reader_classname`", "dataset.format"]);
+    let err = rejected(
+        &format!("{PYTORCH_NPZ}checkpoint:\n  checkpoint_mechanism_classname: my.Ckpt\n"),
+        1,
+    );
+    assert_contains(
+        &err,
+        &["`checkpoint.checkpoint_mechanism_classname`", "pt_save"],
+    );
+}
+
+#[test]
+fn model_parallelism_rules_follow_dlio() {
+    let err = rejected(
+        &format!("{PYTORCH_NPZ}model:\n  num_layers: 2\n  parallelism:\n    pipeline: 4\n"),
+        4,
+    );
+    assert_contains(&err, &["`model.num_layers`", "is 2", "pipeline (4)"]);
+    let err = rejected(
+        &format!("{PYTORCH_NPZ}model:\n  parallelism:\n    pipeline: 2\n    zero_stage: 3\n"),
+        2,
+    );
+    assert_contains(
+        &err,
+        &["`model.parallelism.zero_stage`", "ZeRO stage 3", "pipeline"],
+    );
+    let err = rejected(
+        &format!("{CHECKPOINTING}model:\n  parallelism:\n    data: 4\n"),
+        4,
+    );
+    assert_contains(
+        &err,
+        &["`model.parallelism.data`", "checkpoint.mode=subset"],
+    );
+    let err = rejected(
+        &format!("{CHECKPOINTING}model:\n  parallelism:\n    tensor: 8\n    pipeline: 4\n"),
+        8,
+    );
+    assert_contains(
+        &err,
+        &[
+            "8 rank(s), which is not a multiple",
+            "8×4 = 32",
+            "mode=subset",
+        ],
+    );
+    assert!(
+        config(&format!(
+            "{CHECKPOINTING}model:\n  parallelism:\n    tensor: 8\n    pipeline: 4\n"
+        ))
+        .validate(64)
+        .is_ok()
+    );
+}
+
+#[test]
+fn subset_mode_needs_a_data_parallelism_that_covers_the_world() {
+    let err = rejected(&format!("{CHECKPOINTING}checkpoint:\n  mode: subset\n"), 2);
+    assert_contains(
+        &err,
+        &["`model.parallelism.data`", "subset", "parallelism.data=N"],
+    );
+    let err = rejected(
+        &format!(
+            "{CHECKPOINTING}checkpoint:\n  mode: subset\nmodel:\n  parallelism:\n    data: 2\n"
+        ),
+        4,
+    );
+    assert_contains(&err, &["2×1×1 = 2 ranks", "fewer than the 4 ranks"]);
+    assert!(
+        config(&format!(
+            "{CHECKPOINTING}checkpoint:\n  mode: subset\nmodel:\n  parallelism:\n    data: 2\n"
+        ))
+        .validate(2)
+        .is_ok()
+    );
+}
+
+#[test]
+fn world_rules_apply_only_when_checkpointing() {
+    let training = format!("{PYTORCH_NPZ}model:\n  parallelism:\n    tensor: 8\n    data: 4\n");
+    assert!(config(&training).validate(3).is_ok());
+}
+
+#[test]
+fn checkpoint_reads_cannot_exceed_writes_and_ksm_needs_constant_tensors() {
+    let err = rejected(
+        &format!(
+            "{PYTORCH_NPZ}checkpoint:\n  num_checkpoints_write: 2\n  num_checkpoints_read: 3\n"
+        ),
+        1,
+    );
+    assert_contains(
+        &err,
+        &[
+            "`checkpoint.num_checkpoints_read`",
+            "is 3",
+            "the 2 checkpoints written",
+        ],
+    );
+    let err = rejected(&format!("{PYTORCH_NPZ}checkpoint:\n  ksm: {{}}\n"), 1);
+    assert_contains(&err, &["`checkpoint.ksm`", "randomize_tensor=False"]);
+    assert!(
+        config(&format!(
+            "{PYTORCH_NPZ}checkpoint:\n  ksm: {{}}\n  randomize_tensor: False\n"
+        ))
+        .validate(1)
+        .is_ok()
+    );
+}
+
+#[test]
+fn record_dims_rules_follow_dlio() {
+    let err = rejected(
+        &format!("{PYTORCH_NPZ}  record_dims: [3, 8]\n  hdf5:\n    num_dset_per_record: 2\n"),
+        1,
+    );
+    assert_contains(
+        &err,
+        &["`dataset.hdf5.num_dset_per_record`", "record_dims[0] = 3"],
+    );
+    let err = rejected(
+        "framework: pytorch\ndataset:\n  format: png\n  record_dims: [3, 8, 8]\n",
+        1,
+    );
+    assert_contains(
+        &err,
+        &["png format does not support more than 2 dimensions, but got 3 dimensions."],
+    );
+    let err = rejected(
+        "framework: pytorch\ndataset:\n  format: jpeg\n  record_dims: [1, 2, 3, 4]\n",
+        1,
+    );
+    assert_contains(
+        &err,
+        &["jpeg format does not support more than 2 dimensions, but got 4 dimensions."],
+    );
+    let err = rejected(
+        &format!("{PYTORCH_NPZ}  record_dims: [8, 8]\n  record_length_bytes_stdev: 10\n"),
+        1,
+    );
+    assert_contains(
+        &err,
+        &["`dataset.record_dims`", "record_length_bytes_stdev"],
+    );
+}
+
+#[test]
+fn images_warn_that_they_are_always_uint8() {
+    let warnings =
+        config("framework: pytorch\ndataset:\n  format: png\n  record_element_type: float32\n")
+            .validate(1)
+            .expect("valid");
+    assert_eq!(warnings.len(), 1);
+    assert_contains(&warnings[0], &["float32", "uint8"]);
+}
+
+#[test]
+fn zero_and_negative_counts_are_rejected() {
+    let cases = [
+        ("reader:\n  batch_size: 0\n", "`reader.batch_size`"),
+        (
+            "reader:\n  batch_size_eval: 0\n",
+            "`reader.batch_size_eval`",
+        ),
+        ("train:\n  epochs: 0\n", "`train.epochs`"),
+        (
+            "dataset:\n  format: npz\n  num_samples_per_file: 0\n",
+            "`dataset.num_samples_per_file`",
+        ),
+        (
+            "train:\n  total_training_steps: -5\n",
+            "`train.total_training_steps`",
+        ),
+        (
+            "checkpoint:\n  num_checkpoints_write: -2\n",
+            "`checkpoint.num_checkpoints_write`",
+        ),
+        (
+            "dataset:\n  format: npz\n  record_length_bytes: -1\n",
+            "`dataset.record_length_bytes`",
+        ),
+        (
+            "model:\n  parallelism:\n    tensor: 0\n",
+            "`model.parallelism.tensor`",
+        ),
+        (
+            "model:\n  parallelism:\n    zero_stage: 4\n",
+            "`model.parallelism.zero_stage`",
+        ),
+        ("metric:\n  au: 90\n", "`metric.au`"),
+        (
+            "train:\n  computation_time: {mean: 1, stdev: -1}\n",
+            "`train.computation_time`",
+        ),
+    ];
+    for (yaml, key) in cases {
+        let yaml = format!("framework: pytorch\n{yaml}");
+        let yaml = if yaml.contains("dataset:") {
+            yaml
+        } else {
+            format!("{yaml}dataset:\n  format: npz\n")
+        };
+        let err = rejected(&yaml, 1);
+        assert_contains(&err, &[key, "Fix:"]);
+    }
+    let err = rejected(&format!("{PYTORCH_NPZ}metric:\n  au: 90\n"), 1);
+    assert_contains(&err, &["metric.au=0.9"]);
+}
