@@ -9,12 +9,65 @@
 //! it opens a file (for npz/npy: read and parse the whole file), `read_sample` hands out one
 //! sample, `close` forgets the file. Each loader thread owns one [`FormatReader`] for the whole
 //! run, so buffers are reused and steady state allocates nothing per sample.
+//!
+//! The pieces:
+//! - [`Format`] (one per `dataset.format`, from [`format_for`]) generates files and makes
+//!   readers. Built in: `npz`, `npy` and `synthetic`.
+//! - [`FormatReader`] serves samples; it may hold several files open at once, keyed by
+//!   [`FileKey`], because `read_type: memory` keeps files open across samples.
+//! - [`DataRng`] produces each file's bytes: unique per file, identical for the same seed.
+//! - [`generate`] drives generation of a whole dataset with a thread pool, resumable and
+//!   cancellable.
+//! - [`FormatError`] is the crate's one error type.
+//!
+//! Generation streams: a file is written in bounded chunks straight into the storage's
+//! [`WriteHandle`](dlio_storage::WriteHandle), never assembled in memory, because files can be
+//! gigabytes.
+//!
+//! ```
+//! use dlio_config::{Compression, ElementType, FormatKind};
+//! use dlio_format::{DataRng, FileLayout, format_for};
+//! use dlio_storage::PosixStorage;
+//!
+//! # fn main() -> Result<(), dlio_format::FormatError> {
+//! let dir = tempfile::tempdir().expect("temp dir");
+//! let storage = PosixStorage::new();
+//! let npz = format_for(FormatKind::Npz)?;
+//! let layout = FileLayout {
+//!     samples: 4,
+//!     sample_dims: vec![8, 8],
+//!     element: ElementType::Uint8,
+//!     compression: Compression::None,
+//! };
+//! let path = dir.path().join("img_0_of_1.npz");
+//! let bytes = npz.generate(&storage, &path, &layout, &mut DataRng::for_file(7, 0, 0))?;
+//! assert_eq!(Some(bytes), npz.expected_size(&layout));
+//!
+//! let mut reader = npz.reader(&layout);
+//! reader.open(&storage, 0, &path)?;
+//! assert_eq!(reader.read_sample(&storage, 0, 3)?.len(), 64);
+//! reader.close(0);
+//! # Ok(())
+//! # }
+//! ```
 
 #![deny(missing_docs)]
 
+mod error;
+mod generate;
+mod npy;
+mod npz;
+mod rng;
+mod synthetic;
+mod whole_file;
+
+pub use error::FormatError;
+pub use generate::{GenerationFile, GenerationJob, GenerationProgress, GenerationReport, generate};
+pub use rng::DataRng;
+
 use std::path::Path;
 
-use dlio_config::{Compression, ElementType};
+use dlio_config::{Compression, ElementType, FormatKind};
 use dlio_storage::Storage;
 
 /// Identifies an open file inside one [`FormatReader`] (the file's index in the dataset).
@@ -58,8 +111,42 @@ pub trait Format: Send + Sync + std::fmt::Debug {
         rng: &mut DataRng,
     ) -> Result<u64, FormatError>;
 
-    /// A reader for one loader thread.
-    fn reader(&self) -> Box<dyn FormatReader>;
+    /// The size a complete file of `layout` has, when the format can tell without writing
+    /// it (the generator regenerates files of any other size); `None` when it depends on the
+    /// data (compression) or the format does not know.
+    fn expected_size(&self, layout: &FileLayout) -> Option<u64> {
+        let _ = layout;
+        None
+    }
+
+    /// A reader for one loader thread. `layout` is the dataset's nominal layout: formats whose
+    /// files describe themselves (npz, npy) ignore it; `synthetic`, which reads nothing, hands
+    /// out samples of its size.
+    fn reader(&self, layout: &FileLayout) -> Box<dyn FormatReader>;
+}
+
+/// The formats built into this version, as `format_for` accepts them.
+const BUILT_IN_FORMATS: &str = "npz, npy, synthetic";
+
+/// The format for `dataset.format`, or [`FormatError::UnsupportedFormat`] for formats not
+/// built in yet.
+pub fn format_for(kind: FormatKind) -> Result<Box<dyn Format>, FormatError> {
+    match kind {
+        FormatKind::Npz => Ok(Box::new(npz::NpzFormat)),
+        FormatKind::Npy => Ok(Box::new(npy::NpyFormat)),
+        FormatKind::Synthetic => Ok(Box::new(synthetic::SyntheticFormat)),
+        FormatKind::Hdf5
+        | FormatKind::Csv
+        | FormatKind::Jpeg
+        | FormatKind::Png
+        | FormatKind::Tfrecord
+        | FormatKind::IndexedBinary
+        | FormatKind::MmapIndexedBinary
+        | FormatKind::Parquet
+        | FormatKind::Hdf5Opt => Err(FormatError::UnsupportedFormat {
+            format: kind.name(),
+        }),
+    }
 }
 
 /// Reads samples of one format; owned by one loader thread.
