@@ -70,6 +70,7 @@ mod schema;
 mod suggest;
 mod tree;
 mod validate;
+// Public as a module too: other crates name `dlio_config::vocab::Sampler` and friends.
 pub mod vocab;
 
 pub use builtin::{BuiltinWorkload, builtin_workload, builtin_workloads};

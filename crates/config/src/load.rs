@@ -380,7 +380,7 @@ fn resolve(
         text,
         overrides,
     };
-    let yaml: yaml_serde::Value = if text.trim().is_empty() {
+    let mut yaml: yaml_serde::Value = if text.trim().is_empty() {
         yaml_serde::Value::Null
     } else {
         yaml_serde::from_str(text).map_err(|e| {
@@ -396,6 +396,11 @@ fn resolve(
             }
         })?
     };
+    // Anchors are resolved by the parser; `<<: *base` merge keys are applied here.
+    yaml.apply_merge().map_err(|e| ConfigError::Structure {
+        origin: ctx.file_origin(&[]),
+        message: format!("a YAML merge key (`<<`) cannot be applied: {e}"),
+    })?;
     let mut root = tree::from_yaml(yaml, "").map_err(|message| ConfigError::Structure {
         origin: ctx.file_origin(&[]),
         message,

@@ -308,3 +308,26 @@ fn hdf5_max_shape_accepts_unlimited_entries() {
     assert_eq!(c.dataset.hdf5.max_shape, vec![None, Some(64)]);
     assert_eq!(c.dataset.hdf5.chunk_dims, vec![1, 64]);
 }
+
+#[test]
+fn yaml_anchors_and_merge_keys_are_resolved() {
+    let c = Config::from_yaml(
+        "reader: &base\n  batch_size: 3\n  read_threads: 2\ntrain:\n  epochs: 4\n\
+         evaluation:\n  eval_time: &half 0.5\n  epochs_between_evals: 2\n",
+    )
+    .expect("anchors");
+    assert_eq!(c.reader.batch_size, 3);
+    assert_eq!(
+        c.evaluation.eval_time,
+        TimeDistribution::Constant { value: 0.5 }
+    );
+    let merged = Config::from_yaml("x_defaults: &d {batch_size: 5}\n");
+    assert!(merged.is_err(), "an unknown top-level key stays an error");
+    let merged =
+        Config::from_yaml("reader:\n  <<: {batch_size: 5, read_threads: 3}\n  read_threads: 4\n")
+            .expect("merge key");
+    assert_eq!(
+        (merged.reader.batch_size, merged.reader.read_threads),
+        (5, 4)
+    );
+}
