@@ -255,10 +255,16 @@ impl<L: ArrayLocator> FormatReader for WholeFileReader<L> {
         }
         // C order: element k of sample j is element k * samples + j of the array.
         let out = grow(&mut self.scratch, sample_bytes);
-        let stride = samples * itemsize;
         let source = &data[sample * itemsize..];
-        for (k, element) in out.chunks_exact_mut(itemsize).enumerate() {
-            element.copy_from_slice(&source[k * stride..][..itemsize]);
+        if itemsize == 1 {
+            for (byte, &value) in out.iter_mut().zip(source.iter().step_by(samples)) {
+                *byte = value;
+            }
+        } else {
+            let elements = source.chunks_exact(itemsize).step_by(samples);
+            for (element, value) in out.chunks_exact_mut(itemsize).zip(elements) {
+                element.copy_from_slice(value);
+            }
         }
         Ok(out)
     }
