@@ -1,1 +1,276 @@
-//! placeholder until this stage is written
+//! `dlio-loader`: reader threads, bounded prefetch and batching, as framework data loaders do.
+//!
+//! The loader sits between the plan and the trainer. For every epoch the trainer hands it an
+//! [`EpochPlan`](dlio_plan::EpochPlan); the loader's reader threads read the planned samples
+//! through a [`Format`](dlio_format::Format) over a [`Storage`](dlio_storage::Storage) and hand
+//! finished batches back in step order through bounded queues. The trainer only ever waits on
+//! [`EpochBatches::next_batch`].
+//!
+//! How it maps to the frameworks DLIO drives:
+//! - Batch `s` is read by reader thread `s % read_threads` (PyTorch assigns batches to workers
+//!   round-robin; tf.data's interleave does the same across its reader threads).
+//! - Each thread may run ahead by `ceil(prefetch_size / read_threads)` batches (PyTorch's
+//!   `prefetch_factor`), so at most about `prefetch_size + read_threads` batches are in flight.
+//! - `read_threads: 0` reads on the trainer's own thread when it asks for the batch: no overlap
+//!   of I/O with compute, as a PyTorch `DataLoader` with `num_workers=0`.
+//! - `read_type: on_demand` opens, reads and closes the file for every sample (the whole file for
+//!   npz/npy); `memory` keeps files open until the epoch ends; the iterative (tf.data) sampler
+//!   opens a file once and closes it when the thread moves to the next file.
+//! - `preprocess_time` is slept per sample inside the reader thread, so it parallelises over
+//!   reader threads as it does in DLIO.
+//!
+//! Reader threads live for the whole run (persistent workers) and keep their format readers and
+//! buffers, so steady state allocates nothing per sample. Batches carry counts, not data: like
+//! DLIO, which hands the training loop a pre-allocated array, the emulated step never looks at
+//! the bytes. Every byte is still read from storage, and counted by the
+//! [`Metered`](dlio_storage::Metered) storage the loader is given.
+
+#![deny(missing_docs)]
+
+mod error;
+mod reader;
+mod sleep;
+
+pub use error::LoaderError;
+pub use sleep::TimeSampler;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use dlio_config::{ReadType, Sampler, TimeDistribution};
+use dlio_format::Format;
+use dlio_metrics::LatencyHistogram;
+use dlio_plan::EpochPlan;
+use dlio_storage::Storage;
+
+use reader::SampleReader;
+
+/// How a loader reads; built from the `reader` section of the config.
+#[derive(Debug, Clone)]
+pub struct LoaderSpec {
+    /// `reader.read_threads`; 0 reads on the caller's thread.
+    pub read_threads: u32,
+    /// `reader.prefetch_size`, in batches; 0 means the frameworks' default (2 per thread).
+    pub prefetch_size: u32,
+    /// `reader.read_type`.
+    pub read_type: ReadType,
+    /// Index (PyTorch/DALI) or iterative (tf.data) sampling; decides the open/close pattern.
+    pub sampler: Sampler,
+    /// `reader.preprocess_time`, slept per sample in the reader thread.
+    pub preprocess_time: TimeDistribution,
+    /// Seed for the preprocess-time draws of this rank.
+    pub seed: u64,
+    /// The dataset's nominal file layout (formats that read nothing, like `synthetic`, hand out
+    /// samples of this size).
+    pub layout: dlio_format::FileLayout,
+}
+
+/// One batch as the trainer sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadedBatch {
+    /// 0-based step within the epoch.
+    pub step: u64,
+    /// Samples in the batch.
+    pub samples: u64,
+    /// Bytes of sample data handed out (what the format decoded, not what storage moved).
+    pub sample_bytes: u64,
+}
+
+/// What one epoch's reading cost, summed over reader threads.
+#[derive(Debug, Default)]
+pub struct EpochReadStats {
+    /// Latency of each sample read (open + read + close as the read type dictates, without
+    /// the preprocess sleep).
+    pub sample_read: LatencyHistogram,
+    /// Samples read.
+    pub samples: u64,
+}
+
+/// The files of one list (train or valid), indexed by the plan's file numbers.
+pub type FileList = Arc<Vec<PathBuf>>;
+
+struct EpochWork {
+    plan: Arc<EpochPlan>,
+    files: FileList,
+    worker: u32,
+    out: SyncSender<Result<LoadedBatch, LoaderError>>,
+    stats: Arc<Mutex<EpochReadStats>>,
+}
+
+/// A rank's data loader: persistent reader threads plus the per-epoch queues.
+pub struct Loader {
+    spec: LoaderSpec,
+    storage: Arc<dyn Storage>,
+    format: Arc<dyn Format>,
+    cancel: Arc<AtomicBool>,
+    workers: Vec<(SyncSender<EpochWork>, JoinHandle<()>)>,
+    inline: Option<SampleReader>,
+}
+
+impl Loader {
+    /// Starts `spec.read_threads` reader threads for one rank.
+    pub fn new(
+        spec: LoaderSpec,
+        storage: Arc<dyn Storage>,
+        format: Arc<dyn Format>,
+        cancel: Arc<AtomicBool>,
+    ) -> Result<Loader, LoaderError> {
+        let preprocess = TimeSampler::new("reader.preprocess_time", &spec.preprocess_time)
+            .map_err(LoaderError::Setting)?;
+        let mut workers = Vec::new();
+        for w in 0..spec.read_threads {
+            let (tx, rx) = mpsc::sync_channel::<EpochWork>(1);
+            let seed = spec.seed ^ (u64::from(w + 1) << 40);
+            let mut reader = SampleReader::new(&spec, &*format, preprocess.clone(), seed);
+            let storage = Arc::clone(&storage);
+            let cancel = Arc::clone(&cancel);
+            let handle = std::thread::Builder::new()
+                .name(format!("dlio-reader-{w}"))
+                .spawn(move || {
+                    while let Ok(work) = rx.recv() {
+                        reader.run_epoch(&*storage, work, &cancel);
+                    }
+                })
+                .map_err(|e| LoaderError::Spawn { source: e })?;
+            workers.push((tx, handle));
+        }
+        let inline = (spec.read_threads == 0)
+            .then(|| SampleReader::new(&spec, &*format, preprocess.clone(), spec.seed));
+        Ok(Loader { spec, storage, format, cancel, workers, inline })
+    }
+
+    /// The format this loader reads.
+    pub fn format(&self) -> &dyn Format {
+        &*self.format
+    }
+
+    /// Starts reading one epoch (or evaluation pass) of `plan` over `files`.
+    pub fn start_epoch(&mut self, plan: EpochPlan, files: FileList) -> EpochBatches<'_> {
+        let plan = Arc::new(plan);
+        let stats = Arc::new(Mutex::new(EpochReadStats::default()));
+        let threads = self.spec.read_threads;
+        let mut queues = Vec::new();
+        if threads > 0 {
+            let per_thread = if self.spec.prefetch_size == 0 {
+                2
+            } else {
+                self.spec.prefetch_size.div_ceil(threads) as usize
+            };
+            for (w, (tx, _)) in self.workers.iter().enumerate() {
+                let (out, rx) = mpsc::sync_channel(per_thread.max(1));
+                let work = EpochWork {
+                    plan: Arc::clone(&plan),
+                    files: Arc::clone(&files),
+                    worker: w as u32,
+                    out,
+                    stats: Arc::clone(&stats),
+                };
+                // A reader thread that died has already reported its error; the queue then
+                // reports it as disconnected.
+                let _ = tx.send(work);
+                queues.push(rx);
+            }
+        }
+        EpochBatches {
+            loader: self,
+            plan,
+            files,
+            queues,
+            next_step: 0,
+            stats,
+        }
+    }
+}
+
+impl Drop for Loader {
+    fn drop(&mut self) {
+        let workers = std::mem::take(&mut self.workers);
+        for (tx, handle) in workers {
+            drop(tx);
+            let _ = handle.join();
+        }
+    }
+}
+
+/// The batches of one epoch, in step order.
+pub struct EpochBatches<'a> {
+    loader: &'a mut Loader,
+    plan: Arc<EpochPlan>,
+    files: FileList,
+    queues: Vec<Receiver<Result<LoadedBatch, LoaderError>>>,
+    next_step: u64,
+    stats: Arc<Mutex<EpochReadStats>>,
+}
+
+impl EpochBatches<'_> {
+    /// Steps in this epoch.
+    pub fn steps(&self) -> u64 {
+        self.plan.steps()
+    }
+
+    /// Waits for the next batch; `None` after the last step.
+    pub fn next_batch(&mut self) -> Option<Result<LoadedBatch, LoaderError>> {
+        if self.next_step >= self.plan.steps() {
+            return None;
+        }
+        if self.loader.cancel.load(Ordering::Relaxed) {
+            return Some(Err(LoaderError::Interrupted));
+        }
+        let step = self.next_step;
+        self.next_step += 1;
+        if let Some(reader) = self.loader.inline.as_mut() {
+            let mut hist = LatencyHistogram::new();
+            let result = reader.read_batch(
+                &*self.loader.storage,
+                &self.plan,
+                &self.files,
+                step,
+                &mut hist,
+            );
+            let mut stats = lock(&self.stats);
+            stats.sample_read.merge(&hist);
+            if let Ok(b) = &result {
+                stats.samples += b.samples;
+            }
+            return Some(result);
+        }
+        let worker = (step % self.queues.len() as u64) as usize;
+        match self.queues[worker].recv() {
+            Ok(result) => Some(result),
+            Err(_) => Some(Err(if self.loader.cancel.load(Ordering::Relaxed) {
+                LoaderError::Interrupted
+            } else {
+                LoaderError::ReaderGone { worker: worker as u32 }
+            })),
+        }
+    }
+
+    /// Ends the epoch: stops the reader threads' work on it and returns what reading cost.
+    pub fn finish(mut self) -> EpochReadStats {
+        // Dropping the queues makes reader threads that are still ahead stop sending.
+        self.queues.clear();
+        if let Some(reader) = self.loader.inline.as_mut() {
+            reader.end_epoch();
+        }
+        // Wait until every reader thread has left this epoch (they drop their Arc when done).
+        let started = Instant::now();
+        loop {
+            if Arc::strong_count(&self.stats) == 1 {
+                break;
+            }
+            if started.elapsed().as_secs() > 600 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        std::mem::take(&mut *lock(&self.stats))
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}

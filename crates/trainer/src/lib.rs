@@ -1,1 +1,340 @@
-//! placeholder until this stage is written
+//! `dlio-trainer`: DLIO's step loop.
+//!
+//! One call of [`run_rank`] plays one simulated accelerator for the whole run: for each epoch it
+//! asks the plan which samples the rank reads, lets the [`Loader`] read them, and for every
+//! batch waits for it, emulates the compute step with a sleep drawn from
+//! `train.computation_time`, and meets the other ranks at a barrier (the emulated all-reduce).
+//! Evaluation passes follow the epochs that qualify, with `evaluation.eval_time` and no
+//! per-step barrier, as DLIO does. Everything measured goes into the rank's
+//! [`RankRecorder`]; nothing is aggregated here.
+//!
+//! Ranks synchronise through the [`Comm`] trait. [`LocalGroup`] runs ranks as threads of one
+//! process (`dlio run --ranks N`) with the semantics of N MPI processes; a failing rank aborts
+//! the group, so no rank waits forever at a barrier.
+//!
+//! The loop reports progress to an [`Observer`] (the binary draws progress bars and prints
+//! DLIO's log lines from it); observers are called once per step, never per sample.
+
+#![deny(missing_docs)]
+
+mod comm;
+mod error;
+
+pub use comm::{Aborted, Comm, LocalComm, LocalGroup};
+pub use error::TrainError;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use dlio_config::Config;
+use dlio_format::Format;
+use dlio_loader::{EpochReadStats, FileList, Loader, LoaderSpec, TimeSampler};
+use dlio_metrics::{IoTotals, LatencyHistogram, Phase, PhaseKind, RankRecorder, RankReport};
+use dlio_plan::{EpochPlan, PlanSpec};
+use dlio_storage::{IoCounters, Storage};
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+/// Which pass of the run an event belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pass {
+    /// Training in `epoch` (1-based).
+    Train {
+        /// The epoch.
+        epoch: u32,
+    },
+    /// Evaluation after training epoch `epoch`.
+    Eval {
+        /// The epoch.
+        epoch: u32,
+    },
+}
+
+/// Receives progress from the step loop: once per pass and once per step.
+pub trait Observer: Sync {
+    /// A pass of `steps` steps starts on `rank`.
+    fn pass_started(&self, _rank: u32, _pass: Pass, _steps: u64) {}
+    /// `rank` finished step `step` (1-based) of `samples` samples, of which `compute` was
+    /// emulated compute.
+    fn step_done(&self, _rank: u32, _pass: Pass, _step: u64, _samples: u64, _compute: Duration) {}
+    /// `rank` finished a pass.
+    fn pass_finished(&self, _rank: u32, _pass: Pass, _recorder: &RankRecorder) {}
+}
+
+/// An observer that ignores everything.
+#[derive(Debug, Default)]
+pub struct Quiet;
+impl Observer for Quiet {}
+
+/// Everything one rank needs for the run.
+pub struct RankSetup<'a> {
+    /// The resolved, validated config.
+    pub config: &'a Config,
+    /// This rank's communicator.
+    pub comm: &'a dyn Comm,
+    /// Storage (wrapped in [`dlio_storage::Metered`] so `counters` sees every byte).
+    pub storage: Arc<dyn Storage>,
+    /// The counters of `storage`, read per pass.
+    pub counters: Arc<IoCounters>,
+    /// The dataset's format.
+    pub format: Arc<dyn Format>,
+    /// Files of `data_folder/train`, in the order the plan numbers them.
+    pub train_files: FileList,
+    /// Files of `data_folder/valid`.
+    pub eval_files: FileList,
+    /// Seed for `Shuffle::Random`, drawn once per run.
+    pub random_seed: u64,
+    /// Set on Ctrl-C.
+    pub cancel: Arc<AtomicBool>,
+    /// Progress receiver.
+    pub observer: &'a dyn Observer,
+}
+
+/// The plan parameters of the training pass, derived from the config and the file list.
+pub fn train_plan_spec(config: &Config, world: u32, num_files: u64, random_seed: u64) -> PlanSpec {
+    let total = config.train.total_training_steps;
+    PlanSpec {
+        num_files,
+        samples_per_file: config.dataset.num_samples_per_file.max(1),
+        batch_size: config.reader.batch_size.max(1),
+        world,
+        sampler: config.reader.sampler(),
+        read_threads: config.reader.read_threads,
+        file_shuffle: config.reader.file_shuffle,
+        sample_shuffle: config.reader.sample_shuffle,
+        seed: config.train.seed,
+        seed_change_epoch: config.train.seed_change_epoch,
+        random_seed,
+        total_training_steps: (total > 0).then_some(total as u64),
+        drop_last: true,
+    }
+}
+
+/// The plan parameters of an evaluation pass.
+pub fn eval_plan_spec(config: &Config, world: u32, num_files: u64, random_seed: u64) -> PlanSpec {
+    PlanSpec {
+        num_files,
+        batch_size: config.reader.batch_size_eval.max(1),
+        total_training_steps: None,
+        ..train_plan_spec(config, world, num_files, random_seed)
+    }
+}
+
+/// The loader settings of one rank.
+pub fn loader_spec(config: &Config, rank: u32) -> LoaderSpec {
+    LoaderSpec {
+        read_threads: config.reader.read_threads,
+        prefetch_size: config.reader.prefetch_size,
+        read_type: config.reader.read_type,
+        sampler: config.reader.sampler(),
+        preprocess_time: config.reader.preprocess_time,
+        seed: config.train.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(rank),
+        layout: nominal_layout(config),
+    }
+}
+
+/// The layout of a file of the dataset's nominal sample size (no size spread).
+pub fn nominal_layout(config: &Config) -> dlio_format::FileLayout {
+    let d = &config.dataset;
+    let dims = dlio_plan::sample_dims(d.record_length_bytes, 0.0, &d.record_dims, 0, 0);
+    dlio_format::FileLayout {
+        samples: d.num_samples_per_file as u32,
+        sample_dims: dims.into_iter().map(|x| x as usize).collect(),
+        element: d.element_type(),
+        compression: d.compression,
+    }
+}
+
+/// Runs the training (and evaluation) loop of one rank; returns what it measured.
+///
+/// On error the rank aborts its communicator first, so the other ranks stop at their next
+/// barrier instead of waiting for this one.
+pub fn run_rank(setup: RankSetup<'_>) -> Result<RankReport, TrainError> {
+    let comm = setup.comm;
+    let mut recorder = RankRecorder::new(comm.rank());
+    match run_loop(&setup, &mut recorder) {
+        Ok(()) => Ok(recorder.finish()),
+        Err(e) => {
+            let reason = match &e {
+                TrainError::Interrupted => "interrupted".to_string(),
+                TrainError::Aborted(a) => a.reason.clone(),
+                other => format!("rank {} failed: {other}", comm.rank()),
+            };
+            comm.abort(&reason);
+            Err(e.with_partial(recorder.finish()))
+        }
+    }
+}
+
+fn run_loop(setup: &RankSetup<'_>, recorder: &mut RankRecorder) -> Result<(), TrainError> {
+    let config = setup.config;
+    let comm = setup.comm;
+    let rank = comm.rank();
+    let world = comm.world();
+    let compute = TimeSampler::new("train.computation_time", &config.train.computation_time)
+        .map_err(TrainError::Setting)?;
+    let eval_time = TimeSampler::new("evaluation.eval_time", &config.evaluation.eval_time)
+        .map_err(TrainError::Setting)?;
+    let train_spec =
+        train_plan_spec(config, world, setup.train_files.len() as u64, setup.random_seed);
+    train_spec.validate().map_err(TrainError::Plan)?;
+    let eval_spec =
+        eval_plan_spec(config, world, setup.eval_files.len() as u64, setup.random_seed);
+    let evaluation = config.workflow.evaluation && !setup.eval_files.is_empty();
+    if evaluation {
+        eval_spec.validate().map_err(TrainError::Plan)?;
+    }
+    let mut loader = Loader::new(
+        loader_spec(config, rank),
+        Arc::clone(&setup.storage),
+        Arc::clone(&setup.format),
+        Arc::clone(&setup.cancel),
+    )?;
+    // Draws of the emulated compute time: reproducible per rank from the seed.
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(
+        config.train.seed ^ (u64::from(rank) << 32) ^ 0x00C0_FFEE,
+    );
+    comm.barrier()?;
+
+    let epochs = u32::try_from(config.train.epochs)
+        .map_err(|_| TrainError::Setting(format!("train.epochs is {}; at most {} epochs are supported", config.train.epochs, u32::MAX)))?;
+    let mut next_eval_epoch = config.evaluation.eval_after_epoch;
+    for epoch in 1..=epochs {
+        recorder.start_epoch(epoch);
+        let plan = EpochPlan::new(&train_spec, epoch, rank).map_err(TrainError::Plan)?;
+        let steps = plan.steps();
+        let pass = Pass::Train { epoch };
+        setup.observer.pass_started(rank, pass, steps);
+        let block = 1;
+        recorder.start_block(epoch, block);
+        let io_before = setup.counters.snapshot();
+        let mut batches = loader.start_epoch(plan, Arc::clone(&setup.train_files));
+        let mut batch_wait = LatencyHistogram::new();
+        let mut done = 0u64;
+        let mut start_loading = Instant::now();
+        while let Some(batch) = batches.next_batch() {
+            check_cancel(setup)?;
+            let batch = batch?;
+            let loaded = Instant::now();
+            let load = loaded - start_loading;
+            batch_wait.record_duration(load);
+            if let Some(d) = compute.draw(&mut rng) {
+                sleep_cancellable(d, &setup.cancel)?;
+            }
+            let computed = Instant::now();
+            recorder.record_step(
+                epoch,
+                Phase::Train { block },
+                load,
+                computed - loaded,
+                computed - start_loading,
+            );
+            comm.barrier()?;
+            done += 1;
+            setup.observer.step_done(rank, pass, done, batch.samples, computed - loaded);
+            start_loading = Instant::now();
+        }
+        let read = batches.finish();
+        recorder.end_block(epoch, block, done);
+        comm.barrier()?;
+        record_io(recorder, epoch, PhaseKind::Train, setup, io_before, &read, &batch_wait);
+        setup.observer.pass_finished(rank, pass, recorder);
+
+        if evaluation && u64::from(epoch) >= next_eval_epoch {
+            next_eval_epoch += config.evaluation.epochs_between_evals.max(1);
+            run_eval(setup, recorder, &mut loader, &eval_spec, epoch, &eval_time, &mut rng)?;
+        }
+        recorder.end_epoch(epoch, done);
+    }
+    comm.barrier()?;
+    Ok(())
+}
+
+fn run_eval(
+    setup: &RankSetup<'_>,
+    recorder: &mut RankRecorder,
+    loader: &mut Loader,
+    spec: &PlanSpec,
+    epoch: u32,
+    eval_time: &TimeSampler,
+    rng: &mut Xoshiro256PlusPlus,
+) -> Result<(), TrainError> {
+    let rank = setup.comm.rank();
+    let plan = EpochPlan::new(spec, epoch, rank).map_err(TrainError::Plan)?;
+    let pass = Pass::Eval { epoch };
+    setup.observer.pass_started(rank, pass, plan.steps());
+    recorder.start_eval(epoch);
+    let io_before = setup.counters.snapshot();
+    let mut batches = loader.start_epoch(plan, Arc::clone(&setup.eval_files));
+    let mut batch_wait = LatencyHistogram::new();
+    let mut done = 0u64;
+    let mut start_loading = Instant::now();
+    while let Some(batch) = batches.next_batch() {
+        check_cancel(setup)?;
+        let batch = batch?;
+        let loaded = Instant::now();
+        let load = loaded - start_loading;
+        batch_wait.record_duration(load);
+        if let Some(d) = eval_time.draw(rng) {
+            sleep_cancellable(d, &setup.cancel)?;
+        }
+        let computed = Instant::now();
+        recorder.record_step(epoch, Phase::Eval, load, computed - loaded, computed - start_loading);
+        done += 1;
+        setup.observer.step_done(rank, pass, done, batch.samples, computed - loaded);
+        start_loading = Instant::now();
+    }
+    let read = batches.finish();
+    recorder.end_eval(epoch, done);
+    record_io(recorder, epoch, PhaseKind::Eval, setup, io_before, &read, &batch_wait);
+    setup.observer.pass_finished(rank, pass, recorder);
+    Ok(())
+}
+
+fn record_io(
+    recorder: &mut RankRecorder,
+    epoch: u32,
+    phase: PhaseKind,
+    setup: &RankSetup<'_>,
+    before: dlio_storage::IoCountersSnapshot,
+    read: &EpochReadStats,
+    batch_wait: &LatencyHistogram,
+) {
+    let delta = setup.counters.snapshot() - before;
+    recorder.add_io(
+        epoch,
+        phase,
+        IoTotals {
+            bytes_read: delta.bytes_read,
+            read_ops: delta.read_requests,
+            opens: delta.opens,
+            samples: read.samples,
+        },
+    );
+    recorder.merge_latencies(epoch, phase, &read.sample_read, batch_wait);
+}
+
+fn check_cancel(setup: &RankSetup<'_>) -> Result<(), TrainError> {
+    if setup.cancel.load(Ordering::Relaxed) {
+        Err(TrainError::Interrupted)
+    } else {
+        Ok(())
+    }
+}
+
+/// Sleeps `d`, waking early (with an error) when the run is cancelled.
+fn sleep_cancellable(d: Duration, cancel: &AtomicBool) -> Result<(), TrainError> {
+    const SLICE: Duration = Duration::from_millis(100);
+    let end = Instant::now() + d;
+    loop {
+        let now = Instant::now();
+        if now >= end {
+            return Ok(());
+        }
+        if cancel.load(Ordering::Relaxed) {
+            return Err(TrainError::Interrupted);
+        }
+        std::thread::sleep((end - now).min(SLICE));
+    }
+}

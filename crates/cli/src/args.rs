@@ -1,0 +1,120 @@
+//! Command-line grammar. Workload selection and overrides are positional `key=value` words in
+//! DLIO's Hydra grammar and are handed to `dlio-config` untouched.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+
+/// Which name the program was started under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entry {
+    /// `dlio`: subcommands.
+    Dlio,
+    /// `dlio_benchmark`: DLIO's name; always `dlio run`.
+    DlioBenchmark,
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "dlio",
+    version,
+    about = "Emulates the I/O of deep-learning training and measures whether storage keeps the accelerators busy",
+    long_about = "dlio emulates the I/O of deep-learning training: it generates a dataset in the \
+application's format, replays the training loop (reader threads, prefetch, shuffling, sharding \
+across ranks, emulated compute) and reports accelerator utilization (AU), samples/s, bytes/s and \
+latency distributions. It reads DLIO's workload YAML and its key=value / ++key=value overrides.",
+    after_help = "Examples:\n  dlio run                                  first contact: the default workload, small, in a temporary folder\n  dlio run workload=unet3d_h100 ++workload.workflow.generate_data=True --ranks 4\n  dlio config workload=resnet50_h100 --query dataset.num_files_train\n  dlio workloads",
+    arg_required_else_help = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a workload: generate data if asked, train, evaluate, write the summary.
+    Run(RunArgs),
+    /// Only generate a workload's dataset (as `++workload.workflow.generate_data=True
+    /// ++workload.workflow.train=False`).
+    Generate(RunArgs),
+    /// Print the resolved configuration of a workload as YAML, or one value with --query.
+    Config(ConfigArgs),
+    /// List the built-in workloads.
+    Workloads,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Simulated accelerators (ranks) run by this process.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub ranks: u32,
+    /// Directory holding workload/NAME.yaml files (as DLIO's --config-dir).
+    #[arg(long, value_name = "DIR")]
+    pub config_dir: Option<PathBuf>,
+    /// `workload=NAME` or `workload=path.yaml`, then overrides such as
+    /// `++workload.train.epochs=2` and `hydra.run.dir=out`.
+    #[arg(value_name = "OVERRIDES", allow_hyphen_values = true)]
+    pub words: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+struct ConfigArgs {
+    /// Print only this key, e.g. `dataset.num_files_train`.
+    #[arg(long, value_name = "KEY")]
+    query: Option<String>,
+    /// Directory holding workload/NAME.yaml files.
+    #[arg(long, value_name = "DIR")]
+    config_dir: Option<PathBuf>,
+    /// `workload=NAME` and overrides.
+    #[arg(value_name = "OVERRIDES", allow_hyphen_values = true)]
+    words: Vec<String>,
+}
+
+/// Rewrites what DLIO users type into our grammar: `dlio_benchmark ARGS` becomes
+/// `dlio run ARGS`, and Hydra's `-cd DIR` / `--config-dir=DIR` become `--config-dir DIR`.
+pub fn normalise(argv: Vec<OsString>, entry: Entry) -> Vec<OsString> {
+    let mut out: Vec<OsString> = Vec::with_capacity(argv.len() + 1);
+    let mut words = argv.into_iter();
+    out.push(words.next().unwrap_or_else(|| OsString::from("dlio")));
+    if entry == Entry::DlioBenchmark {
+        out.push(OsString::from("run"));
+    }
+    for w in words {
+        if w == "-cd" {
+            out.push(OsString::from("--config-dir"));
+        } else {
+            out.push(w);
+        }
+    }
+    out
+}
+
+pub fn dispatch(cli: Cli, entry: Entry) -> Result<ExitCode> {
+    match cli.command {
+        Command::Run(args) => crate::run::run(args, crate::run::Mode::Run, entry),
+        Command::Generate(args) => crate::run::run(args, crate::run::Mode::GenerateOnly, entry),
+        Command::Config(args) => {
+            let loaded = dlio_config::load(&dlio_config::LoadArgs {
+                positional: args.words,
+                config_dir: args.config_dir,
+            })?;
+            for w in &loaded.warnings {
+                eprintln!("warning: {w}");
+            }
+            match args.query {
+                Some(key) => println!("{}", loaded.config.query(&key)?),
+                None => print!("{}", loaded.config.to_yaml()),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Workloads => {
+            let table = dlio_config::workload_table().context("listing the built-in workloads")?;
+            print!("{table}");
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

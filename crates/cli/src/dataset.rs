@@ -1,0 +1,188 @@
+//! Where a workload's files live: DLIO's file names for generation, and the listing of
+//! `data_folder/{train,valid}` at run time (§4.6, §4.7 of the spec).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use dlio_config::Config;
+use dlio_format::{FileLayout, Format, GenerationFile};
+use dlio_storage::Storage;
+
+/// The two file lists of a dataset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum List {
+    /// `data_folder/train`.
+    Train,
+    /// `data_folder/valid`.
+    Valid,
+}
+
+impl List {
+    pub fn dir_name(self) -> &'static str {
+        match self {
+            List::Train => "train",
+            List::Valid => "valid",
+        }
+    }
+    /// Distinguishes the lists in seeds, so valid files do not repeat train files' bytes.
+    pub fn id(self) -> u32 {
+        match self {
+            List::Train => 0,
+            List::Valid => 1,
+        }
+    }
+    fn configured(self, config: &Config) -> (u64, u64) {
+        match self {
+            List::Train => (config.dataset.num_files_train, config.dataset.num_subfolders_train),
+            List::Valid => (config.dataset.num_files_eval, config.dataset.num_subfolders_eval),
+        }
+    }
+    fn key(self) -> &'static str {
+        match self {
+            List::Train => "dataset.num_files_train",
+            List::Valid => "dataset.num_files_eval",
+        }
+    }
+}
+
+/// `storage_root` joined with `data_folder` (trailing `/` removed), as DLIO does.
+pub fn data_root(config: &Config) -> PathBuf {
+    let folder = config.dataset.data_folder.trim_end_matches('/');
+    let folder = if folder.is_empty() { "." } else { folder };
+    let root = config.storage.storage_root.trim();
+    if root.is_empty() || root == "./" || root == "." || Path::new(folder).is_absolute() {
+        PathBuf::from(folder)
+    } else {
+        Path::new(root).join(folder)
+    }
+}
+
+/// Path of file `index` of `list`: `{data}/{list}/[{sub}/]{prefix}_{i}_of_{N}.{ext}` with
+/// DLIO's zero padding.
+pub fn file_path(config: &Config, format: &dyn Format, list: List, index: u64) -> PathBuf {
+    let (n, subfolders) = list.configured(config);
+    let mut path = data_root(config).join(list.dir_name());
+    if subfolders > 1 {
+        let width = subfolders.to_string().len();
+        path.push(format!("{:0width$}", index % subfolders));
+    }
+    let width = n.to_string().len();
+    path.push(format!(
+        "{}_{:0width$}_of_{}.{}",
+        config.dataset.file_prefix,
+        index,
+        n,
+        format.extension()
+    ));
+    path
+}
+
+/// Layout of file `index` of `list`.
+pub fn layout(config: &Config, list: List, index: u64) -> FileLayout {
+    let d = &config.dataset;
+    let dims = dlio_plan::sample_dims(
+        d.record_length_bytes,
+        d.record_length_bytes_stdev,
+        &d.record_dims,
+        list.id(),
+        index,
+    );
+    FileLayout {
+        samples: d.num_samples_per_file as u32,
+        sample_dims: dims.into_iter().map(|x| x as usize).collect(),
+        element: d.record_element_type,
+        compression: d.compression,
+    }
+}
+
+/// Every file of both lists, for generation.
+pub fn generation_files(config: &Config, format: &dyn Format) -> Vec<GenerationFile> {
+    let mut files = Vec::new();
+    for list in [List::Train, List::Valid] {
+        let (n, _) = list.configured(config);
+        for i in 0..n {
+            files.push(GenerationFile {
+                path: file_path(config, format, list, i),
+                layout: layout(config, list, i),
+                list_id: list.id(),
+                file_index: i,
+            });
+        }
+    }
+    files
+}
+
+/// Lists `data_folder/{list}` as DLIO does: entries with the format's extension, or, when
+/// the folder holds subfolders, the files one level down (their number must match
+/// `num_subfolders_*`), sorted by file name. More files than configured: the first N are
+/// used. Fewer: an error that says how many were found and how to generate them.
+pub fn list_files(
+    config: &Config,
+    storage: &dyn Storage,
+    format: &dyn Format,
+    list: List,
+) -> Result<Vec<PathBuf>> {
+    let (wanted, subfolders) = list.configured(config);
+    if wanted == 0 {
+        return Ok(Vec::new());
+    }
+    let dir = data_root(config).join(list.dir_name());
+    let ext = format.extension();
+    let entries = match storage.list(&dir) {
+        Ok(entries) => entries,
+        Err(dlio_storage::StorageError::NotFound { .. }) => bail!(
+            "the data folder {} does not exist, so there is no {} set to read; generate it first \
+             with ++workload.workflow.generate_data=True (or `dlio generate` with the same arguments)",
+            dir.display(),
+            list.dir_name()
+        ),
+        Err(e) => return Err(e).with_context(|| format!("listing {}", dir.display())),
+    };
+    let matches = |p: &Path| {
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        !name.starts_with('.')
+            && p.extension().and_then(|e| e.to_str()).is_some_and(|e| e.eq_ignore_ascii_case(ext))
+    };
+    let mut files: Vec<PathBuf> = Vec::new();
+    let dirs: Vec<_> = entries.iter().filter(|e| e.is_dir).collect();
+    if !dirs.is_empty() {
+        if subfolders > 1 && dirs.len() as u64 != subfolders {
+            bail!(
+                "{} holds {} subfolders but {} is {}; regenerate the data set or set the key to {}",
+                dir.display(),
+                dirs.len(),
+                match list {
+                    List::Train => "dataset.num_subfolders_train",
+                    List::Valid => "dataset.num_subfolders_eval",
+                },
+                subfolders,
+                dirs.len()
+            );
+        }
+        for d in dirs {
+            for e in storage.list(&d.path).with_context(|| format!("listing {}", d.path.display()))? {
+                if !e.is_dir && matches(&e.path) {
+                    files.push(e.path);
+                }
+            }
+        }
+        files.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
+    } else {
+        files = entries.into_iter().filter(|e| !e.is_dir && matches(&e.path)).map(|e| e.path).collect();
+        files.sort();
+    }
+    let found = files.len() as u64;
+    if found < wanted {
+        bail!(
+            "not enough {} data: {} holds {found} .{ext} files but {} is {wanted}; generate the \
+             data set with ++workload.workflow.generate_data=True, or set \
+             ++workload.{}={found} to use what is there",
+            list.dir_name(),
+            dir.display(),
+            list.key(),
+            list.key()
+        );
+    }
+    files.truncate(wanted as usize);
+    Ok(files)
+}

@@ -1,0 +1,43 @@
+//! The `dlio` and `dlio_benchmark` programs: argument parsing, the run driver, progress and
+//! logging. This is the only crate that uses `anyhow`; it turns the libraries' typed errors
+//! into messages with context and exit codes.
+
+#![deny(missing_docs)]
+
+mod args;
+mod dataset;
+mod log;
+mod progress;
+mod run;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+pub use args::Entry;
+
+/// Exit code for an interrupted run (128 + SIGINT, as shells report it).
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// Runs the program with `argv` (including the program name) and returns its exit code.
+pub fn main_with(argv: Vec<OsString>, entry: Entry) -> ExitCode {
+    let argv = args::normalise(argv, entry);
+    let cli = match args::Cli::try_parse_from(argv) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    match args::dispatch(cli, entry) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            for cause in e.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+            ExitCode::from(1)
+        }
+    }
+}

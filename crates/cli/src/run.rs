@@ -1,0 +1,475 @@
+//! The run driver: config -> output folder -> generation -> listing -> ranks -> outputs.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Instant, SystemTime};
+
+use anyhow::{Context, Result, anyhow, bail};
+use dlio_config::{Config, Loaded};
+use dlio_format::{Format, GenerationJob};
+use dlio_metrics::{HostInfo, MetricParams, RankReport, RunInfo};
+use dlio_storage::{IoCounters, Metered, PosixStorage, Storage};
+use dlio_trainer::{LocalGroup, RankSetup, TrainError};
+use indicatif::MultiProgress;
+
+use crate::args::{Entry, RunArgs};
+use crate::dataset::{self, List};
+use crate::log::RunLog;
+use crate::progress::Progress;
+
+/// What `dlio run` / `dlio generate` do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The workflow the config says.
+    Run,
+    /// Generation only.
+    GenerateOnly,
+}
+
+/// Overrides applied to the built-in `default` workload when `dlio run` is given no workload:
+/// a first-contact run that generates a small dataset in a temporary folder and trains on it
+/// in seconds. Printed so the user knows what ran.
+const FIRST_CONTACT: &[&str] = &[
+    "++workload.workflow.generate_data=True",
+    "++workload.train.epochs=2",
+    "++workload.train.computation_time=0.05",
+    "++workload.evaluation.eval_time=0.02",
+    "++workload.reader.read_threads=2",
+];
+
+pub fn run(args: RunArgs, mode: Mode, entry: Entry) -> Result<ExitCode> {
+    let run_start = SystemTime::now();
+    let first_contact = mode == Mode::Run
+        && entry == Entry::Dlio
+        && !args.words.iter().any(|w| w.starts_with("workload="));
+    let mut words = args.words.clone();
+    let mut temp_dir = None;
+    if first_contact {
+        let dir = std::env::temp_dir().join(format!("dlio-first-contact-{}", std::process::id()));
+        words.extend(FIRST_CONTACT.iter().map(|s| s.to_string()));
+        words.push(format!("++workload.dataset.data_folder={}", dir.join("data").display()));
+        if !words.iter().any(|w| w.contains("output.folder") || w.starts_with("hydra.run.dir")) {
+            words.push(format!("++workload.output.folder={}", dir.join("output").display()));
+        }
+        temp_dir = Some(dir);
+    }
+    if mode == Mode::GenerateOnly {
+        words.push("++workload.workflow.generate_data=True".into());
+        words.push("++workload.workflow.train=False".into());
+        words.push("++workload.workflow.checkpoint=False".into());
+    }
+    let loaded = dlio_config::load(&dlio_config::LoadArgs {
+        positional: words,
+        config_dir: args.config_dir.clone(),
+    })?;
+    let world = args.ranks;
+    let warnings = loaded.config.validate(world)?;
+    let bars = MultiProgress::new();
+    let log = RunLog::new(bars.clone());
+    if first_contact {
+        log.output(&format!(
+            "No workload given: running the built-in `default` workload for first contact, with {} \
+             and the data set in {} (run `dlio run workload=default` for the full workload)",
+            FIRST_CONTACT.join(" "),
+            temp_dir.as_ref().map(|d| d.display().to_string()).unwrap_or_default()
+        ));
+    }
+    let outcome = drive(&loaded, world, &log, &bars, run_start, &warnings);
+    log.flush();
+    if let Some(dir) = temp_dir {
+        // The first-contact data set is scratch; the outputs stay for the user to read.
+        let _ = std::fs::remove_dir_all(dir.join("data"));
+    }
+    outcome
+}
+
+fn output_folder(loaded: &Loaded) -> PathBuf {
+    if let Some(folder) = &loaded.config.output.folder {
+        return PathBuf::from(folder);
+    }
+    if let Some(dir) = &loaded.hydra_run_dir {
+        return dir.clone();
+    }
+    let stamp = chrono::Local::now().format("%Y-%m-%d-%H-%M-%S");
+    PathBuf::from("hydra_log").join(&loaded.config.model.name).join(stamp.to_string())
+}
+
+fn drive(
+    loaded: &Loaded,
+    world: u32,
+    log: &RunLog,
+    bars: &MultiProgress,
+    run_start: SystemTime,
+    warnings: &[String],
+) -> Result<ExitCode> {
+    let config = &loaded.config;
+    let out = output_folder(loaded);
+    std::fs::create_dir_all(&out)
+        .with_context(|| format!("creating the output folder {}", out.display()))?;
+    log.open_file(&out.join(&config.output.log_file))
+        .with_context(|| format!("creating {}", out.join(&config.output.log_file).display()))?;
+    write_hydra_files(&out, loaded)?;
+    for w in loaded.warnings.iter().chain(warnings) {
+        log.warn(w);
+    }
+    refuse_unbuilt(config)?;
+
+    let cancel = Arc::new(AtomicBool::new(false));
+    let group = LocalGroup::new(world);
+    {
+        let cancel = Arc::clone(&cancel);
+        let group = Arc::clone(&group);
+        // A second handler cannot be installed (tests call main more than once): ignore that.
+        let _ = ctrlc::set_handler(move || {
+            cancel.store(true, Ordering::SeqCst);
+            group.abort("interrupted (Ctrl-C)");
+        });
+    }
+
+    let mut phases = Vec::new();
+    if config.workflow.generate_data {
+        phases.push("Generating data");
+    }
+    if config.workflow.train {
+        phases.push("Training");
+    }
+    if config.workflow.evaluation && config.workflow.train {
+        phases.push("Evaluation");
+    }
+    log.output(&format!(
+        "Running DLIO [{}] with {world} process(es)",
+        phases.join(" & ")
+    ));
+
+    let format: Arc<dyn Format> = Arc::from(dlio_format::format_for(config.dataset.format)?);
+    let storage: Arc<dyn Storage> = Arc::new(PosixStorage::new());
+
+    if config.workflow.generate_data {
+        generate(config, &*storage, &*format, log, bars, &cancel)?;
+        if cancel.load(Ordering::SeqCst) {
+            bail!("interrupted during generation; complete files are kept and a rerun skips them");
+        }
+    }
+    if !config.workflow.train {
+        log.output("Generation only: nothing to train (workflow.train is False)");
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    let train_files = Arc::new(dataset::list_files(config, &*storage, &*format, List::Train)?);
+    let eval_files = if config.workflow.evaluation {
+        Arc::new(dataset::list_files(config, &*storage, &*format, List::Valid)?)
+    } else {
+        Arc::new(Vec::new())
+    };
+    let random_seed = rand_seed();
+    let train_spec =
+        dlio_trainer::train_plan_spec(config, world, train_files.len() as u64, random_seed);
+    let trim = dlio_plan::trim(&train_spec);
+    check_steps(config, &train_spec, &trim)?;
+    if trim.used_samples < trim.total_samples {
+        log.warn(&format!(
+            "Trimming the training samples from {} to {} so that every one of the {world} ranks \
+             runs the same {} steps (batch {}); the rest are not read this epoch",
+            trim.total_samples, trim.used_samples, trim.steps_per_rank, config.reader.batch_size
+        ));
+    }
+    log.output(&format!("Max steps per epoch: {}", trim.steps_per_rank));
+
+    let host = HostInfo::detect();
+    let data_bytes = dataset_bytes(&*storage, &train_files);
+    if let Some(w) = dlio_metrics::caching_warning(&host, data_bytes) {
+        log.warn(&w);
+    }
+    if config.reader.read_threads as usize > available_cores() {
+        log.warn(&format!(
+            "reader.read_threads is {} but this machine has {} cores; reader threads will compete",
+            config.reader.read_threads,
+            available_cores()
+        ));
+    }
+
+    let params = metric_params(config, world, train_files.len() as u64, eval_files.len() as u64);
+    let progress = Progress::new(bars.clone(), log, config, params.clone());
+    let mut counters: Vec<Arc<IoCounters>> = Vec::new();
+    let mut storages: Vec<Arc<dyn Storage>> = Vec::new();
+    for _ in 0..world {
+        let metered = Metered::new(PosixStorage::new());
+        counters.push(Arc::clone(metered.counters()));
+        storages.push(Arc::new(metered));
+    }
+    let results: Vec<Result<RankReport, TrainError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..world)
+            .map(|rank| {
+                let comm = group.comm(rank);
+                let setup_storage = Arc::clone(&storages[rank as usize]);
+                let setup_counters = Arc::clone(&counters[rank as usize]);
+                let format = Arc::clone(&format);
+                let train_files = Arc::clone(&train_files);
+                let eval_files = Arc::clone(&eval_files);
+                let cancel = Arc::clone(&cancel);
+                let progress = &progress;
+                std::thread::Builder::new()
+                    .name(format!("dlio-rank-{rank}"))
+                    .spawn_scoped(s, move || {
+                        dlio_trainer::run_rank(RankSetup {
+                            config,
+                            comm: &comm,
+                            storage: setup_storage,
+                            counters: setup_counters,
+                            format,
+                            train_files,
+                            eval_files,
+                            random_seed,
+                            cancel,
+                            observer: progress,
+                        })
+                    })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .enumerate()
+            .map(|(rank, h)| match h {
+                Ok(h) => h.join().unwrap_or_else(|_| {
+                    group.abort("a rank panicked");
+                    Err(TrainError::Setting(format!("rank {rank} panicked")))
+                }),
+                Err(e) => {
+                    group.abort("a rank could not start");
+                    Err(TrainError::Setting(format!("could not start rank {rank}: {e}")))
+                }
+            })
+            .collect()
+    });
+    progress.finish();
+
+    let mut reports = Vec::new();
+    let mut first_error: Option<TrainError> = None;
+    let mut interrupted = false;
+    for r in results {
+        match r {
+            Ok(report) => reports.push(report),
+            Err(TrainError::Partial { error, report }) => {
+                reports.push(*report);
+                interrupted |= error.is_interruption();
+                // Prefer the error that caused the abort over "aborted" echoes of it.
+                if first_error.as_ref().is_none_or(|e| e.is_interruption() && !error.is_interruption()) {
+                    first_error = Some(*error);
+                }
+            }
+            Err(e) => {
+                if first_error.is_none() {
+                    first_error = Some(e);
+                }
+            }
+        }
+    }
+    let complete = first_error.is_none();
+    let metrics = dlio_metrics::aggregate(&reports, &params);
+    let run = RunInfo {
+        start: run_start,
+        end: SystemTime::now(),
+        num_files_train: train_files.len() as u64,
+        num_files_eval: eval_files.len() as u64,
+        num_samples_per_file: config.dataset.num_samples_per_file,
+        data_bytes_total: data_bytes,
+        complete,
+        ours: serde_json::json!({
+            "engine": storage.engine(),
+            "format": format.name(),
+            "workload": loaded.workload,
+            "config_source": loaded.source,
+            "seed": config.train.seed,
+            "random_shuffle_seed": random_seed,
+            "trimmed_samples_per_epoch": trim.used_samples,
+            "total_samples_per_epoch": trim.total_samples,
+            "steps_per_epoch": trim.steps_per_rank,
+        }),
+    };
+    if reports.len() == world as usize || !reports.is_empty() {
+        dlio_metrics::write_outputs(&out, &run, &host, &metrics, &reports)
+            .with_context(|| format!("writing the outputs to {}", out.display()))?;
+    }
+    if let Some(e) = first_error {
+        if interrupted || e.is_interruption() {
+            log.warn(&format!(
+                "run interrupted; the summary in {} is marked incomplete",
+                out.display()
+            ));
+            return Ok(ExitCode::from(crate::EXIT_INTERRUPTED));
+        }
+        return Err(anyhow!(e)).context(format!(
+            "the run failed; partial results are in {}",
+            out.display()
+        ));
+    }
+    for line in metrics.metric_lines() {
+        log.metric(&line);
+    }
+    log.output(&format!("Outputs written to {}", out.display()));
+    if !config.dataset.keep_files {
+        let root = dataset::data_root(config);
+        storage
+            .remove_dir_all(&root)
+            .with_context(|| format!("removing the data set {} (dataset.keep_files is False)", root.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Features whose issues are not built yet: refuse clearly rather than ignore the setting.
+fn refuse_unbuilt(config: &Config) -> Result<()> {
+    if config.workflow.checkpoint && config.checkpoint.steps_between_checkpoints != 0 {
+        bail!(
+            "workflow.checkpoint is True, but this version of dlio does not write checkpoints yet; \
+             run with ++workload.workflow.checkpoint=False to measure the training I/O alone"
+        );
+    }
+    if config.workflow.profiling {
+        bail!(
+            "workflow.profiling is True, but this version of dlio has no profiler integration yet; \
+             run with ++workload.workflow.profiling=False (iostat can be run beside dlio)"
+        );
+    }
+    let storage_type = config.storage.storage_type.as_str();
+    if storage_type != "local_fs" {
+        bail!(
+            "storage.storage_type `{storage_type}` is not available in this version of dlio; \
+             only local_fs is (set ++workload.storage.storage_type=local_fs and a local data_folder)"
+        );
+    }
+    Ok(())
+}
+
+fn check_steps(config: &Config, spec: &dlio_plan::PlanSpec, trim: &dlio_plan::Trim) -> Result<()> {
+    let total = config.train.total_training_steps;
+    if total > 0 {
+        let uncapped = dlio_plan::trim(&dlio_plan::PlanSpec { total_training_steps: None, ..spec.clone() });
+        if total as u64 > uncapped.steps_per_rank {
+            bail!(
+                "train.total_training_steps is {total}, but an epoch has only {} steps per rank \
+                 ({} samples, batch {}, {} ranks); lower it or add files",
+                uncapped.steps_per_rank,
+                uncapped.total_samples,
+                spec.batch_size,
+                spec.world
+            );
+        }
+    }
+    if trim.steps_per_rank == 0 {
+        bail!(
+            "no training step fits: {} samples cannot give each of the {} ranks a full batch of {}; \
+             add files (dataset.num_files_train) or lower reader.batch_size",
+            trim.total_samples,
+            spec.world,
+            spec.batch_size
+        );
+    }
+    Ok(())
+}
+
+fn metric_params(config: &Config, world: u32, files: u64, eval_files: u64) -> MetricParams {
+    let spf = config.dataset.num_samples_per_file.max(1);
+    let batch = config.reader.batch_size.max(1);
+    let batch_eval = config.reader.batch_size_eval.max(1);
+    let steps = if config.train.total_training_steps > 0 {
+        config.train.total_training_steps as u64
+    } else {
+        spf * files / batch / u64::from(world)
+    };
+    MetricParams {
+        world,
+        batch_size: batch,
+        batch_size_eval: batch_eval,
+        steps_per_epoch: steps,
+        eval_steps_per_epoch: spf * eval_files / batch_eval / u64::from(world),
+        exclude_start_steps: config.output.metric.exclude_start_steps,
+        exclude_end_steps: config.output.metric.exclude_end_steps,
+        record_length_bytes: config.dataset.record_length_bytes,
+        au_threshold: config.metric.au,
+        checkpoint_size_bytes: None,
+        upstream_throughput: false,
+    }
+}
+
+fn generate(
+    config: &Config,
+    storage: &dyn Storage,
+    format: &dyn Format,
+    log: &RunLog,
+    bars: &MultiProgress,
+    cancel: &AtomicBool,
+) -> Result<()> {
+    let files = dataset::generation_files(config, format);
+    let total = files.len() as u64;
+    log.output(&format!(
+        "Generating {} {} files ({} train, {} valid) under {}",
+        total,
+        format.name(),
+        config.dataset.num_files_train,
+        config.dataset.num_files_eval,
+        dataset::data_root(config).display()
+    ));
+    let started = Instant::now();
+    let bar = crate::progress::generation_bar(bars, total);
+    let report = dlio_format::generate(
+        GenerationJob {
+            storage,
+            format,
+            files,
+            threads: available_cores(),
+            seed: config.train.seed,
+        },
+        &|p| crate::progress::generation_update(&bar, &p),
+        cancel,
+    )
+    .context("generating the data set")?;
+    bar.finish_and_clear();
+    let secs = started.elapsed().as_secs_f64();
+    log.output(&format!(
+        "Generation done: {} files written ({:.1} MiB, {:.1} MiB/s), {} already complete, {} \
+         partial files removed, in {:.2} s",
+        report.files_written,
+        report.bytes_written as f64 / 1048576.0,
+        report.bytes_written as f64 / 1048576.0 / secs.max(1e-9),
+        report.files_skipped,
+        report.partials_removed,
+        secs
+    ));
+    Ok(())
+}
+
+fn write_hydra_files(out: &std::path::Path, loaded: &Loaded) -> Result<()> {
+    let dir = out.join(".hydra");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let indented: String = loaded
+        .config
+        .to_yaml()
+        .lines()
+        .map(|l| format!("  {l}\n"))
+        .collect();
+    std::fs::write(dir.join("config.yaml"), format!("workload:\n{indented}"))
+        .with_context(|| format!("writing {}", dir.join("config.yaml").display()))?;
+    let overrides: String = loaded.overrides.iter().map(|o| format!("- {o}\n")).collect();
+    std::fs::write(dir.join("overrides.yaml"), if overrides.is_empty() { "[]\n".into() } else { overrides })
+        .with_context(|| format!("writing {}", dir.join("overrides.yaml").display()))?;
+    Ok(())
+}
+
+fn dataset_bytes(storage: &dyn Storage, files: &[PathBuf]) -> u64 {
+    files.iter().filter_map(|f| storage.size(f).ok().flatten()).sum()
+}
+
+fn available_cores() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+/// A seed for `Shuffle::Random`, different on every run (recorded in summary.json).
+fn rand_seed() -> u64 {
+    let t = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    t ^ (u64::from(std::process::id()) << 32)
+}

@@ -1,0 +1,169 @@
+//! One reader thread's work: read the samples of the batches it owns, in order.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use dlio_config::{ReadType, Sampler};
+use dlio_format::{FileKey, Format, FormatReader};
+use dlio_metrics::LatencyHistogram;
+use dlio_plan::EpochPlan;
+use dlio_storage::Storage;
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+use crate::{EpochWork, FileList, LoadedBatch, LoaderError, LoaderSpec, TimeSampler, lock};
+
+/// A format reader plus the open/close policy of the configured loader.
+pub(crate) struct SampleReader {
+    reader: Box<dyn FormatReader>,
+    policy: OpenPolicy,
+    /// Files open under `read_type: memory`, closed at the end of the epoch.
+    open: HashSet<FileKey>,
+    /// The file the iterative sampler has open.
+    current: Option<FileKey>,
+    preprocess: TimeSampler,
+    rng: Xoshiro256PlusPlus,
+    /// Reader threads of the loader: this thread owns every `threads`-th batch.
+    threads: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OpenPolicy {
+    /// Open, read, close for every sample.
+    PerSample,
+    /// Keep every opened file until the epoch ends.
+    KeepOpen,
+    /// Keep one file open until a sample of another file is needed.
+    Sequential,
+}
+
+impl SampleReader {
+    pub(crate) fn new(
+        spec: &LoaderSpec,
+        format: &dyn Format,
+        preprocess: TimeSampler,
+        seed: u64,
+    ) -> SampleReader {
+        let policy = match (spec.sampler, spec.read_type) {
+            (Sampler::Iterative, _) => OpenPolicy::Sequential,
+            (Sampler::Index, ReadType::OnDemand) => OpenPolicy::PerSample,
+            (Sampler::Index, ReadType::Memory) => OpenPolicy::KeepOpen,
+        };
+        SampleReader {
+            reader: format.reader(&spec.layout),
+            policy,
+            open: HashSet::new(),
+            current: None,
+            preprocess,
+            rng: Xoshiro256PlusPlus::seed_from_u64(seed),
+            threads: u64::from(spec.read_threads.max(1)),
+        }
+    }
+
+    /// Reads every batch of `work.plan` that belongs to `work.worker`, sending each in order.
+    pub(crate) fn run_epoch(&mut self, storage: &dyn Storage, work: EpochWork, cancel: &AtomicBool) {
+        let EpochWork { plan, files, worker, out, stats } = work;
+        let mut hist = LatencyHistogram::new();
+        let mut samples = 0;
+        let threads = self.threads;
+        let mut step = u64::from(worker);
+        while step < plan.steps() {
+            if cancel.load(Ordering::Relaxed) {
+                break;
+            }
+            let result = self.read_batch(storage, &plan, &files, step, &mut hist);
+            let failed = result.is_err();
+            if let Ok(b) = &result {
+                samples += b.samples;
+            }
+            if out.send(result).is_err() || failed {
+                break;
+            }
+            step += threads;
+        }
+        self.end_epoch();
+        let mut s = lock(&stats);
+        s.sample_read.merge(&hist);
+        s.samples += samples;
+    }
+
+    /// Reads the samples of batch `step`.
+    pub(crate) fn read_batch(
+        &mut self,
+        storage: &dyn Storage,
+        plan: &EpochPlan,
+        files: &FileList,
+        step: u64,
+        hist: &mut LatencyHistogram,
+    ) -> Result<LoadedBatch, LoaderError> {
+        let mut samples = 0;
+        let mut sample_bytes = 0;
+        for sample in plan.batch(step) {
+            let path = files.get(sample.file as usize).ok_or(LoaderError::NoSuchFile {
+                file: sample.file,
+                len: files.len(),
+            })?;
+            let started = Instant::now();
+            let key = sample.file;
+            let fail = |source| LoaderError::Read {
+                path: path.clone(),
+                index: sample.index_in_file,
+                source,
+            };
+            match self.policy {
+                OpenPolicy::PerSample => self.reader.open(storage, key, path).map_err(fail)?,
+                OpenPolicy::KeepOpen => {
+                    if !self.open.contains(&key) {
+                        self.reader.open(storage, key, path).map_err(fail)?;
+                        self.open.insert(key);
+                    }
+                }
+                OpenPolicy::Sequential => {
+                    if self.current != Some(key) {
+                        if let Some(old) = self.current.take() {
+                            self.reader.close(old);
+                        }
+                        self.reader.open(storage, key, path).map_err(fail)?;
+                        self.current = Some(key);
+                    }
+                }
+            }
+            let index = u32::try_from(sample.index_in_file).map_err(|_| LoaderError::Read {
+                path: path.clone(),
+                index: sample.index_in_file,
+                source: dlio_format::FormatError::SampleOutOfRange {
+                    path: path.clone(),
+                    index: sample.index_in_file,
+                    samples: u64::from(u32::MAX),
+                },
+            })?;
+            let len = self.reader.read_sample(storage, key, index).map_err(fail)?.len();
+            if self.policy == OpenPolicy::PerSample {
+                self.reader.close(key);
+            }
+            hist.record_duration(started.elapsed());
+            self.preprocess_sleep();
+            samples += 1;
+            sample_bytes += len as u64;
+        }
+        Ok(LoadedBatch { step, samples, sample_bytes })
+    }
+
+    fn preprocess_sleep(&mut self) {
+        if let Some(d) = self.preprocess.draw(&mut self.rng) {
+            std::thread::sleep(d);
+        }
+    }
+
+    /// Closes whatever the epoch left open.
+    pub(crate) fn end_epoch(&mut self) {
+        for key in self.open.drain() {
+            self.reader.close(key);
+        }
+        if let Some(key) = self.current.take() {
+            self.reader.close(key);
+        }
+    }
+}
+

@@ -1,0 +1,141 @@
+//! Emulated time: draws from the configured distributions of `computation_time`,
+//! `eval_time` and `preprocess_time`.
+
+use std::time::Duration;
+
+use dlio_config::TimeDistribution;
+use rand::Rng;
+use rand_distr::{Distribution, Exp, Gamma, Normal, Poisson, Uniform};
+
+/// A validated sleep-time distribution, ready to draw from.
+///
+/// DLIO sleeps the absolute value of each draw (a negative normal draw flips sign), and so do
+/// we. Parameters that describe no distribution (a negative standard deviation, `min > max`,
+/// a non-positive gamma shape ...) are rejected when the sampler is built, never replaced by a
+/// default.
+#[derive(Debug, Clone)]
+pub struct TimeSampler {
+    kind: Kind,
+    mean: f64,
+}
+
+#[derive(Debug, Clone)]
+enum Kind {
+    Zero,
+    Constant(f64),
+    Normal(Normal<f64>),
+    Uniform(Uniform<f64>),
+    Gamma(Gamma<f64>),
+    Exponential(Exp<f64>),
+    Poisson(Poisson<f64>),
+}
+
+impl TimeSampler {
+    /// Checks the parameters of `dist`; `key` names the config key in the error.
+    pub fn new(key: &str, dist: &TimeDistribution) -> Result<TimeSampler, String> {
+        let bad = |why: String| format!("`{key}`: {why}");
+        let kind = match *dist {
+            TimeDistribution::Constant { value } if value == 0.0 => Kind::Zero,
+            TimeDistribution::Constant { value } => {
+                if !value.is_finite() {
+                    return Err(bad(format!("{value} is not a number of seconds")));
+                }
+                Kind::Constant(value.abs())
+            }
+            TimeDistribution::Normal { mean, stdev } => Kind::Normal(
+                Normal::new(mean, stdev)
+                    .map_err(|e| bad(format!("normal(mean {mean}, stdev {stdev}): {e}; stdev must be >= 0")))?,
+            ),
+            TimeDistribution::Uniform { min, max } => Kind::Uniform(
+                Uniform::new_inclusive(min, max)
+                    .map_err(|e| bad(format!("uniform(min {min}, max {max}): {e}; min must be <= max")))?,
+            ),
+            TimeDistribution::Gamma { shape, scale } => Kind::Gamma(
+                Gamma::new(shape, scale)
+                    .map_err(|e| bad(format!("gamma(shape {shape}, scale {scale}): {e}; both must be > 0")))?,
+            ),
+            TimeDistribution::Exponential { scale } => {
+                if !(scale > 0.0 && scale.is_finite()) {
+                    return Err(bad(format!("exponential(scale {scale}): scale must be > 0")));
+                }
+                Kind::Exponential(
+                    Exp::new(1.0 / scale).map_err(|e| bad(format!("exponential(scale {scale}): {e}")))?,
+                )
+            }
+            TimeDistribution::Poisson { lam } => Kind::Poisson(
+                Poisson::new(lam).map_err(|e| bad(format!("poisson(lam {lam}): {e}; lam must be > 0")))?,
+            ),
+        };
+        Ok(TimeSampler { kind, mean: dist.mean() })
+    }
+
+    /// The distribution's mean, in seconds.
+    pub fn mean(&self) -> f64 {
+        self.mean
+    }
+
+    /// One draw, or `None` when there is nothing to sleep.
+    pub fn draw<R: Rng + ?Sized>(&self, rng: &mut R) -> Option<Duration> {
+        let v = match &self.kind {
+            Kind::Zero => return None,
+            Kind::Constant(v) => *v,
+            Kind::Normal(d) => d.sample(rng),
+            Kind::Uniform(d) => d.sample(rng),
+            Kind::Gamma(d) => d.sample(rng),
+            Kind::Exponential(d) => d.sample(rng),
+            Kind::Poisson(d) => d.sample(rng),
+        };
+        let v = v.abs();
+        (v.is_finite() && v > 0.0).then(|| Duration::from_secs_f64(v))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand_xoshiro::Xoshiro256PlusPlus;
+
+    fn mean_of(dist: TimeDistribution) -> f64 {
+        let s = TimeSampler::new("k", &dist).unwrap();
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
+        let n = 20_000;
+        (0..n).map(|_| s.draw(&mut rng).map_or(0.0, |d| d.as_secs_f64())).sum::<f64>() / n as f64
+    }
+
+    #[test]
+    fn every_distribution_draws_around_its_mean() {
+        let close = |a: f64, b: f64| (a - b).abs() < 0.05 * b;
+        assert!(close(mean_of(TimeDistribution::Constant { value: 0.25 }), 0.25));
+        assert!(close(mean_of(TimeDistribution::Normal { mean: 1.0, stdev: 0.1 }), 1.0));
+        assert!(close(mean_of(TimeDistribution::Uniform { min: 0.5, max: 1.5 }), 1.0));
+        assert!(close(mean_of(TimeDistribution::Gamma { shape: 2.0, scale: 0.5 }), 1.0));
+        assert!(close(mean_of(TimeDistribution::Exponential { scale: 0.2 }), 0.2));
+        assert!(close(mean_of(TimeDistribution::Poisson { lam: 3.0 }), 3.0));
+    }
+
+    #[test]
+    fn negative_constant_sleeps_its_absolute_value() {
+        let s = TimeSampler::new("k", &TimeDistribution::Constant { value: -1.0 }).unwrap();
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+        assert_eq!(s.draw(&mut rng), Some(Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn zero_sleeps_nothing() {
+        let s = TimeSampler::new("k", &TimeDistribution::Constant { value: 0.0 }).unwrap();
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+        assert_eq!(s.draw(&mut rng), None);
+    }
+
+    #[test]
+    fn impossible_parameters_are_errors_that_name_the_key() {
+        let e = TimeSampler::new("train.computation_time", &TimeDistribution::Normal { mean: 1.0, stdev: -1.0 })
+            .unwrap_err();
+        assert!(e.contains("train.computation_time"), "{e}");
+        assert!(TimeSampler::new("k", &TimeDistribution::Uniform { min: 2.0, max: 1.0 }).is_err());
+        assert!(TimeSampler::new("k", &TimeDistribution::Gamma { shape: 0.0, scale: 1.0 }).is_err());
+        assert!(TimeSampler::new("k", &TimeDistribution::Exponential { scale: 0.0 }).is_err());
+        assert!(TimeSampler::new("k", &TimeDistribution::Poisson { lam: -1.0 }).is_err());
+    }
+}
