@@ -57,7 +57,7 @@ pub struct RunArgs {
     pub config_dir: Option<PathBuf>,
     /// `workload=NAME` or `workload=path.yaml`, then overrides such as
     /// `++workload.train.epochs=2` and `hydra.run.dir=out`.
-    #[arg(value_name = "OVERRIDES", allow_hyphen_values = true)]
+    #[arg(value_name = "OVERRIDES")]
     pub words: Vec<String>,
 }
 
@@ -70,7 +70,7 @@ struct ConfigArgs {
     #[arg(long, value_name = "DIR")]
     config_dir: Option<PathBuf>,
     /// `workload=NAME` and overrides.
-    #[arg(value_name = "OVERRIDES", allow_hyphen_values = true)]
+    #[arg(value_name = "OVERRIDES")]
     words: Vec<String>,
 }
 

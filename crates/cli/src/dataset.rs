@@ -33,8 +33,14 @@ impl List {
     }
     fn configured(self, config: &Config) -> (u64, u64) {
         match self {
-            List::Train => (config.dataset.num_files_train, config.dataset.num_subfolders_train),
-            List::Valid => (config.dataset.num_files_eval, config.dataset.num_subfolders_eval),
+            List::Train => (
+                config.dataset.num_files_train,
+                config.dataset.num_subfolders_train,
+            ),
+            List::Valid => (
+                config.dataset.num_files_eval,
+                config.dataset.num_subfolders_eval,
+            ),
         }
     }
     fn key(self) -> &'static str {
@@ -141,7 +147,9 @@ pub fn list_files(
     let matches = |p: &Path| {
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
         !name.starts_with('.')
-            && p.extension().and_then(|e| e.to_str()).is_some_and(|e| e.eq_ignore_ascii_case(ext))
+            && p.extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| e.eq_ignore_ascii_case(ext))
     };
     let mut files: Vec<PathBuf> = Vec::new();
     let dirs: Vec<_> = entries.iter().filter(|e| e.is_dir).collect();
@@ -160,7 +168,10 @@ pub fn list_files(
             );
         }
         for d in dirs {
-            for e in storage.list(&d.path).with_context(|| format!("listing {}", d.path.display()))? {
+            for e in storage
+                .list(&d.path)
+                .with_context(|| format!("listing {}", d.path.display()))?
+            {
                 if !e.is_dir && matches(&e.path) {
                     files.push(e.path);
                 }
@@ -168,7 +179,11 @@ pub fn list_files(
         }
         files.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
     } else {
-        files = entries.into_iter().filter(|e| !e.is_dir && matches(&e.path)).map(|e| e.path).collect();
+        files = entries
+            .into_iter()
+            .filter(|e| !e.is_dir && matches(&e.path))
+            .map(|e| e.path)
+            .collect();
         files.sort();
     }
     let found = files.len() as u64;

@@ -17,7 +17,10 @@ pub struct RunLog {
 impl RunLog {
     /// A log that writes to the console only until [`RunLog::open_file`] is called.
     pub fn new(bars: MultiProgress) -> RunLog {
-        RunLog { file: Mutex::new(None), bars }
+        RunLog {
+            file: Mutex::new(None),
+            bars,
+        }
     }
 
     /// Starts writing `path` (replacing an old log, as DLIO's rank 0 does).

@@ -98,7 +98,10 @@ impl Observer for Progress<'_> {
         let mut s = self.state();
         s.compute += compute;
         s.samples += samples;
-        let elapsed = s.started.map_or(0.0, |t| t.elapsed().as_secs_f64()).max(1e-9);
+        let elapsed = s
+            .started
+            .map_or(0.0, |t| t.elapsed().as_secs_f64())
+            .max(1e-9);
         let au = 100.0 * s.compute.as_secs_f64() / elapsed;
         let rate = s.samples as f64 * f64::from(self.world) / elapsed;
         if let Some(bar) = &s.bar {

@@ -49,9 +49,18 @@ pub fn run(args: RunArgs, mode: Mode, entry: Entry) -> Result<ExitCode> {
     if first_contact {
         let dir = std::env::temp_dir().join(format!("dlio-first-contact-{}", std::process::id()));
         words.extend(FIRST_CONTACT.iter().map(|s| s.to_string()));
-        words.push(format!("++workload.dataset.data_folder={}", dir.join("data").display()));
-        if !words.iter().any(|w| w.contains("output.folder") || w.starts_with("hydra.run.dir")) {
-            words.push(format!("++workload.output.folder={}", dir.join("output").display()));
+        words.push(format!(
+            "++workload.dataset.data_folder={}",
+            dir.join("data").display()
+        ));
+        if !words
+            .iter()
+            .any(|w| w.contains("output.folder") || w.starts_with("hydra.run.dir"))
+        {
+            words.push(format!(
+                "++workload.output.folder={}",
+                dir.join("output").display()
+            ));
         }
         temp_dir = Some(dir);
     }
@@ -73,7 +82,10 @@ pub fn run(args: RunArgs, mode: Mode, entry: Entry) -> Result<ExitCode> {
             "No workload given: running the built-in `default` workload for first contact, with {} \
              and the data set in {} (run `dlio run workload=default` for the full workload)",
             FIRST_CONTACT.join(" "),
-            temp_dir.as_ref().map(|d| d.display().to_string()).unwrap_or_default()
+            temp_dir
+                .as_ref()
+                .map(|d| d.display().to_string())
+                .unwrap_or_default()
         ));
     }
     let outcome = drive(&loaded, world, &log, &bars, run_start, &warnings);
@@ -93,7 +105,9 @@ fn output_folder(loaded: &Loaded) -> PathBuf {
         return dir.clone();
     }
     let stamp = chrono::Local::now().format("%Y-%m-%d-%H-%M-%S");
-    PathBuf::from("hydra_log").join(&loaded.config.model.name).join(stamp.to_string())
+    PathBuf::from("hydra_log")
+        .join(&loaded.config.model.name)
+        .join(stamp.to_string())
 }
 
 fn drive(
@@ -157,9 +171,19 @@ fn drive(
         return Ok(ExitCode::SUCCESS);
     }
 
-    let train_files = Arc::new(dataset::list_files(config, &*storage, &*format, List::Train)?);
+    let train_files = Arc::new(dataset::list_files(
+        config,
+        &*storage,
+        &*format,
+        List::Train,
+    )?);
     let eval_files = if config.workflow.evaluation {
-        Arc::new(dataset::list_files(config, &*storage, &*format, List::Valid)?)
+        Arc::new(dataset::list_files(
+            config,
+            &*storage,
+            &*format,
+            List::Valid,
+        )?)
     } else {
         Arc::new(Vec::new())
     };
@@ -190,7 +214,12 @@ fn drive(
         ));
     }
 
-    let params = metric_params(config, world, train_files.len() as u64, eval_files.len() as u64);
+    let params = metric_params(
+        config,
+        world,
+        train_files.len() as u64,
+        eval_files.len() as u64,
+    );
     let progress = Progress::new(bars.clone(), log, config, params.clone());
     let mut counters: Vec<Arc<IoCounters>> = Vec::new();
     let mut storages: Vec<Arc<dyn Storage>> = Vec::new();
@@ -238,7 +267,9 @@ fn drive(
                 }),
                 Err(e) => {
                     group.abort("a rank could not start");
-                    Err(TrainError::Setting(format!("could not start rank {rank}: {e}")))
+                    Err(TrainError::Setting(format!(
+                        "could not start rank {rank}: {e}"
+                    )))
                 }
             })
             .collect()
@@ -255,7 +286,10 @@ fn drive(
                 reports.push(*report);
                 interrupted |= error.is_interruption();
                 // Prefer the error that caused the abort over "aborted" echoes of it.
-                if first_error.as_ref().is_none_or(|e| e.is_interruption() && !error.is_interruption()) {
+                if first_error
+                    .as_ref()
+                    .is_none_or(|e| e.is_interruption() && !error.is_interruption())
+                {
                     first_error = Some(*error);
                 }
             }
@@ -311,9 +345,12 @@ fn drive(
     log.output(&format!("Outputs written to {}", out.display()));
     if !config.dataset.keep_files {
         let root = dataset::data_root(config);
-        storage
-            .remove_dir_all(&root)
-            .with_context(|| format!("removing the data set {} (dataset.keep_files is False)", root.display()))?;
+        storage.remove_dir_all(&root).with_context(|| {
+            format!(
+                "removing the data set {} (dataset.keep_files is False)",
+                root.display()
+            )
+        })?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -345,7 +382,10 @@ fn refuse_unbuilt(config: &Config) -> Result<()> {
 fn check_steps(config: &Config, spec: &dlio_plan::PlanSpec, trim: &dlio_plan::Trim) -> Result<()> {
     let total = config.train.total_training_steps;
     if total > 0 {
-        let uncapped = dlio_plan::trim(&dlio_plan::PlanSpec { total_training_steps: None, ..spec.clone() });
+        let uncapped = dlio_plan::trim(&dlio_plan::PlanSpec {
+            total_training_steps: None,
+            ..*spec
+        });
         if total as u64 > uncapped.steps_per_rank {
             bail!(
                 "train.total_training_steps is {total}, but an epoch has only {} steps per rank \
@@ -451,18 +491,34 @@ fn write_hydra_files(out: &std::path::Path, loaded: &Loaded) -> Result<()> {
         .collect();
     std::fs::write(dir.join("config.yaml"), format!("workload:\n{indented}"))
         .with_context(|| format!("writing {}", dir.join("config.yaml").display()))?;
-    let overrides: String = loaded.overrides.iter().map(|o| format!("- {o}\n")).collect();
-    std::fs::write(dir.join("overrides.yaml"), if overrides.is_empty() { "[]\n".into() } else { overrides })
-        .with_context(|| format!("writing {}", dir.join("overrides.yaml").display()))?;
+    let overrides: String = loaded
+        .overrides
+        .iter()
+        .map(|o| format!("- {o}\n"))
+        .collect();
+    std::fs::write(
+        dir.join("overrides.yaml"),
+        if overrides.is_empty() {
+            "[]\n".into()
+        } else {
+            overrides
+        },
+    )
+    .with_context(|| format!("writing {}", dir.join("overrides.yaml").display()))?;
     Ok(())
 }
 
 fn dataset_bytes(storage: &dyn Storage, files: &[PathBuf]) -> u64 {
-    files.iter().filter_map(|f| storage.size(f).ok().flatten()).sum()
+    files
+        .iter()
+        .filter_map(|f| storage.size(f).ok().flatten())
+        .sum()
 }
 
 fn available_cores() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
 }
 
 /// A seed for `Shuffle::Random`, different on every run (recorded in summary.json).

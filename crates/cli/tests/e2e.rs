@@ -23,7 +23,11 @@ fn run_ok(cmd: &mut Command) -> Output {
 
 fn run_err(cmd: &mut Command) -> String {
     let out = cmd.output().expect("dlio starts");
-    assert!(!out.status.success(), "dlio should have failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        !out.status.success(),
+        "dlio should have failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
@@ -35,7 +39,9 @@ fn json(path: &Path) -> Value {
 /// Files below `dir` (recursively) ending in `.ext`.
 fn files_with_ext(dir: &Path, ext: &str) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else { return out };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
     for e in entries.flatten() {
         let p = e.path();
         if p.is_dir() {
@@ -52,7 +58,10 @@ fn files_with_ext(dir: &Path, ext: &str) -> Vec<PathBuf> {
 fn small(tmp: &Path, files: u64, batch: u64) -> Vec<String> {
     vec![
         "workload=default".into(),
-        format!("++workload.dataset.data_folder={}", tmp.join("data").display()),
+        format!(
+            "++workload.dataset.data_folder={}",
+            tmp.join("data").display()
+        ),
         format!("++workload.dataset.num_files_train={files}"),
         "++workload.dataset.num_files_eval=0".into(),
         "++workload.dataset.num_subfolders_train=0".into(),
@@ -68,7 +77,8 @@ fn small(tmp: &Path, files: u64, batch: u64) -> Vec<String> {
 #[test]
 fn no_arguments_prints_help() {
     let out = dlio().output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(text.contains("Usage"), "{text}");
     assert!(text.contains("run"), "{text}");
 }
@@ -78,15 +88,28 @@ fn first_contact_run_generates_trains_and_writes_a_summary() {
     let tmp = tempfile::tempdir().unwrap();
     let out_dir = tmp.path().join("first");
     let started = std::time::Instant::now();
-    let out = run_ok(dlio().arg("run").arg(format!("hydra.run.dir={}", out_dir.display())));
-    assert!(started.elapsed().as_secs() < 60, "first contact took {:?}", started.elapsed());
+    let out = run_ok(
+        dlio()
+            .arg("run")
+            .arg(format!("hydra.run.dir={}", out_dir.display())),
+    );
+    assert!(
+        started.elapsed().as_secs() < 60,
+        "first contact took {:?}",
+        started.elapsed()
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("[METRIC] Training Accelerator Utilization [AU] (%)"), "{stdout}");
+    assert!(
+        stdout.contains("[METRIC] Training Accelerator Utilization [AU] (%)"),
+        "{stdout}"
+    );
     let summary = json(&out_dir.join("summary.json"));
     assert_eq!(summary["num_accelerators"], 1);
     assert_eq!(summary["num_files_train"], 64);
     assert_eq!(summary["epochs"], 2);
-    let au = summary["metric"]["train_au_mean_percentage"].as_f64().unwrap();
+    let au = summary["metric"]["train_au_mean_percentage"]
+        .as_f64()
+        .unwrap();
     assert!(au > 0.0 && au <= 100.0, "AU {au}");
     assert!(summary["metric"]["eval_au_mean_percentage"].is_number());
     assert_eq!(summary["dlio_rs"]["complete"], true);
@@ -104,7 +127,10 @@ fn generation_writes_dlio_names_in_subfolders() {
         "generate".to_string(),
         "workload=default".into(),
         format!("++workload.dataset.data_folder={}", data.display()),
-        format!("++workload.output.folder={}", tmp.path().join("out").display()),
+        format!(
+            "++workload.output.folder={}",
+            tmp.path().join("out").display()
+        ),
     ]));
     let train = files_with_ext(&data.join("train"), "npz");
     let valid = files_with_ext(&data.join("valid"), "npz");
@@ -128,7 +154,10 @@ fn storage_root_prefixes_the_data_folder() {
         format!("++workload.storage.storage_root={}", root.display()),
         "++workload.dataset.data_folder=data/x".into(),
         "++workload.dataset.num_files_train=16".into(),
-        format!("++workload.output.folder={}", tmp.path().join("out").display()),
+        format!(
+            "++workload.output.folder={}",
+            tmp.path().join("out").display()
+        ),
     ]));
     assert_eq!(files_with_ext(&root.join("data/x/train"), "npz").len(), 16);
 }
@@ -145,7 +174,10 @@ fn bytes_read_equal_the_bytes_of_the_files_the_plan_touched() {
     let on_disk: u64 = files.iter().map(|f| f.metadata().unwrap().len()).sum();
     let summary = json(&tmp.path().join("out/summary.json"));
     // npz on_demand reads the whole file for each sample; 12 samples, 2 epochs, nothing trimmed.
-    assert_eq!(summary["dlio_rs"]["bytes_read"].as_u64().unwrap(), 2 * on_disk);
+    assert_eq!(
+        summary["dlio_rs"]["bytes_read"].as_u64().unwrap(),
+        2 * on_disk
+    );
 }
 
 #[test]
@@ -165,7 +197,10 @@ fn uneven_samples_on_three_ranks_finish_with_equal_steps() {
             let o = json(&out.join(format!("{rank}_output.json")));
             for epoch in ["1", "2", "3"] {
                 let n = o[epoch]["compute"]["block1"].as_array().unwrap().len() as u64;
-                assert_eq!(n, steps, "rank {rank} epoch {epoch} for {files} files, batch {batch}");
+                assert_eq!(
+                    n, steps,
+                    "rank {rank} epoch {epoch} for {files} files, batch {batch}"
+                );
             }
         }
     }
@@ -194,11 +229,29 @@ fn every_computation_time_distribution_runs() {
     gen_args.push("++workload.workflow.train=False".into());
     run_ok(dlio().arg("run").args(&gen_args));
     let cases: &[&[&str]] = &[
-        &["++workload.train.computation_time.type=uniform", "++workload.train.computation_time.min=0.001", "++workload.train.computation_time.max=0.002"],
-        &["++workload.train.computation_time.type=normal", "++workload.train.computation_time.mean=0.001", "++workload.train.computation_time.stdev=0.0005"],
-        &["++workload.train.computation_time.type=gamma", "++workload.train.computation_time.shape=1.0", "++workload.train.computation_time.scale=0.001"],
-        &["++workload.train.computation_time.type=exponential", "++workload.train.computation_time.scale=0.001"],
-        &["++workload.train.computation_time.type=poisson", "++workload.train.computation_time.lam=0.001"],
+        &[
+            "++workload.train.computation_time.type=uniform",
+            "++workload.train.computation_time.min=0.001",
+            "++workload.train.computation_time.max=0.002",
+        ],
+        &[
+            "++workload.train.computation_time.type=normal",
+            "++workload.train.computation_time.mean=0.001",
+            "++workload.train.computation_time.stdev=0.0005",
+        ],
+        &[
+            "++workload.train.computation_time.type=gamma",
+            "++workload.train.computation_time.shape=1.0",
+            "++workload.train.computation_time.scale=0.001",
+        ],
+        &[
+            "++workload.train.computation_time.type=exponential",
+            "++workload.train.computation_time.scale=0.001",
+        ],
+        &[
+            "++workload.train.computation_time.type=poisson",
+            "++workload.train.computation_time.lam=0.001",
+        ],
         &["++workload.train.computation_time={mean: 0.001}"],
         &["++workload.train.computation_time={mean: 0.001, stdev: 0.0001}"],
         &["++workload.train.computation_time=0.002"],
@@ -209,7 +262,9 @@ fn every_computation_time_distribution_runs() {
         args.extend(case.iter().map(|s| s.to_string()));
         run_ok(dlio().arg("run").args(&args));
         let summary = json(&tmp.path().join("out/summary.json"));
-        let au = summary["metric"]["train_au_mean_percentage"].as_f64().unwrap();
+        let au = summary["metric"]["train_au_mean_percentage"]
+            .as_f64()
+            .unwrap();
         assert!(au > 0.0 && au <= 100.0, "{case:?}: AU {au}");
     }
 }
@@ -228,10 +283,23 @@ fn read_threads_zero_one_two_and_evaluation_run() {
         args.push(format!("++workload.reader.read_threads={threads}"));
         run_ok(dlio().arg("run").args(&args));
         let summary = json(&tmp.path().join("out/summary.json"));
-        assert!(summary["metric"]["eval_throughput_mean_samples_per_second"].as_f64().unwrap() > 0.0);
+        assert!(
+            summary["metric"]["eval_throughput_mean_samples_per_second"]
+                .as_f64()
+                .unwrap()
+                > 0.0
+        );
         let o = json(&tmp.path().join("out/0_output.json"));
-        assert_eq!(o["2"]["compute"]["eval"].as_array().unwrap().len(), 2, "threads {threads}");
-        assert_eq!(o["2"]["compute"]["block1"].as_array().unwrap().len(), 4, "threads {threads}");
+        assert_eq!(
+            o["2"]["compute"]["eval"].as_array().unwrap().len(),
+            2,
+            "threads {threads}"
+        );
+        assert_eq!(
+            o["2"]["compute"]["block1"].as_array().unwrap().len(),
+            4,
+            "threads {threads}"
+        );
     }
 }
 
@@ -240,8 +308,15 @@ fn dlio_benchmark_behaves_like_dlio_run() {
     let tmp = tempfile::tempdir().unwrap();
     let mut args = small(tmp.path(), 4, 2);
     args.push("++workload.workflow.generate_data=True".into());
-    let out = Command::new(env!("CARGO_BIN_EXE_dlio_benchmark")).args(&args).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(env!("CARGO_BIN_EXE_dlio_benchmark"))
+        .args(&args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(tmp.path().join("out/summary.json").exists());
 }
 
@@ -249,8 +324,14 @@ fn dlio_benchmark_behaves_like_dlio_run() {
 fn a_missing_data_folder_says_how_to_generate_it() {
     let tmp = tempfile::tempdir().unwrap();
     let err = run_err(dlio().arg("run").args(small(tmp.path(), 4, 2)));
-    assert!(err.contains("++workload.workflow.generate_data=True"), "{err}");
-    assert!(err.contains(&tmp.path().join("data").display().to_string()), "{err}");
+    assert!(
+        err.contains("++workload.workflow.generate_data=True"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&tmp.path().join("data").display().to_string()),
+        "{err}"
+    );
 }
 
 #[test]
@@ -261,7 +342,10 @@ fn fewer_files_than_configured_says_how_many_of_each() {
     args.push("++workload.workflow.train=False".into());
     run_ok(dlio().arg("run").args(&args));
     let err = run_err(dlio().arg("run").args(small(tmp.path(), 6, 2)));
-    assert!(err.contains("4 .npz files") && err.contains("is 6"), "{err}");
+    assert!(
+        err.contains("4 .npz files") && err.contains("is 6"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -273,7 +357,10 @@ fn a_truncated_file_is_named_in_the_error() {
     run_ok(dlio().arg("run").args(&args));
     let victim = files_with_ext(&tmp.path().join("data/train"), "npz")[2].clone();
     let len = victim.metadata().unwrap().len();
-    let f = std::fs::OpenOptions::new().write(true).open(&victim).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&victim)
+        .unwrap();
     f.set_len(len / 2).unwrap();
     let err = run_err(dlio().arg("run").args(small(tmp.path(), 4, 2)));
     let name = victim.file_name().unwrap().to_string_lossy().to_string();
@@ -283,14 +370,21 @@ fn a_truncated_file_is_named_in_the_error() {
 #[test]
 fn an_unknown_workload_lists_what_exists() {
     let err = run_err(dlio().args(["run", "workload=unet3d_z100"]));
-    assert!(err.contains("unet3d_h100") && err.contains("resnet50_a100"), "{err}");
+    assert!(
+        err.contains("unet3d_h100") && err.contains("resnet50_a100"),
+        "{err}"
+    );
 }
 
 #[test]
 fn malformed_yaml_names_the_line() {
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("bad.yaml");
-    std::fs::write(&file, "dataset:\n  format: npz\n  num_files_train: [1, 2\nreader:\n  batch_size: 1\n").unwrap();
+    std::fs::write(
+        &file,
+        "dataset:\n  format: npz\n  num_files_train: [1, 2\nreader:\n  batch_size: 1\n",
+    )
+    .unwrap();
     let err = run_err(dlio().args(["run".to_string(), format!("workload={}", file.display())]));
     assert!(err.contains("bad.yaml"), "{err}");
     assert!(err.contains("line"), "{err}");
@@ -298,14 +392,29 @@ fn malformed_yaml_names_the_line() {
 
 #[test]
 fn config_query_prints_one_value_and_workloads_lists_all() {
-    let out = run_ok(dlio().args(["config", "workload=resnet50_h100", "--query", "dataset.num_files_train"]));
+    let out = run_ok(dlio().args([
+        "config",
+        "workload=resnet50_h100",
+        "--query",
+        "dataset.num_files_train",
+    ]));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1024");
     let out = run_ok(dlio().arg("workloads"));
     let text = String::from_utf8_lossy(&out.stdout);
-    for name in ["default", "unet3d_h100", "resnet50_tf", "llama_70b", "dlrm", "megatron_deepspeed_LLNL"] {
+    for name in [
+        "default",
+        "unet3d_h100",
+        "resnet50_tf",
+        "llama_70b",
+        "dlrm",
+        "megatron_deepspeed_LLNL",
+    ] {
         assert!(text.contains(name), "{name} missing from:\n{text}");
     }
-    assert!(text.lines().filter(|l| !l.trim().is_empty()).count() >= 24, "{text}");
+    assert!(
+        text.lines().filter(|l| !l.trim().is_empty()).count() >= 24,
+        "{text}"
+    );
 }
 
 #[test]
@@ -316,15 +425,33 @@ fn ctrl_c_stops_the_run_and_marks_the_summary_incomplete() {
     args.push("++workload.workflow.generate_data=True".into());
     args.push("++workload.train.computation_time=0.5".into());
     args.push("++workload.train.epochs=100".into());
-    let child = dlio().arg("run").args(&args).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let child = dlio()
+        .arg("run")
+        .args(&args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     // Wait until training has started (the first summary-relevant step), then interrupt.
     std::thread::sleep(std::time::Duration::from_secs(3));
-    let status = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
     assert!(status.success());
     let started = std::time::Instant::now();
     let out = child.wait_with_output().unwrap();
-    assert!(started.elapsed().as_secs() < 10, "took {:?} to stop", started.elapsed());
-    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        started.elapsed().as_secs() < 10,
+        "took {:?} to stop",
+        started.elapsed()
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let summary = json(&tmp.path().join("out/summary.json"));
     assert_eq!(summary["dlio_rs"]["complete"], false);
 }

@@ -39,7 +39,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
 
 use dlio_config::{ReadType, Sampler, TimeDistribution};
 use dlio_format::Format;
@@ -99,6 +98,8 @@ struct EpochWork {
     worker: u32,
     out: SyncSender<Result<LoadedBatch, LoaderError>>,
     stats: Arc<Mutex<EpochReadStats>>,
+    /// Signalled once the thread has left the epoch and merged its stats.
+    done: mpsc::Sender<()>,
 }
 
 /// A rank's data loader: persistent reader threads plus the per-epoch queues.
@@ -140,7 +141,14 @@ impl Loader {
         }
         let inline = (spec.read_threads == 0)
             .then(|| SampleReader::new(&spec, &*format, preprocess.clone(), spec.seed));
-        Ok(Loader { spec, storage, format, cancel, workers, inline })
+        Ok(Loader {
+            spec,
+            storage,
+            format,
+            cancel,
+            workers,
+            inline,
+        })
     }
 
     /// The format this loader reads.
@@ -154,6 +162,7 @@ impl Loader {
         let stats = Arc::new(Mutex::new(EpochReadStats::default()));
         let threads = self.spec.read_threads;
         let mut queues = Vec::new();
+        let (done, finished) = mpsc::channel();
         if threads > 0 {
             let per_thread = if self.spec.prefetch_size == 0 {
                 2
@@ -168,6 +177,7 @@ impl Loader {
                     worker: w as u32,
                     out,
                     stats: Arc::clone(&stats),
+                    done: done.clone(),
                 };
                 // A reader thread that died has already reported its error; the queue then
                 // reports it as disconnected.
@@ -182,6 +192,7 @@ impl Loader {
             queues,
             next_step: 0,
             stats,
+            finished,
         }
     }
 }
@@ -204,6 +215,7 @@ pub struct EpochBatches<'a> {
     queues: Vec<Receiver<Result<LoadedBatch, LoaderError>>>,
     next_step: u64,
     stats: Arc<Mutex<EpochReadStats>>,
+    finished: Receiver<()>,
 }
 
 impl EpochBatches<'_> {
@@ -244,7 +256,9 @@ impl EpochBatches<'_> {
             Err(_) => Some(Err(if self.loader.cancel.load(Ordering::Relaxed) {
                 LoaderError::Interrupted
             } else {
-                LoaderError::ReaderGone { worker: worker as u32 }
+                LoaderError::ReaderGone {
+                    worker: worker as u32,
+                }
             })),
         }
     }
@@ -256,17 +270,9 @@ impl EpochBatches<'_> {
         if let Some(reader) = self.loader.inline.as_mut() {
             reader.end_epoch();
         }
-        // Wait until every reader thread has left this epoch (they drop their Arc when done).
-        let started = Instant::now();
-        loop {
-            if Arc::strong_count(&self.stats) == 1 {
-                break;
-            }
-            if started.elapsed().as_secs() > 600 {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_micros(200));
-        }
+        // Wait until every reader thread has left this epoch. A thread that died dropped its
+        // sender, which ends the wait as well.
+        while self.finished.recv().is_ok() {}
         std::mem::take(&mut *lock(&self.stats))
     }
 }

@@ -62,8 +62,20 @@ impl SampleReader {
     }
 
     /// Reads every batch of `work.plan` that belongs to `work.worker`, sending each in order.
-    pub(crate) fn run_epoch(&mut self, storage: &dyn Storage, work: EpochWork, cancel: &AtomicBool) {
-        let EpochWork { plan, files, worker, out, stats } = work;
+    pub(crate) fn run_epoch(
+        &mut self,
+        storage: &dyn Storage,
+        work: EpochWork,
+        cancel: &AtomicBool,
+    ) {
+        let EpochWork {
+            plan,
+            files,
+            worker,
+            out,
+            stats,
+            done,
+        } = work;
         let mut hist = LatencyHistogram::new();
         let mut samples = 0;
         let threads = self.threads;
@@ -83,9 +95,12 @@ impl SampleReader {
             step += threads;
         }
         self.end_epoch();
-        let mut s = lock(&stats);
-        s.sample_read.merge(&hist);
-        s.samples += samples;
+        {
+            let mut s = lock(&stats);
+            s.sample_read.merge(&hist);
+            s.samples += samples;
+        }
+        let _ = done.send(());
     }
 
     /// Reads the samples of batch `step`.
@@ -100,10 +115,12 @@ impl SampleReader {
         let mut samples = 0;
         let mut sample_bytes = 0;
         for sample in plan.batch(step) {
-            let path = files.get(sample.file as usize).ok_or(LoaderError::NoSuchFile {
-                file: sample.file,
-                len: files.len(),
-            })?;
+            let path = files
+                .get(sample.file as usize)
+                .ok_or(LoaderError::NoSuchFile {
+                    file: sample.file,
+                    len: files.len(),
+                })?;
             let started = Instant::now();
             let key = sample.file;
             let fail = |source| LoaderError::Read {
@@ -138,7 +155,11 @@ impl SampleReader {
                     samples: u64::from(u32::MAX),
                 },
             })?;
-            let len = self.reader.read_sample(storage, key, index).map_err(fail)?.len();
+            let len = self
+                .reader
+                .read_sample(storage, key, index)
+                .map_err(fail)?
+                .len();
             if self.policy == OpenPolicy::PerSample {
                 self.reader.close(key);
             }
@@ -147,7 +168,11 @@ impl SampleReader {
             samples += 1;
             sample_bytes += len as u64;
         }
-        Ok(LoadedBatch { step, samples, sample_bytes })
+        Ok(LoadedBatch {
+            step,
+            samples,
+            sample_bytes,
+        })
     }
 
     fn preprocess_sleep(&mut self) {
@@ -166,4 +191,3 @@ impl SampleReader {
         }
     }
 }
-

@@ -35,38 +35,58 @@ impl TimeSampler {
     pub fn new(key: &str, dist: &TimeDistribution) -> Result<TimeSampler, String> {
         let bad = |why: String| format!("`{key}`: {why}");
         let kind = match *dist {
-            TimeDistribution::Constant { value } if value == 0.0 => Kind::Zero,
+            TimeDistribution::Constant { value: 0.0 } => Kind::Zero,
             TimeDistribution::Constant { value } => {
                 if !value.is_finite() {
                     return Err(bad(format!("{value} is not a number of seconds")));
                 }
                 Kind::Constant(value.abs())
             }
-            TimeDistribution::Normal { mean, stdev } => Kind::Normal(
-                Normal::new(mean, stdev)
-                    .map_err(|e| bad(format!("normal(mean {mean}, stdev {stdev}): {e}; stdev must be >= 0")))?,
-            ),
-            TimeDistribution::Uniform { min, max } => Kind::Uniform(
-                Uniform::new_inclusive(min, max)
-                    .map_err(|e| bad(format!("uniform(min {min}, max {max}): {e}; min must be <= max")))?,
-            ),
-            TimeDistribution::Gamma { shape, scale } => Kind::Gamma(
-                Gamma::new(shape, scale)
-                    .map_err(|e| bad(format!("gamma(shape {shape}, scale {scale}): {e}; both must be > 0")))?,
-            ),
+            TimeDistribution::Normal { mean, stdev } => {
+                if !(stdev >= 0.0 && stdev.is_finite() && mean.is_finite()) {
+                    return Err(bad(format!(
+                        "normal(mean {mean}, stdev {stdev}): stdev must be a number >= 0"
+                    )));
+                }
+                Kind::Normal(
+                    Normal::new(mean, stdev)
+                        .map_err(|e| bad(format!("normal(mean {mean}, stdev {stdev}): {e}")))?,
+                )
+            }
+            TimeDistribution::Uniform { min, max } => {
+                Kind::Uniform(Uniform::new_inclusive(min, max).map_err(|e| {
+                    bad(format!(
+                        "uniform(min {min}, max {max}): {e}; min must be <= max"
+                    ))
+                })?)
+            }
+            TimeDistribution::Gamma { shape, scale } => {
+                Kind::Gamma(Gamma::new(shape, scale).map_err(|e| {
+                    bad(format!(
+                        "gamma(shape {shape}, scale {scale}): {e}; both must be > 0"
+                    ))
+                })?)
+            }
             TimeDistribution::Exponential { scale } => {
                 if !(scale > 0.0 && scale.is_finite()) {
-                    return Err(bad(format!("exponential(scale {scale}): scale must be > 0")));
+                    return Err(bad(format!(
+                        "exponential(scale {scale}): scale must be > 0"
+                    )));
                 }
                 Kind::Exponential(
-                    Exp::new(1.0 / scale).map_err(|e| bad(format!("exponential(scale {scale}): {e}")))?,
+                    Exp::new(1.0 / scale)
+                        .map_err(|e| bad(format!("exponential(scale {scale}): {e}")))?,
                 )
             }
             TimeDistribution::Poisson { lam } => Kind::Poisson(
-                Poisson::new(lam).map_err(|e| bad(format!("poisson(lam {lam}): {e}; lam must be > 0")))?,
+                Poisson::new(lam)
+                    .map_err(|e| bad(format!("poisson(lam {lam}): {e}; lam must be > 0")))?,
             ),
         };
-        Ok(TimeSampler { kind, mean: dist.mean() })
+        Ok(TimeSampler {
+            kind,
+            mean: dist.mean(),
+        })
     }
 
     /// The distribution's mean, in seconds.
@@ -100,17 +120,41 @@ mod tests {
         let s = TimeSampler::new("k", &dist).unwrap();
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
         let n = 20_000;
-        (0..n).map(|_| s.draw(&mut rng).map_or(0.0, |d| d.as_secs_f64())).sum::<f64>() / n as f64
+        (0..n)
+            .map(|_| s.draw(&mut rng).map_or(0.0, |d| d.as_secs_f64()))
+            .sum::<f64>()
+            / n as f64
     }
 
     #[test]
     fn every_distribution_draws_around_its_mean() {
         let close = |a: f64, b: f64| (a - b).abs() < 0.05 * b;
-        assert!(close(mean_of(TimeDistribution::Constant { value: 0.25 }), 0.25));
-        assert!(close(mean_of(TimeDistribution::Normal { mean: 1.0, stdev: 0.1 }), 1.0));
-        assert!(close(mean_of(TimeDistribution::Uniform { min: 0.5, max: 1.5 }), 1.0));
-        assert!(close(mean_of(TimeDistribution::Gamma { shape: 2.0, scale: 0.5 }), 1.0));
-        assert!(close(mean_of(TimeDistribution::Exponential { scale: 0.2 }), 0.2));
+        assert!(close(
+            mean_of(TimeDistribution::Constant { value: 0.25 }),
+            0.25
+        ));
+        assert!(close(
+            mean_of(TimeDistribution::Normal {
+                mean: 1.0,
+                stdev: 0.1
+            }),
+            1.0
+        ));
+        assert!(close(
+            mean_of(TimeDistribution::Uniform { min: 0.5, max: 1.5 }),
+            1.0
+        ));
+        assert!(close(
+            mean_of(TimeDistribution::Gamma {
+                shape: 2.0,
+                scale: 0.5
+            }),
+            1.0
+        ));
+        assert!(close(
+            mean_of(TimeDistribution::Exponential { scale: 0.2 }),
+            0.2
+        ));
         assert!(close(mean_of(TimeDistribution::Poisson { lam: 3.0 }), 3.0));
     }
 
@@ -130,11 +174,26 @@ mod tests {
 
     #[test]
     fn impossible_parameters_are_errors_that_name_the_key() {
-        let e = TimeSampler::new("train.computation_time", &TimeDistribution::Normal { mean: 1.0, stdev: -1.0 })
-            .unwrap_err();
+        let e = TimeSampler::new(
+            "train.computation_time",
+            &TimeDistribution::Normal {
+                mean: 1.0,
+                stdev: -1.0,
+            },
+        )
+        .unwrap_err();
         assert!(e.contains("train.computation_time"), "{e}");
         assert!(TimeSampler::new("k", &TimeDistribution::Uniform { min: 2.0, max: 1.0 }).is_err());
-        assert!(TimeSampler::new("k", &TimeDistribution::Gamma { shape: 0.0, scale: 1.0 }).is_err());
+        assert!(
+            TimeSampler::new(
+                "k",
+                &TimeDistribution::Gamma {
+                    shape: 0.0,
+                    scale: 1.0
+                }
+            )
+            .is_err()
+        );
         assert!(TimeSampler::new("k", &TimeDistribution::Exponential { scale: 0.0 }).is_err());
         assert!(TimeSampler::new("k", &TimeDistribution::Poisson { lam: -1.0 }).is_err());
     }

@@ -55,7 +55,10 @@ impl LocalGroup {
 
     /// The communicator of `rank`.
     pub fn comm(self: &Arc<Self>, rank: u32) -> LocalComm {
-        LocalComm { group: Arc::clone(self), rank }
+        LocalComm {
+            group: Arc::clone(self),
+            rank,
+        }
     }
 
     /// Aborts every collective call (see [`Comm::abort`]). The first reason wins.
@@ -74,7 +77,9 @@ impl LocalGroup {
     fn barrier(&self) -> Result<(), Aborted> {
         let mut s = self.lock();
         if let Some(reason) = &s.aborted {
-            return Err(Aborted { reason: reason.clone() });
+            return Err(Aborted {
+                reason: reason.clone(),
+            });
         }
         s.arrived += 1;
         if s.arrived == self.world {
@@ -86,7 +91,9 @@ impl LocalGroup {
         let generation = s.generation;
         while s.generation == generation {
             if let Some(reason) = &s.aborted {
-                return Err(Aborted { reason: reason.clone() });
+                return Err(Aborted {
+                    reason: reason.clone(),
+                });
             }
             s = self.turn.wait(s).unwrap_or_else(|p| p.into_inner());
         }
@@ -160,6 +167,9 @@ mod tests {
             group.comm(2).abort("rank 2 failed");
         });
         assert!(started.elapsed() < Duration::from_secs(5));
-        assert!(group.comm(0).barrier().is_err(), "an aborted group stays aborted");
+        assert!(
+            group.comm(0).barrier().is_err(),
+            "an aborted group stays aborted"
+        );
     }
 }

@@ -34,7 +34,10 @@ pub enum TrainError {
 
 impl TrainError {
     pub(crate) fn with_partial(self, report: RankReport) -> TrainError {
-        TrainError::Partial { error: Box::new(self), report: Box::new(report) }
+        TrainError::Partial {
+            error: Box::new(self),
+            report: Box::new(report),
+        }
     }
 
     /// The error without the partial report.
@@ -47,7 +50,9 @@ impl TrainError {
 
     /// True when the run stopped because of Ctrl-C or another rank's failure.
     pub fn is_interruption(&self) -> bool {
-        matches!(self.root(), TrainError::Interrupted | TrainError::Aborted(_))
-            || matches!(self.root(), TrainError::Loader(LoaderError::Interrupted))
+        matches!(
+            self.root(),
+            TrainError::Interrupted | TrainError::Aborted(_)
+        ) || matches!(self.root(), TrainError::Loader(LoaderError::Interrupted))
     }
 }

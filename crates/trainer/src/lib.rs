@@ -176,11 +176,19 @@ fn run_loop(setup: &RankSetup<'_>, recorder: &mut RankRecorder) -> Result<(), Tr
         .map_err(TrainError::Setting)?;
     let eval_time = TimeSampler::new("evaluation.eval_time", &config.evaluation.eval_time)
         .map_err(TrainError::Setting)?;
-    let train_spec =
-        train_plan_spec(config, world, setup.train_files.len() as u64, setup.random_seed);
+    let train_spec = train_plan_spec(
+        config,
+        world,
+        setup.train_files.len() as u64,
+        setup.random_seed,
+    );
     train_spec.validate().map_err(TrainError::Plan)?;
-    let eval_spec =
-        eval_plan_spec(config, world, setup.eval_files.len() as u64, setup.random_seed);
+    let eval_spec = eval_plan_spec(
+        config,
+        world,
+        setup.eval_files.len() as u64,
+        setup.random_seed,
+    );
     let evaluation = config.workflow.evaluation && !setup.eval_files.is_empty();
     if evaluation {
         eval_spec.validate().map_err(TrainError::Plan)?;
@@ -197,8 +205,13 @@ fn run_loop(setup: &RankSetup<'_>, recorder: &mut RankRecorder) -> Result<(), Tr
     );
     comm.barrier()?;
 
-    let epochs = u32::try_from(config.train.epochs)
-        .map_err(|_| TrainError::Setting(format!("train.epochs is {}; at most {} epochs are supported", config.train.epochs, u32::MAX)))?;
+    let epochs = u32::try_from(config.train.epochs).map_err(|_| {
+        TrainError::Setting(format!(
+            "train.epochs is {}; at most {} epochs are supported",
+            config.train.epochs,
+            u32::MAX
+        ))
+    })?;
     let mut next_eval_epoch = config.evaluation.eval_after_epoch;
     for epoch in 1..=epochs {
         recorder.start_epoch(epoch);
@@ -232,18 +245,36 @@ fn run_loop(setup: &RankSetup<'_>, recorder: &mut RankRecorder) -> Result<(), Tr
             );
             comm.barrier()?;
             done += 1;
-            setup.observer.step_done(rank, pass, done, batch.samples, computed - loaded);
+            setup
+                .observer
+                .step_done(rank, pass, done, batch.samples, computed - loaded);
             start_loading = Instant::now();
         }
         let read = batches.finish();
         recorder.end_block(epoch, block, done);
         comm.barrier()?;
-        record_io(recorder, epoch, PhaseKind::Train, setup, io_before, &read, &batch_wait);
+        record_io(
+            recorder,
+            epoch,
+            PhaseKind::Train,
+            setup,
+            io_before,
+            &read,
+            &batch_wait,
+        );
         setup.observer.pass_finished(rank, pass, recorder);
 
         if evaluation && u64::from(epoch) >= next_eval_epoch {
             next_eval_epoch += config.evaluation.epochs_between_evals.max(1);
-            run_eval(setup, recorder, &mut loader, &eval_spec, epoch, &eval_time, &mut rng)?;
+            run_eval(
+                setup,
+                recorder,
+                &mut loader,
+                &eval_spec,
+                epoch,
+                &eval_time,
+                &mut rng,
+            )?;
         }
         recorder.end_epoch(epoch, done);
     }
@@ -280,14 +311,30 @@ fn run_eval(
             sleep_cancellable(d, &setup.cancel)?;
         }
         let computed = Instant::now();
-        recorder.record_step(epoch, Phase::Eval, load, computed - loaded, computed - start_loading);
+        recorder.record_step(
+            epoch,
+            Phase::Eval,
+            load,
+            computed - loaded,
+            computed - start_loading,
+        );
         done += 1;
-        setup.observer.step_done(rank, pass, done, batch.samples, computed - loaded);
+        setup
+            .observer
+            .step_done(rank, pass, done, batch.samples, computed - loaded);
         start_loading = Instant::now();
     }
     let read = batches.finish();
     recorder.end_eval(epoch, done);
-    record_io(recorder, epoch, PhaseKind::Eval, setup, io_before, &read, &batch_wait);
+    record_io(
+        recorder,
+        epoch,
+        PhaseKind::Eval,
+        setup,
+        io_before,
+        &read,
+        &batch_wait,
+    );
     setup.observer.pass_finished(rank, pass, recorder);
     Ok(())
 }

@@ -1,0 +1,236 @@
+//! The loader reads exactly what the plan says, in step order, with the open pattern of the
+//! configured read type and sampler; every byte goes through the metered storage.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use dlio_config::{
+    Compression, ElementType, FormatKind, ReadType, Sampler, Shuffle, TimeDistribution,
+};
+use dlio_format::{FileLayout, GenerationFile, GenerationJob};
+use dlio_loader::{Loader, LoaderError, LoaderSpec};
+use dlio_plan::{EpochPlan, PlanSpec};
+use dlio_storage::{Metered, PosixStorage, Storage};
+
+const SPF: u32 = 3;
+
+fn layout() -> FileLayout {
+    FileLayout {
+        samples: SPF,
+        sample_dims: vec![16, 16],
+        element: ElementType::Uint8,
+        compression: Compression::None,
+    }
+}
+
+/// `n` npz files of 3 samples each.
+fn dataset(dir: &std::path::Path, n: u64) -> Arc<Vec<PathBuf>> {
+    let storage = PosixStorage::new();
+    let format = dlio_format::format_for(FormatKind::Npz).unwrap();
+    let files: Vec<GenerationFile> = (0..n)
+        .map(|i| GenerationFile {
+            path: dir.join(format!("f{i:03}.npz")),
+            layout: layout(),
+            list_id: 0,
+            file_index: i,
+        })
+        .collect();
+    let paths = files.iter().map(|f| f.path.clone()).collect();
+    dlio_format::generate(
+        GenerationJob {
+            storage: &storage,
+            format: &*format,
+            files,
+            threads: 2,
+            seed: 1,
+        },
+        &|_| {},
+        &AtomicBool::new(false),
+    )
+    .unwrap();
+    Arc::new(paths)
+}
+
+fn spec(sampler: Sampler, read_type: ReadType, threads: u32) -> LoaderSpec {
+    LoaderSpec {
+        read_threads: threads,
+        prefetch_size: 2,
+        read_type,
+        sampler,
+        preprocess_time: TimeDistribution::default(),
+        seed: 5,
+        layout: layout(),
+    }
+}
+
+fn plan(files: u64, sampler: Sampler, threads: u32, shuffle: Shuffle) -> EpochPlan {
+    let spec = PlanSpec {
+        num_files: files,
+        samples_per_file: u64::from(SPF),
+        batch_size: 2,
+        world: 1,
+        sampler,
+        read_threads: threads,
+        file_shuffle: shuffle,
+        sample_shuffle: shuffle,
+        seed: 9,
+        seed_change_epoch: true,
+        random_seed: 0,
+        total_training_steps: None,
+        drop_last: true,
+    };
+    EpochPlan::new(&spec, 1, 0).unwrap()
+}
+
+struct Outcome {
+    steps: Vec<u64>,
+    samples: u64,
+    opens: u64,
+    bytes_read: u64,
+}
+
+fn read_epoch(files: &Arc<Vec<PathBuf>>, spec: LoaderSpec, plan: EpochPlan) -> Outcome {
+    let metered = Metered::new(PosixStorage::new());
+    let counters = Arc::clone(metered.counters());
+    let storage: Arc<dyn Storage> = Arc::new(metered);
+    let format: Arc<dyn dlio_format::Format> =
+        Arc::from(dlio_format::format_for(FormatKind::Npz).unwrap());
+    let mut loader = Loader::new(spec, storage, format, Arc::new(AtomicBool::new(false))).unwrap();
+    let mut batches = loader.start_epoch(plan, Arc::clone(files));
+    let mut steps = Vec::new();
+    let mut samples = 0;
+    while let Some(b) = batches.next_batch() {
+        let b = b.unwrap();
+        steps.push(b.step);
+        samples += b.samples;
+        assert_eq!(b.sample_bytes, b.samples * 256);
+    }
+    let stats = batches.finish();
+    assert_eq!(stats.samples, samples);
+    assert_eq!(stats.sample_read.count(), samples);
+    let io = counters.snapshot();
+    Outcome {
+        steps,
+        samples,
+        opens: io.opens,
+        bytes_read: io.bytes_read,
+    }
+}
+
+#[test]
+fn batches_arrive_in_step_order_with_every_planned_sample() {
+    let tmp = tempfile::tempdir().unwrap();
+    let files = dataset(tmp.path(), 8); // 24 samples, 12 steps of 2
+    for threads in [0, 1, 2, 3] {
+        let out = read_epoch(
+            &files,
+            spec(Sampler::Index, ReadType::OnDemand, threads),
+            plan(8, Sampler::Index, threads, Shuffle::Seed),
+        );
+        assert_eq!(out.steps, (0..12).collect::<Vec<_>>(), "threads {threads}");
+        assert_eq!(out.samples, 24);
+    }
+}
+
+#[test]
+fn on_demand_reads_the_whole_file_for_every_sample() {
+    let tmp = tempfile::tempdir().unwrap();
+    let files = dataset(tmp.path(), 8);
+    let file_len = files[0].metadata().unwrap().len();
+    let out = read_epoch(
+        &files,
+        spec(Sampler::Index, ReadType::OnDemand, 2),
+        plan(8, Sampler::Index, 2, Shuffle::Off),
+    );
+    assert_eq!(out.opens, 24);
+    assert_eq!(out.bytes_read, 24 * file_len);
+}
+
+#[test]
+fn memory_read_type_opens_each_file_once_per_thread() {
+    let tmp = tempfile::tempdir().unwrap();
+    let files = dataset(tmp.path(), 8);
+    let file_len = files[0].metadata().unwrap().len();
+    let out = read_epoch(
+        &files,
+        spec(Sampler::Index, ReadType::Memory, 1),
+        plan(8, Sampler::Index, 1, Shuffle::Off),
+    );
+    assert_eq!(out.opens, 8);
+    assert_eq!(out.bytes_read, 8 * file_len);
+}
+
+#[test]
+fn iterative_sampler_opens_each_file_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let files = dataset(tmp.path(), 8);
+    let out = read_epoch(
+        &files,
+        spec(Sampler::Iterative, ReadType::OnDemand, 1),
+        plan(8, Sampler::Iterative, 1, Shuffle::Off),
+    );
+    assert_eq!(out.samples, 24);
+    assert_eq!(out.opens, 8);
+}
+
+#[test]
+fn a_truncated_file_fails_the_batch_and_names_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let files = dataset(tmp.path(), 4);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&files[1])
+        .unwrap()
+        .set_len(100)
+        .unwrap();
+    let storage: Arc<dyn Storage> = Arc::new(PosixStorage::new());
+    let format: Arc<dyn dlio_format::Format> =
+        Arc::from(dlio_format::format_for(FormatKind::Npz).unwrap());
+    let mut loader = Loader::new(
+        spec(Sampler::Index, ReadType::OnDemand, 2),
+        storage,
+        format,
+        Arc::new(AtomicBool::new(false)),
+    )
+    .unwrap();
+    let mut batches =
+        loader.start_epoch(plan(4, Sampler::Index, 2, Shuffle::Off), Arc::clone(&files));
+    let mut error = None;
+    while let Some(b) = batches.next_batch() {
+        if let Err(e) = b {
+            error = Some(e);
+            break;
+        }
+    }
+    let e = error.expect("the truncated file must fail");
+    assert!(matches!(e, LoaderError::Read { .. }), "{e}");
+    assert!(e.to_string().contains("f001.npz"), "{e}");
+    batches.finish();
+}
+
+#[test]
+fn cancel_stops_the_epoch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let files = dataset(tmp.path(), 4);
+    let cancel = Arc::new(AtomicBool::new(false));
+    let storage: Arc<dyn Storage> = Arc::new(PosixStorage::new());
+    let format: Arc<dyn dlio_format::Format> =
+        Arc::from(dlio_format::format_for(FormatKind::Npz).unwrap());
+    let mut loader = Loader::new(
+        spec(Sampler::Index, ReadType::OnDemand, 2),
+        storage,
+        format,
+        Arc::clone(&cancel),
+    )
+    .unwrap();
+    let mut batches =
+        loader.start_epoch(plan(4, Sampler::Index, 2, Shuffle::Off), Arc::clone(&files));
+    assert!(batches.next_batch().unwrap().is_ok());
+    cancel.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(matches!(
+        batches.next_batch(),
+        Some(Err(LoaderError::Interrupted))
+    ));
+    batches.finish();
+}
