@@ -553,6 +553,10 @@ pub struct CheckpointConfig {
     pub checkpoint_mechanism_classname: Option<String>,
     /// KSM settings; present (even `{}`) means KSM is on. Default none.
     pub ksm: Option<KsmConfig>,
+    /// Ours (`checkpoint.async`): the step loop hands each save to a background writer and goes
+    /// on; the next save waits for the previous one. Default false (DLIO's synchronous saves).
+    #[serde(rename = "async")]
+    pub asynchronous: bool,
 }
 
 impl Default for CheckpointConfig {
@@ -572,6 +576,7 @@ impl Default for CheckpointConfig {
             randomize_tensor: true,
             checkpoint_mechanism_classname: None,
             ksm: None,
+            asynchronous: false,
         }
     }
 }

@@ -73,7 +73,7 @@ pub fn write_outputs(
     write_json(
         dir,
         "summary.json",
-        &summary(run, host, metrics, potential_caching, data_bytes_per_host)?,
+        &summary(run, host, metrics, reports, potential_caching, data_bytes_per_host)?,
     )?;
     for report in reports {
         write_json(
@@ -96,6 +96,7 @@ fn summary(
     run: &RunInfo,
     host: &HostInfo,
     metrics: &RunMetrics,
+    reports: &[RankReport],
     potential_caching: u8,
     data_bytes_per_host: u64,
 ) -> Result<Obj, MetricsError> {
@@ -120,7 +121,7 @@ fn summary(
         metrics.train.as_ref().map_or(0, |t| t.epochs.len()),
     );
     summary.put("end", format_timestamp(run.end));
-    summary.put("dlio_rs", Value::Object(ours_section(run, metrics)?));
+    summary.put("dlio_rs", Value::Object(ours_section(run, metrics, reports)?));
     Ok(summary)
 }
 
@@ -186,7 +187,11 @@ fn dlio_metric_section(metrics: &RunMetrics) -> Obj {
 }
 
 /// Our own section: what DLIO does not report.
-fn ours_section(run: &RunInfo, metrics: &RunMetrics) -> Result<Map<String, Value>, MetricsError> {
+fn ours_section(
+    run: &RunInfo,
+    metrics: &RunMetrics,
+    reports: &[RankReport],
+) -> Result<Map<String, Value>, MetricsError> {
     let measured = &metrics.measured;
     let mut io = measured.train.io;
     io += measured.eval.io;
@@ -239,6 +244,9 @@ fn ours_section(run: &RunInfo, metrics: &RunMetrics) -> Result<Map<String, Value
             }
         }
         ours.insert("checkpoint_mlperf".into(), Value::Object(mlperf));
+        if let Some(asynchronous) = async_checkpoint_summary(reports) {
+            ours.insert("checkpoint_async".into(), asynchronous);
+        }
     }
     ours.insert("per_rank".into(), to_json(&measured.per_rank)?);
     match &run.ours {
@@ -468,4 +476,33 @@ fn write_json(dir: &Path, name: &str, value: &impl Serialize) -> Result<(), Metr
         to: target,
         source,
     })
+}
+
+/// Asynchronous saves: the stall the step loops saw and the time until each checkpoint was
+/// durable, over all ranks and checkpoints (seconds). `None` when no save was asynchronous.
+fn async_checkpoint_summary(reports: &[RankReport]) -> Option<Value> {
+    let mut stalls = Vec::new();
+    let mut durable = Vec::new();
+    for record in reports
+        .iter()
+        .flat_map(|r| r.epochs.iter())
+        .flat_map(|e| e.checkpoints.iter())
+    {
+        if let Some(stall) = record.stall_seconds {
+            stalls.push(stall);
+            durable.push(record.seconds());
+        }
+    }
+    if stalls.is_empty() {
+        return None;
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let max = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
+    Some(serde_json::json!({
+        "saves": stalls.len(),
+        "stall_mean_seconds": mean(&stalls),
+        "stall_max_seconds": max(&stalls),
+        "durable_mean_seconds": mean(&durable),
+        "durable_max_seconds": max(&durable),
+    }))
 }

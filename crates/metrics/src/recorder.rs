@@ -157,6 +157,11 @@ pub struct CheckpointRecord {
     pub end: SystemTime,
     /// Bytes this rank wrote or read.
     pub size_bytes: u64,
+    /// Asynchronous saves only: seconds the step loop waited before it could hand the
+    /// checkpoint to the background writer (the stall training saw). `start`..`end` is then the
+    /// time from hand-off until the checkpoint was durable.
+    #[serde(default)]
+    pub stall_seconds: Option<f64>,
 }
 
 impl CheckpointRecord {
@@ -507,6 +512,32 @@ impl RankRecorder {
                 start,
                 end,
                 size_bytes,
+                stall_seconds: None,
+            });
+    }
+
+    /// Records an asynchronous save: `start`..`end` from hand-off to durable, and the
+    /// `stall` the step loop saw before the hand-off.
+    #[allow(clippy::too_many_arguments)]
+    pub fn record_async_checkpoint(
+        &mut self,
+        epoch: u32,
+        index: u32,
+        start: SystemTime,
+        end: SystemTime,
+        size_bytes: u64,
+        stall: Duration,
+    ) {
+        let now = self.now();
+        self.epoch_mut(epoch, now)
+            .checkpoints
+            .push(CheckpointRecord {
+                kind: CheckpointKind::Save,
+                index,
+                start,
+                end,
+                size_bytes,
+                stall_seconds: Some(stall.as_secs_f64()),
             });
     }
 

@@ -101,6 +101,7 @@ pub fn checkpoint(
         start: at(start),
         end: at(end),
         size_bytes,
+        stall_seconds: None,
     }
 }
 
