@@ -45,6 +45,8 @@ enum Command {
     Config(ConfigArgs),
     /// List the built-in workloads.
     Workloads,
+    /// Print every rank's checkpoint files and sizes and the totals, without writing anything.
+    CheckpointPlan(RunArgs),
 }
 
 #[derive(Debug, Args)]
@@ -109,6 +111,24 @@ pub fn dispatch(cli: Cli, entry: Entry) -> Result<ExitCode> {
                 Some(key) => println!("{}", loaded.config.query(&key)?),
                 None => print!("{}", loaded.config.to_yaml()),
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::CheckpointPlan(args) => {
+            let loaded = dlio_config::load(&dlio_config::LoadArgs {
+                positional: args.words,
+                config_dir: args.config_dir,
+            })?;
+            for w in &loaded.warnings {
+                eprintln!("warning: {w}");
+            }
+            let plan =
+                dlio_trainer::checkpoint_plan(&loaded.config, args.ranks).with_context(|| {
+                    format!(
+                        "planning the checkpoints of {} on {} ranks",
+                        loaded.workload, args.ranks
+                    )
+                })?;
+            print!("{}", dlio_checkpoint::format_plan_table(&plan));
             Ok(ExitCode::SUCCESS)
         }
         Command::Workloads => {

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use dlio_config::Config;
 use dlio_format::GenerationProgress;
-use dlio_metrics::{MetricParams, RankRecorder};
+use dlio_metrics::{CheckpointKind, MetricParams, RankRecorder};
 use dlio_trainer::{Observer, Pass};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
@@ -125,6 +125,37 @@ impl Observer for Progress<'_> {
             Pass::Eval { epoch } => dlio_metrics::eval_pass_lines(recorder, &self.params, epoch),
         };
         for line in lines {
+            self.log.output(&line);
+        }
+    }
+
+    fn checkpoint_finished(
+        &self,
+        rank: u32,
+        epoch: u32,
+        kind: CheckpointKind,
+        index: u32,
+        recorder: &RankRecorder,
+    ) {
+        if rank == 0 {
+            self.checkpoint_lines(epoch, kind, index, recorder);
+        }
+    }
+
+    fn warn(&self, rank: u32, message: &str) {
+        self.log.warn(&format!("rank {rank}: {message}"));
+    }
+}
+
+impl Progress<'_> {
+    fn checkpoint_lines(
+        &self,
+        epoch: u32,
+        kind: CheckpointKind,
+        index: u32,
+        recorder: &RankRecorder,
+    ) {
+        for line in dlio_metrics::checkpoint_end_lines(recorder, &self.params, epoch, kind, index) {
             self.log.output(&line);
         }
     }

@@ -11,7 +11,7 @@ use dlio_config::{Config, Loaded};
 use dlio_format::{Format, GenerationJob};
 use dlio_metrics::{HostInfo, MetricParams, RankReport, RunInfo};
 use dlio_storage::{IoCounters, Metered, PosixStorage, Storage};
-use dlio_trainer::{LocalGroup, RankSetup, TrainError};
+use dlio_trainer::{CheckpointSetup, LocalGroup, RankSetup, TrainError};
 use indicatif::MultiProgress;
 
 use crate::args::{Entry, RunArgs};
@@ -152,46 +152,70 @@ fn drive(
     if config.workflow.evaluation && config.workflow.train {
         phases.push("Evaluation");
     }
+    if config.workflow.checkpoint {
+        phases.push("Checkpointing");
+    }
     log.output(&format!(
         "Running DLIO [{}] with {world} process(es)",
         phases.join(" & ")
     ));
 
-    let format: Arc<dyn Format> = Arc::from(dlio_format::format_for(config.dataset.format)?);
+    // Checkpoint-only runs read no dataset, so they need no format (llama workloads leave the
+    // dataset section at DLIO's tfrecord default).
+    let needs_data = config.workflow.generate_data || !config.checkpoint_only();
+    let format: Option<Arc<dyn Format>> = if needs_data {
+        Some(Arc::from(dlio_format::format_for(config.dataset.format)?))
+    } else {
+        None
+    };
     let storage: Arc<dyn Storage> = Arc::new(PosixStorage::new());
 
-    if config.workflow.generate_data {
-        generate(config, &*storage, &*format, log, bars, &cancel)?;
+    if let (true, Some(format)) = (config.workflow.generate_data, &format) {
+        generate(config, &*storage, &**format, log, bars, &cancel)?;
         if cancel.load(Ordering::SeqCst) {
             bail!("interrupted during generation; complete files are kept and a rerun skips them");
         }
     }
-    if !config.workflow.train {
+    if !config.workflow.train && !config.workflow.checkpoint {
         log.output("Generation only: nothing to train (workflow.train is False)");
         return Ok(ExitCode::SUCCESS);
     }
+    let checkpoint = CheckpointSetup::from_config(config, world)?;
+    if let Some(c) = &checkpoint {
+        log.output(&format!(
+            "Checkpoint size: {:.4} GB ({} files per checkpoint over {} ranks) in {}{}",
+            c.plan.checkpoint_size_gib(),
+            c.plan.totals.files,
+            world,
+            c.folder.display(),
+            if c.asynchronous {
+                ", written asynchronously"
+            } else {
+                ""
+            }
+        ));
+    }
+    let checkpoint_only = config.checkpoint_only();
 
-    let train_files = Arc::new(dataset::list_files(
-        config,
-        &*storage,
-        &*format,
-        List::Train,
-    )?);
-    let eval_files = if config.workflow.evaluation {
-        Arc::new(dataset::list_files(
-            config,
-            &*storage,
-            &*format,
-            List::Valid,
-        )?)
-    } else {
-        Arc::new(Vec::new())
+    let (train_files, eval_files) = match (&format, checkpoint_only) {
+        (Some(format), false) => {
+            let train = dataset::list_files(config, &*storage, &**format, List::Train)?;
+            let eval = if config.workflow.evaluation {
+                dataset::list_files(config, &*storage, &**format, List::Valid)?
+            } else {
+                Vec::new()
+            };
+            (Arc::new(train), Arc::new(eval))
+        }
+        _ => (Arc::new(Vec::new()), Arc::new(Vec::new())),
     };
     let random_seed = rand_seed();
     let train_spec =
         dlio_trainer::train_plan_spec(config, world, train_files.len() as u64, random_seed);
     let trim = dlio_plan::trim(&train_spec);
-    check_steps(config, &train_spec, &trim)?;
+    if !checkpoint_only {
+        check_steps(config, &train_spec, &trim)?;
+    }
     if trim.used_samples < trim.total_samples {
         log.warn(&format!(
             "Trimming the training samples from {} to {} so that every one of the {world} ranks \
@@ -199,11 +223,13 @@ fn drive(
             trim.total_samples, trim.used_samples, trim.steps_per_rank, config.reader.batch_size
         ));
     }
-    log.output(&format!("Max steps per epoch: {}", trim.steps_per_rank));
+    if !checkpoint_only {
+        log.output(&format!("Max steps per epoch: {}", trim.steps_per_rank));
+    }
 
     let host = HostInfo::detect();
     let data_bytes = dataset_bytes(&*storage, &train_files);
-    if let Some(w) = dlio_metrics::caching_warning(&host, data_bytes) {
+    if !checkpoint_only && let Some(w) = dlio_metrics::caching_warning(&host, data_bytes) {
         log.warn(&w);
     }
     if config.reader.read_threads as usize > available_cores() {
@@ -214,12 +240,13 @@ fn drive(
         ));
     }
 
-    let params = metric_params(
+    let mut params = metric_params(
         config,
         world,
         train_files.len() as u64,
         eval_files.len() as u64,
     );
+    params.checkpoint_size_bytes = checkpoint.as_ref().map(|c| c.plan.totals.checkpoint_bytes);
     let progress = Progress::new(bars.clone(), log, config, params.clone());
     let mut counters: Vec<Arc<IoCounters>> = Vec::new();
     let mut storages: Vec<Arc<dyn Storage>> = Vec::new();
@@ -234,11 +261,12 @@ fn drive(
                 let comm = group.comm(rank);
                 let setup_storage = Arc::clone(&storages[rank as usize]);
                 let setup_counters = Arc::clone(&counters[rank as usize]);
-                let format = Arc::clone(&format);
+                let format = format.clone();
                 let train_files = Arc::clone(&train_files);
                 let eval_files = Arc::clone(&eval_files);
                 let cancel = Arc::clone(&cancel);
                 let progress = &progress;
+                let checkpoint = checkpoint.as_ref();
                 std::thread::Builder::new()
                     .name(format!("dlio-rank-{rank}"))
                     .spawn_scoped(s, move || {
@@ -253,6 +281,7 @@ fn drive(
                             random_seed,
                             cancel,
                             observer: progress,
+                            checkpoint,
                         })
                     })
             })
@@ -312,7 +341,7 @@ fn drive(
         complete,
         ours: serde_json::json!({
             "engine": storage.engine(),
-            "format": format.name(),
+            "format": format.as_ref().map(|f| f.name()),
             "workload": loaded.workload,
             "config_source": loaded.source,
             "seed": config.train.seed,
@@ -357,12 +386,6 @@ fn drive(
 
 /// Features whose issues are not built yet: refuse clearly rather than ignore the setting.
 fn refuse_unbuilt(config: &Config) -> Result<()> {
-    if config.workflow.checkpoint && config.checkpoint.steps_between_checkpoints != 0 {
-        bail!(
-            "workflow.checkpoint is True, but this version of dlio does not write checkpoints yet; \
-             run with ++workload.workflow.checkpoint=False to measure the training I/O alone"
-        );
-    }
     if config.workflow.profiling {
         bail!(
             "workflow.profiling is True, but this version of dlio has no profiler integration yet; \

@@ -16,6 +16,9 @@ pub enum TrainError {
     /// A setting is out of range.
     #[error("{0}")]
     Setting(String),
+    /// A checkpoint could not be written or read.
+    #[error("checkpoint: {0}")]
+    Checkpoint(String),
     /// Another rank failed or the run was interrupted.
     #[error(transparent)]
     Aborted(#[from] Aborted),

@@ -17,11 +17,15 @@
 
 #![deny(missing_docs)]
 
+mod checkpoint;
 mod comm;
 mod error;
 
+pub use checkpoint::{CheckpointSetup, checkpoint_plan, model_spec};
 pub use comm::{Aborted, Comm, LocalComm, LocalGroup};
 pub use error::TrainError;
+
+use checkpoint::RankCheckpointer;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,7 +34,9 @@ use std::time::{Duration, Instant};
 use dlio_config::Config;
 use dlio_format::Format;
 use dlio_loader::{EpochReadStats, FileList, Loader, LoaderSpec, TimeSampler};
-use dlio_metrics::{IoTotals, LatencyHistogram, Phase, PhaseKind, RankRecorder, RankReport};
+use dlio_metrics::{
+    CheckpointKind, IoTotals, LatencyHistogram, Phase, PhaseKind, RankRecorder, RankReport,
+};
 use dlio_plan::{EpochPlan, PlanSpec};
 use dlio_storage::{IoCounters, Storage};
 use rand::SeedableRng;
@@ -60,6 +66,18 @@ pub trait Observer: Sync {
     fn step_done(&self, _rank: u32, _pass: Pass, _step: u64, _samples: u64, _compute: Duration) {}
     /// `rank` finished a pass.
     fn pass_finished(&self, _rank: u32, _pass: Pass, _recorder: &RankRecorder) {}
+    /// `rank` finished saving or loading checkpoint `index` of `epoch` (already recorded).
+    fn checkpoint_finished(
+        &self,
+        _rank: u32,
+        _epoch: u32,
+        _kind: CheckpointKind,
+        _index: u32,
+        _recorder: &RankRecorder,
+    ) {
+    }
+    /// Something the user should know that did not stop the run.
+    fn warn(&self, _rank: u32, _message: &str) {}
 }
 
 /// An observer that ignores everything.
@@ -77,8 +95,8 @@ pub struct RankSetup<'a> {
     pub storage: Arc<dyn Storage>,
     /// The counters of `storage`, read per pass.
     pub counters: Arc<IoCounters>,
-    /// The dataset's format.
-    pub format: Arc<dyn Format>,
+    /// The dataset's format (`None` in checkpoint-only mode, which reads no dataset).
+    pub format: Option<Arc<dyn Format>>,
     /// Files of `data_folder/train`, in the order the plan numbers them.
     pub train_files: FileList,
     /// Files of `data_folder/valid`.
@@ -89,6 +107,8 @@ pub struct RankSetup<'a> {
     pub cancel: Arc<AtomicBool>,
     /// Progress receiver.
     pub observer: &'a dyn Observer,
+    /// Checkpointing, when the run checkpoints.
+    pub checkpoint: Option<&'a CheckpointSetup>,
 }
 
 /// The plan parameters of the training pass, derived from the config and the file list.
@@ -168,6 +188,34 @@ pub fn run_rank(setup: RankSetup<'_>) -> Result<RankReport, TrainError> {
 }
 
 fn run_loop(setup: &RankSetup<'_>, recorder: &mut RankRecorder) -> Result<(), TrainError> {
+    let mut checkpointer = match setup.checkpoint {
+        Some(c) => Some(RankCheckpointer::new(
+            c,
+            Arc::clone(&setup.storage),
+            setup.comm.rank(),
+        )?),
+        None => None,
+    };
+    let result = if setup.config.checkpoint_only() {
+        match (setup.checkpoint, checkpointer.as_mut()) {
+            (Some(c), Some(ck)) => run_checkpoint_only(setup, recorder, c, ck),
+            _ => Ok(()),
+        }
+    } else {
+        run_training(setup, recorder, checkpointer.as_mut())
+    };
+    let finished = match checkpointer {
+        Some(ck) => ck.finish(recorder, setup.observer),
+        None => Ok(()),
+    };
+    result.and(finished)
+}
+
+fn run_training(
+    setup: &RankSetup<'_>,
+    recorder: &mut RankRecorder,
+    mut checkpointer: Option<&mut RankCheckpointer<'_>>,
+) -> Result<(), TrainError> {
     let config = setup.config;
     let comm = setup.comm;
     let rank = comm.rank();
@@ -196,7 +244,9 @@ fn run_loop(setup: &RankSetup<'_>, recorder: &mut RankRecorder) -> Result<(), Tr
     let mut loader = Loader::new(
         loader_spec(config, rank),
         Arc::clone(&setup.storage),
-        Arc::clone(&setup.format),
+        setup.format.clone().ok_or_else(|| {
+            TrainError::Setting("training needs the dataset's format, and none was given".into())
+        })?,
         Arc::clone(&setup.cancel),
     )?;
     // Draws of the emulated compute time: reproducible per rank from the seed.
@@ -213,13 +263,17 @@ fn run_loop(setup: &RankSetup<'_>, recorder: &mut RankRecorder) -> Result<(), Tr
         ))
     })?;
     let mut next_eval_epoch = config.evaluation.eval_after_epoch;
+    let mut next_checkpoint_epoch = setup.checkpoint.map_or(0, |c| c.after_epoch);
+    let steps_between = setup.checkpoint.map_or(-1, |c| c.steps_between);
     for epoch in 1..=epochs {
         recorder.start_epoch(epoch);
         let plan = EpochPlan::new(&train_spec, epoch, rank).map_err(TrainError::Plan)?;
         let steps = plan.steps();
         let pass = Pass::Train { epoch };
         setup.observer.pass_started(rank, pass, steps);
-        let block = 1;
+        let mut block = 1;
+        let mut block_steps = 0u64;
+        let mut next_checkpoint_step = steps_between;
         recorder.start_block(epoch, block);
         let io_before = setup.counters.snapshot();
         let mut batches = loader.start_epoch(plan, Arc::clone(&setup.train_files));
@@ -245,13 +299,34 @@ fn run_loop(setup: &RankSetup<'_>, recorder: &mut RankRecorder) -> Result<(), Tr
             );
             comm.barrier()?;
             done += 1;
+            block_steps += 1;
             setup
                 .observer
                 .step_done(rank, pass, done, batch.samples, computed - loaded);
+            if let Some(ck) = checkpointer.as_deref_mut()
+                && steps_between > 0
+                && done as i64 == next_checkpoint_step
+            {
+                // A step checkpoint ends the block: its time is outside AU (DLIO §1.1).
+                recorder.end_block(epoch, block, block_steps);
+                ck.save(
+                    recorder,
+                    setup.observer,
+                    epoch,
+                    block,
+                    &checkpoint::name(epoch, done),
+                )?;
+                next_checkpoint_step += steps_between;
+                if done < steps {
+                    block += 1;
+                    block_steps = 0;
+                    recorder.start_block(epoch, block);
+                }
+            }
             start_loading = Instant::now();
         }
         let read = batches.finish();
-        recorder.end_block(epoch, block, done);
+        recorder.end_block(epoch, block, block_steps);
         comm.barrier()?;
         record_io(
             recorder,
@@ -263,6 +338,20 @@ fn run_loop(setup: &RankSetup<'_>, recorder: &mut RankRecorder) -> Result<(), Tr
             &batch_wait,
         );
         setup.observer.pass_finished(rank, pass, recorder);
+        if let (Some(ck), Some(c)) = (checkpointer.as_deref_mut(), setup.checkpoint)
+            && c.saves_after_epoch(epoch, next_checkpoint_epoch)
+        {
+            // DLIO names the epoch checkpoint after the step counter, which has moved past the
+            // last step.
+            ck.save(
+                recorder,
+                setup.observer,
+                epoch,
+                block,
+                &checkpoint::name(epoch, done + 1),
+            )?;
+            next_checkpoint_epoch += c.epochs_between;
+        }
 
         if evaluation && u64::from(epoch) >= next_eval_epoch {
             next_eval_epoch += config.evaluation.epochs_between_evals.max(1);
@@ -278,6 +367,72 @@ fn run_loop(setup: &RankSetup<'_>, recorder: &mut RankRecorder) -> Result<(), Tr
         }
         recorder.end_epoch(epoch, done);
     }
+    comm.barrier()?;
+    Ok(())
+}
+
+/// Checkpoint-only mode (`workflow.train: False`, `workflow.checkpoint: True`, DLIO §6.6):
+/// `num_checkpoints_write` saves, then `num_checkpoints_read` loads of the first checkpoints,
+/// each after `time_between_checkpoints` and a barrier.
+fn run_checkpoint_only(
+    setup: &RankSetup<'_>,
+    recorder: &mut RankRecorder,
+    ck_setup: &CheckpointSetup,
+    checkpointer: &mut RankCheckpointer<'_>,
+) -> Result<(), TrainError> {
+    let comm = setup.comm;
+    let rank = comm.rank();
+    let barrier = || -> Result<(), TrainError> { comm.barrier().map_err(TrainError::from) };
+    comm.barrier()?;
+    recorder.start_epoch(1);
+    for i in 1..=ck_setup.num_write {
+        sleep_cancellable(ck_setup.time_between, &setup.cancel)?;
+        comm.barrier()?;
+        let index = u32::try_from(i).unwrap_or(u32::MAX);
+        checkpointer.save(recorder, setup.observer, 1, index, &checkpoint::name(1, i))?;
+        if ck_setup.rank_sync {
+            checkpointer.wait_background(recorder, setup.observer)?;
+            comm.barrier()?;
+        }
+    }
+    checkpointer.wait_background(recorder, setup.observer)?;
+    comm.barrier()?;
+    if ck_setup.num_read > 0 {
+        // One rank lists the folder for everyone (upstream lists on every rank, #347).
+        if rank == 0 {
+            let found = setup
+                .storage
+                .list(&ck_setup.folder)
+                .map(|entries| entries.iter().filter(|e| e.is_dir).count() as u64)
+                .map_err(|e| TrainError::Checkpoint(e.to_string()))?;
+            if found < ck_setup.num_read {
+                return Err(TrainError::Checkpoint(format!(
+                    "{} holds {found} checkpoints but checkpoint.num_checkpoints_read is {}; \
+                     lower it or write more (checkpoint.num_checkpoints_write)",
+                    ck_setup.folder.display(),
+                    ck_setup.num_read
+                )));
+            }
+        }
+        comm.barrier()?;
+    }
+    for i in 1..=ck_setup.num_read {
+        sleep_cancellable(ck_setup.time_between, &setup.cancel)?;
+        comm.barrier()?;
+        let index = u32::try_from(i).unwrap_or(u32::MAX);
+        let warnings = checkpointer.load(
+            recorder,
+            setup.observer,
+            1,
+            index,
+            &checkpoint::name(1, i),
+            &barrier,
+        )?;
+        for w in warnings {
+            setup.observer.warn(rank, &w);
+        }
+    }
+    recorder.end_epoch(1, 0);
     comm.barrier()?;
     Ok(())
 }
