@@ -73,7 +73,14 @@ pub fn write_outputs(
     write_json(
         dir,
         "summary.json",
-        &summary(run, host, metrics, reports, potential_caching, data_bytes_per_host)?,
+        &summary(
+            run,
+            host,
+            metrics,
+            reports,
+            potential_caching,
+            data_bytes_per_host,
+        )?,
     )?;
     for report in reports {
         write_json(
@@ -121,7 +128,10 @@ fn summary(
         metrics.train.as_ref().map_or(0, |t| t.epochs.len()),
     );
     summary.put("end", format_timestamp(run.end));
-    summary.put("dlio_rs", Value::Object(ours_section(run, metrics, reports)?));
+    summary.put(
+        "dlio_rs",
+        Value::Object(ours_section(run, metrics, reports)?),
+    );
     Ok(summary)
 }
 
