@@ -339,6 +339,7 @@ fn drive(
         num_samples_per_file: config.dataset.num_samples_per_file,
         data_bytes_total: data_bytes,
         complete,
+        hosts: Vec::new(),
         ours: serde_json::json!({
             "engine": storage.engine(),
             "format": format.as_ref().map(|f| f.name()),

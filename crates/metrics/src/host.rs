@@ -10,7 +10,7 @@ const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 pub const MLPERF_DATASET_MEMORY_MULTIPLE: u64 = 5;
 
 /// The host fields of `summary.json` and `{rank}_output.json`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct HostInfo {
     /// Host name.
     pub hostname: String,
@@ -190,4 +190,33 @@ mod tests {
         assert_eq!(caching_warning(&host, 50 << 30), None);
         assert_eq!(caching_warning(&HostInfo::default(), 1), None);
     }
+}
+
+/// One host of a run and the ranks it ran (several hosts under MPI).
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct HostShare {
+    /// The host's facts.
+    pub host: HostInfo,
+    /// Global ranks that ran on it.
+    pub ranks: Vec<u32>,
+}
+
+/// Groups per-process host facts by host name (processes on one node report the same host),
+/// keeping the first process's facts; hosts come in order of their lowest rank.
+pub fn group_hosts(per_process: Vec<HostShare>) -> Vec<HostShare> {
+    let mut hosts: Vec<HostShare> = Vec::new();
+    for share in per_process {
+        match hosts
+            .iter_mut()
+            .find(|h| h.host.hostname == share.host.hostname)
+        {
+            Some(h) => h.ranks.extend(share.ranks),
+            None => hosts.push(share),
+        }
+    }
+    for h in &mut hosts {
+        h.ranks.sort_unstable();
+    }
+    hosts.sort_by_key(|h| h.ranks.first().copied().unwrap_or(u32::MAX));
+    hosts
 }

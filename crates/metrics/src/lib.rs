@@ -79,7 +79,7 @@ pub use formulas::{
     BlockMetrics, EpochMetrics, MetricParams, block_metrics, epoch_train_metrics, eval_metrics,
 };
 pub use histogram::{LatencyHistogram, LatencySummary, MAX_TRACKED_NS};
-pub use host::{HostInfo, MLPERF_DATASET_MEMORY_MULTIPLE, caching_warning};
+pub use host::{HostInfo, HostShare, MLPERF_DATASET_MEMORY_MULTIPLE, caching_warning, group_hosts};
 pub use lines::{
     block_end_lines, block_start_line, checkpoint_end_lines, epoch_end_lines, epoch_start_line,
     eval_pass_lines, eval_start_line, train_pass_lines,

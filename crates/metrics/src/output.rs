@@ -12,13 +12,12 @@ use serde_json::{Map, Value};
 use crate::aggregate::{RunMetrics, expectation};
 use crate::error::MetricsError;
 use crate::formulas::{MetricParams, block_metrics, eval_metrics, rate};
-use crate::host::HostInfo;
+use crate::host::{HostInfo, HostShare};
 use crate::recorder::{CheckpointKind, EpochRecord, RankReport, StepTimes};
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
 /// Hosts in a run; multi-host runs are not supported yet.
-const NUM_HOSTS: u32 = 1;
 
 /// Version of the `dlio_rs` section of `summary.json`.
 const OURS_FORMAT_VERSION: u32 = 1;
@@ -41,6 +40,9 @@ pub struct RunInfo {
     pub data_bytes_total: u64,
     /// False when the run was interrupted.
     pub complete: bool,
+    /// The hosts of the run and their ranks; empty means one host (the `host` given to
+    /// [`write_outputs`]) ran every rank.
+    pub hosts: Vec<HostShare>,
     /// Extra fields for our `dlio_rs` section (engine, seed, config source, ...). An object's
     /// keys are added beside ours (ours win on a clash); any other value goes under `extra`.
     pub ours: Value,
@@ -66,27 +68,44 @@ pub fn write_outputs(
         path: dir.to_owned(),
         source,
     })?;
-    let data_bytes_per_host = run.data_bytes_total / u64::from(NUM_HOSTS);
-    let potential_caching = u8::from(host.may_cache(data_bytes_per_host));
+    let hosts = if run.hosts.is_empty() {
+        vec![HostShare {
+            host: host.clone(),
+            ranks: reports.iter().map(|r| r.rank).collect(),
+        }]
+    } else {
+        run.hosts.clone()
+    };
+    let world: u64 = hosts
+        .iter()
+        .map(|h| h.ranks.len() as u64)
+        .sum::<u64>()
+        .max(1);
+    // The data a host reads: its ranks' share of the dataset (uneven ranks per host differ).
+    let per_host: Vec<(u64, u8)> = hosts
+        .iter()
+        .map(|h| {
+            let bytes = (u128::from(run.data_bytes_total) * h.ranks.len() as u128
+                / u128::from(world)) as u64;
+            (bytes, u8::from(h.host.may_cache(bytes)))
+        })
+        .collect();
     let checkpoint_size_gb = metrics.checkpoint.as_ref().map_or(0.0, |c| c.size_gb);
 
     write_json(
         dir,
         "summary.json",
-        &summary(
-            run,
-            host,
-            metrics,
-            reports,
-            potential_caching,
-            data_bytes_per_host,
-        )?,
+        &summary(run, host, &hosts, &per_host, metrics, reports)?,
     )?;
     for report in reports {
+        let at = hosts
+            .iter()
+            .position(|h| h.ranks.contains(&report.rank))
+            .unwrap_or(0);
         write_json(
             dir,
             &format!("{}_output.json", report.rank),
-            &rank_output(report, host, potential_caching, metrics),
+            &rank_output(report, &hosts[at].host, per_host[at].1, metrics),
         )?;
         write_json(
             dir,
@@ -102,27 +121,37 @@ pub fn write_outputs(
 fn summary(
     run: &RunInfo,
     host: &HostInfo,
+    hosts: &[HostShare],
+    per_host: &[(u64, u8)],
     metrics: &RunMetrics,
     reports: &[RankReport],
-    potential_caching: u8,
-    data_bytes_per_host: u64,
 ) -> Result<Obj, MetricsError> {
     let mut summary = Obj::new();
     summary.put("start", format_timestamp(run.start));
     summary.put("num_accelerators", metrics.num_accelerators);
-    summary.put("num_hosts", NUM_HOSTS);
+    summary.put("num_hosts", hosts.len());
     summary.put("hostname", host.hostname.as_str());
     summary.put("metric", dlio_metric_section(metrics));
     summary.put("num_files_train", run.num_files_train);
     summary.put("num_files_eval", run.num_files_eval);
     summary.put("num_samples_per_file", run.num_samples_per_file);
-    summary.put("host_cpu_count", vec![host.cpu_count]);
+    summary.put(
+        "host_cpu_count",
+        hosts.iter().map(|h| h.host.cpu_count).collect::<Vec<_>>(),
+    );
     summary.put("host_processor_name", host.processor_name.as_str());
-    summary.put("potential_caching", vec![potential_caching]);
+    summary.put(
+        "potential_caching",
+        per_host.iter().map(|p| p.1).collect::<Vec<_>>(),
+    );
     summary.put("host_cpuinfo", Value::Object(host.cpuinfo.clone()));
     summary.put("host_meminfo", Value::Object(host.meminfo.clone()));
-    summary.put("host_memory_GB", vec![host.memory_gb()]);
-    summary.put("data_size_per_host_GB", data_bytes_per_host as f64 / GIB);
+    summary.put(
+        "host_memory_GB",
+        hosts.iter().map(|h| h.host.memory_gb()).collect::<Vec<_>>(),
+    );
+    let largest = per_host.iter().map(|p| p.0).max().unwrap_or(0);
+    summary.put("data_size_per_host_GB", largest as f64 / GIB);
     summary.put(
         "epochs",
         metrics.train.as_ref().map_or(0, |t| t.epochs.len()),

@@ -67,6 +67,7 @@ fn run(complete: bool) -> RunInfo {
         num_samples_per_file: 1,
         data_bytes_total: 1 << 30,
         complete,
+        hosts: Vec::new(),
         ours: json!({"engine": "posix", "seed": 123}),
     }
 }
@@ -311,4 +312,44 @@ fn an_unwritable_output_folder_is_an_error_that_names_it() {
     )
     .expect_err("a file is in the way");
     assert!(error.to_string().contains("out"), "{error}");
+}
+
+#[test]
+fn uneven_ranks_per_host_give_per_host_lists_and_each_hosts_share_of_the_data() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let reports = reports(false);
+    let metrics = aggregate(&reports, &metric_params());
+    let big = HostInfo {
+        hostname: "big".into(),
+        memory_bytes: 4 << 30,
+        cpu_count: 8,
+        ..host()
+    };
+    let small = HostInfo {
+        hostname: "small".into(),
+        memory_bytes: 1 << 28,
+        cpu_count: 2,
+        ..host()
+    };
+    let mut info = run(true);
+    // Rank 0 on one host, rank 1 on another (reports() has 2 ranks); the dataset is 1 GiB.
+    info.hosts = dlio_metrics::group_hosts(vec![
+        dlio_metrics::HostShare {
+            host: small.clone(),
+            ranks: vec![1],
+        },
+        dlio_metrics::HostShare {
+            host: big.clone(),
+            ranks: vec![0],
+        },
+    ]);
+    write_outputs(dir.path(), &info, &big, &metrics, &reports).expect("outputs written");
+    let summary = read(dir.path(), "summary.json");
+    assert_eq!(summary["num_hosts"], 2);
+    assert_eq!(summary["host_cpu_count"], json!([8, 2]));
+    // Each host reads half of 1 GiB: it fits in 4 GiB, not in 256 MiB.
+    assert_eq!(summary["potential_caching"], json!([1, 0]));
+    assert!((summary["data_size_per_host_GB"].as_f64().unwrap() - 0.5).abs() < 1e-9);
+    assert_eq!(read(dir.path(), "1_output.json")["hostname"], "small");
+    assert_eq!(read(dir.path(), "0_output.json")["hostname"], "big");
 }
