@@ -1,0 +1,128 @@
+//! The vocabulary of a trace: span names (dftracer's AI taxonomy), I/O operations, their
+//! categories, and the hash that names files and hosts.
+
+/// The category and name of a span, as written in an event's `cat` and `name` fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SpanName {
+    /// The event's `cat` (`pipeline`, `dataloader`, `data`, `compute`, ...).
+    pub cat: &'static str,
+    /// The event's `name` (`train`, `fetch.iter`, `item`, ...).
+    pub name: &'static str,
+}
+
+impl SpanName {
+    /// A span name outside the AI taxonomy (shows up in the analysis as "other").
+    pub const fn new(cat: &'static str, name: &'static str) -> SpanName {
+        SpanName { cat, name }
+    }
+}
+
+/// dftracer's AI taxonomy (`pydftracer`'s `ai.<cat>.<name>`): the category is the first
+/// component and the name the rest, so `ai.dataloader.fetch.iter` is `cat: "dataloader",
+/// name: "fetch.iter"`. These are the spans `dlio analyze` recognises in our traces and in
+/// traces of other programs that use the taxonomy.
+pub mod ai {
+    use super::SpanName;
+
+    /// The whole training phase of a run (one span per rank).
+    pub const PIPELINE_TRAIN: SpanName = SpanName::new("pipeline", "train");
+    /// One evaluation pass.
+    pub const PIPELINE_EVALUATE: SpanName = SpanName::new("pipeline", "evaluate");
+    /// The body of one epoch (pydftracer's `pipeline.epoch.iter` writes `epoch.block`).
+    pub const EPOCH_BLOCK: SpanName = SpanName::new("pipeline", "epoch.block");
+    /// Waiting for the next batch in the step loop (pydftracer's `dataloader.fetch.iter`).
+    pub const FETCH_ITER: SpanName = SpanName::new("dataloader", "fetch.iter");
+    /// Reading one sample (on a reader thread).
+    pub const DATA_ITEM: SpanName = SpanName::new("data", "item");
+    /// The emulated per-sample preprocessing (`preprocess_time`).
+    pub const DATA_PREPROCESS: SpanName = SpanName::new("data", "preprocess");
+    /// The emulated computation of one step.
+    pub const COMPUTE: SpanName = SpanName::new("compute", "compute");
+    /// Writing a checkpoint.
+    pub const CHECKPOINT_CAPTURE: SpanName = SpanName::new("checkpoint", "capture");
+    /// Reading a checkpoint back.
+    pub const CHECKPOINT_RESTART: SpanName = SpanName::new("checkpoint", "restart");
+    /// The barrier after a step.
+    pub const COMM_BARRIER: SpanName = SpanName::new("comm", "barrier");
+}
+
+/// Categories of I/O events. `dlio analyze` counts every event of these categories as I/O.
+pub const IO_CATEGORIES: [&str; 3] = [CAT_POSIX, CAT_STDIO, CAT_OBJECT];
+/// File-system calls (what dftracer's POSIX interception records).
+pub const CAT_POSIX: &str = "POSIX";
+/// C stdio calls (dftracer's STDIO interception).
+pub const CAT_STDIO: &str = "STDIO";
+/// Object-store requests (S3 GET/PUT/LIST/HEAD).
+pub const CAT_OBJECT: &str = "S3";
+
+/// One storage operation, named as dftracer names the system call it stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IoOp {
+    /// Open an existing file for reading (`open`).
+    Open,
+    /// Create a file for writing (`open` with `"create":1` in args).
+    Create,
+    /// Positional read (`pread`).
+    Read,
+    /// Append (`write`).
+    Write,
+    /// Close a handle, or publish a written file (`close`).
+    Close,
+    /// Make written data durable (`fsync`).
+    Fsync,
+    /// Size / existence query (`stat`).
+    Stat,
+    /// Directory listing (`opendir`).
+    List,
+    /// Create directories (`mkdir`).
+    Mkdir,
+    /// Remove a file (`unlink`).
+    Unlink,
+    /// Remove a directory tree (`rmdir`).
+    Rmdir,
+    /// Object GET (`GET`).
+    Get,
+    /// Object PUT (`PUT`).
+    Put,
+}
+
+impl IoOp {
+    /// The event category: [`CAT_OBJECT`] for GET/PUT, [`CAT_POSIX`] otherwise.
+    pub const fn category(self) -> &'static str {
+        match self {
+            IoOp::Get | IoOp::Put => CAT_OBJECT,
+            _ => CAT_POSIX,
+        }
+    }
+
+    /// The event name written in the trace.
+    pub const fn event_name(self) -> &'static str {
+        match self {
+            IoOp::Open | IoOp::Create => "open",
+            IoOp::Read => "pread",
+            IoOp::Write => "write",
+            IoOp::Close => "close",
+            IoOp::Fsync => "fsync",
+            IoOp::Stat => "stat",
+            IoOp::List => "opendir",
+            IoOp::Mkdir => "mkdir",
+            IoOp::Unlink => "unlink",
+            IoOp::Rmdir => "rmdir",
+            IoOp::Get => "GET",
+            IoOp::Put => "PUT",
+        }
+    }
+}
+
+/// The 64-bit FNV-1a hash that names files (`fhash`) and hosts (`hhash`); written as 16
+/// lowercase hex digits, as dftracer writes its hashes. `dlio analyze` hashes the plain
+/// `fname` of older traces the same way, so both kinds of trace key files alike.
+pub fn name_hash(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    // 0 means "no file" in the records; keep real names away from it.
+    if h == 0 { 1 } else { h }
+}

@@ -1,0 +1,330 @@
+//! The trace writer's promises: dftracer's file name and metadata, valid Chrome-trace JSON,
+//! every event from every thread, and one event per storage call through `Traced`.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use dlio_storage::{PosixStorage, ReadRequest, Storage};
+use dlio_trace::{FileId, IoOp, TraceOptions, Traced, Tracer, ai};
+use serde_json::Value;
+
+/// The whole trace as one JSON document (this also checks that it is valid JSON).
+fn load(path: &Path) -> Vec<Value> {
+    let raw = std::fs::read(path).expect("trace file");
+    let mut text = String::new();
+    if path.extension().is_some_and(|e| e == "gz") {
+        flate2::read::GzDecoder::new(&raw[..])
+            .read_to_string(&mut text)
+            .expect("gzip");
+    } else {
+        text = String::from_utf8(raw).expect("utf-8");
+    }
+    match serde_json::from_str::<Value>(&text).expect("the trace is one valid JSON array") {
+        Value::Array(events) => events,
+        other => panic!("expected an array, got {other}"),
+    }
+}
+
+fn complete_events(events: &[Value]) -> Vec<&Value> {
+    events.iter().filter(|e| e["ph"] == "X").collect()
+}
+
+fn count_by_name(events: &[Value]) -> HashMap<String, usize> {
+    let mut counts = HashMap::new();
+    for e in complete_events(events) {
+        *counts
+            .entry(e["name"].as_str().unwrap_or("").to_string())
+            .or_insert(0) += 1;
+    }
+    counts
+}
+
+fn metadata<'a>(events: &'a [Value], name: &str) -> Vec<&'a Value> {
+    events
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == name)
+        .collect()
+}
+
+#[test]
+fn spans_and_io_calls_become_dftracer_events_in_valid_chrome_trace_json() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tracer = Tracer::create(&TraceOptions::new(dir.path(), 1, 4)).expect("tracer");
+    assert_eq!(
+        tracer.path(),
+        Some(dir.path().join("trace-1-of-4.pfw.gz").as_path())
+    );
+    {
+        let _compute = tracer.span(ai::COMPUTE).epoch(2).step(7);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let file = tracer.file(Path::new("/data/train/img_1.npz"));
+    let start = Instant::now();
+    tracer.io(
+        IoOp::Read,
+        file,
+        Some(4096),
+        Some(65536),
+        start,
+        Duration::from_nanos(12_345),
+    );
+    tracer.io_failed(IoOp::Open, file, None, start, Duration::from_micros(3));
+    let summary = tracer.finish().expect("finish").expect("enabled");
+    assert_eq!((summary.events, summary.metadata_events >= 4), (3, true));
+    assert_eq!(
+        tracer.finish().expect("again").expect("enabled"),
+        summary,
+        "finish is idempotent"
+    );
+
+    let events = load(&summary.path);
+    let x = complete_events(&events);
+    assert_eq!(x.len(), 3);
+
+    let compute = x
+        .iter()
+        .find(|e| e["cat"] == "compute")
+        .expect("compute span");
+    assert_eq!(compute["name"], "compute");
+    assert_eq!(
+        (&compute["args"]["epoch"], &compute["args"]["step"]),
+        (&Value::from(2), &Value::from(7))
+    );
+    assert!(
+        compute["dur"].as_f64().expect("dur") >= 2000.0,
+        "dur is in microseconds"
+    );
+
+    let read = x.iter().find(|e| e["name"] == "pread").expect("read event");
+    assert_eq!(read["cat"], "POSIX");
+    assert_eq!(read["args"]["count"], 65536);
+    assert_eq!(read["args"]["ret"], 65536);
+    assert_eq!(read["args"]["offset"], 4096);
+    assert_eq!(
+        read["dur"].as_f64(),
+        Some(12.345),
+        "sub-microsecond precision is kept"
+    );
+    let fhash = read["args"]["fhash"].as_str().expect("fhash").to_string();
+    assert_eq!(fhash.len(), 16);
+    assert_eq!(fhash, format!("{:016x}", file.hash()));
+
+    let failed = x.iter().find(|e| e["name"] == "open").expect("failed open");
+    assert_eq!(failed["args"]["ret"], -1);
+
+    let fh = metadata(&events, "FH");
+    assert_eq!(fh.len(), 1, "one FH per distinct file");
+    assert_eq!(
+        (
+            fh[0]["args"]["name"].as_str(),
+            fh[0]["args"]["value"].as_str()
+        ),
+        (Some("/data/train/img_1.npz"), Some(fhash.as_str()))
+    );
+    assert_eq!(metadata(&events, "HH").len(), 1);
+    let pr: Vec<(String, String)> = metadata(&events, "PR")
+        .iter()
+        .map(|e| {
+            (
+                e["args"]["name"].as_str().unwrap_or("").into(),
+                e["args"]["value"].as_str().unwrap_or("").into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        pr,
+        vec![("rank".into(), "1".into()), ("size".into(), "4".into())]
+    );
+    let hh = metadata(&events, "HH")[0]["args"]["value"].clone();
+    assert!(
+        x.iter().all(|e| e["args"]["hhash"] == hh),
+        "every event names its host"
+    );
+    assert!(x.iter().all(|e| e["pid"] == std::process::id()));
+}
+
+#[test]
+fn every_event_of_every_thread_reaches_the_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut opts = TraceOptions::new(dir.path(), 0, 1);
+    opts.compress = false;
+    let tracer = Tracer::create(&opts).expect("tracer");
+    assert!(tracer.path().expect("path").ends_with("trace-0-of-1.pfw"));
+    const THREADS: usize = 4;
+    const PER_THREAD: usize = 5_001; // more than two thread buffers, not a multiple
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let tracer = tracer.clone();
+            s.spawn(move || {
+                for i in 0..PER_THREAD {
+                    let _item = tracer
+                        .span(ai::DATA_ITEM)
+                        .arg("image_idx", (t * PER_THREAD + i) as i64);
+                }
+            });
+        }
+    });
+    // Threads that are still alive keep buffers too: the main thread's partial buffer.
+    for _ in 0..10 {
+        let _fetch = tracer.span(ai::FETCH_ITER);
+    }
+    let summary = tracer.finish().expect("finish").expect("enabled");
+    assert_eq!(summary.events, (THREADS * PER_THREAD + 10) as u64);
+    let events = load(&summary.path);
+    let counts = count_by_name(&events);
+    assert_eq!(counts.get("item"), Some(&(THREADS * PER_THREAD)));
+    assert_eq!(counts.get("fetch.iter"), Some(&10));
+    let mut idx: Vec<i64> = complete_events(&events)
+        .iter()
+        .filter_map(|e| e["args"]["image_idx"].as_i64())
+        .collect();
+    idx.sort_unstable();
+    assert_eq!(
+        idx,
+        (0..(THREADS * PER_THREAD) as i64).collect::<Vec<_>>(),
+        "no event lost or duplicated"
+    );
+    let tids: std::collections::HashSet<i64> = complete_events(&events)
+        .iter()
+        .filter_map(|e| e["tid"].as_i64())
+        .collect();
+    assert_eq!(tids.len(), THREADS + 1);
+    assert_eq!(metadata(&events, "thread_name").len(), THREADS + 1);
+}
+
+#[test]
+fn traced_storage_records_one_event_per_storage_call() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let tracer = Tracer::create(&TraceOptions::new(dir.path().join("out"), 0, 1)).expect("tracer");
+    let storage = Traced::new(PosixStorage::new(), tracer.clone());
+    storage.create_dir_all(&data).expect("mkdir");
+    let path = data.join("f.bin");
+    let mut w = storage.create(&path).expect("create");
+    w.write_all(&[1u8; 3000]).expect("write");
+    w.write_all(&[2u8; 1000]).expect("write");
+    w.sync().expect("fsync");
+    assert_eq!(w.commit().expect("commit"), 4000);
+    assert_eq!(storage.size(&path).expect("stat"), Some(4000));
+    assert_eq!(storage.list(&data).expect("list").len(), 1);
+    {
+        let mut r = storage.open(&path).expect("open");
+        let mut buf = [0u8; 1000];
+        r.read_exact_at(&mut buf, 3000).expect("read");
+        assert_eq!(buf[0], 2);
+        let (mut a, mut b) = ([0u8; 100], [0u8; 200]);
+        let mut reqs = [
+            ReadRequest {
+                offset: 0,
+                buf: &mut a,
+            },
+            ReadRequest {
+                offset: 100,
+                buf: &mut b,
+            },
+        ];
+        r.read_batch(&mut reqs).expect("batch");
+        assert!(
+            r.read_exact_at(&mut buf, 3500).is_err(),
+            "reading past the end fails"
+        );
+    }
+    assert!(storage.open(&data.join("missing")).is_err());
+    storage.remove_file(&path).expect("unlink");
+    let summary = tracer.finish().expect("finish").expect("enabled");
+    let events = load(&summary.path);
+    let counts = count_by_name(&events);
+    let expect = [
+        ("mkdir", 1),
+        ("open", 3), // create, open, failed open
+        ("write", 2),
+        ("fsync", 1),
+        ("close", 2), // commit, drop of the read handle
+        ("stat", 1),
+        ("opendir", 1),
+        ("pread", 4), // read_exact_at, 2 batch requests, failed read
+        ("unlink", 1),
+    ];
+    for (name, n) in expect {
+        assert_eq!(counts.get(name).copied().unwrap_or(0), n, "{name} events");
+    }
+    assert_eq!(
+        counts.values().sum::<usize>(),
+        expect.iter().map(|e| e.1).sum::<usize>()
+    );
+    let preads: Vec<(i64, i64)> = complete_events(&events)
+        .iter()
+        .filter(|e| e["name"] == "pread" && e["args"]["ret"] != -1)
+        .map(|e| {
+            (
+                e["args"]["offset"].as_i64().unwrap_or(-1),
+                e["args"]["count"].as_i64().unwrap_or(-1),
+            )
+        })
+        .collect();
+    assert_eq!(preads, vec![(3000, 1000), (0, 100), (100, 200)]);
+    let writes: Vec<(i64, i64)> = complete_events(&events)
+        .iter()
+        .filter(|e| e["name"] == "write")
+        .map(|e| {
+            (
+                e["args"]["offset"].as_i64().unwrap_or(-1),
+                e["args"]["count"].as_i64().unwrap_or(-1),
+            )
+        })
+        .collect();
+    assert_eq!(writes, vec![(0, 3000), (3000, 1000)]);
+    let fh: Vec<&str> = metadata(&events, "FH")
+        .iter()
+        .filter_map(|e| e["args"]["name"].as_str())
+        .collect();
+    assert!(fh.contains(&path.to_string_lossy().as_ref()));
+}
+
+#[test]
+fn a_disabled_tracer_records_nothing() {
+    let tracer = Tracer::disabled();
+    assert!(!tracer.is_enabled());
+    {
+        let _s = tracer.span(ai::COMPUTE).step(1);
+    }
+    let file = tracer.file(Path::new("/x"));
+    assert_eq!(file, FileId::NONE);
+    tracer.io(
+        IoOp::Read,
+        file,
+        Some(0),
+        Some(1),
+        Instant::now(),
+        Duration::ZERO,
+    );
+    assert_eq!(tracer.finish().expect("finish"), None);
+    assert_eq!(tracer.path(), None);
+}
+
+#[test]
+fn a_rank_outside_the_rank_count_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let err = Tracer::create(&TraceOptions::new(dir.path(), 4, 4)).expect_err("rank 4 of 4");
+    assert!(
+        err.to_string()
+            .contains("rank 4 is out of range for 4 ranks"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_unwritable_folder_is_a_clear_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let blocker = dir.path().join("file");
+    std::fs::write(&blocker, b"x").expect("write");
+    let err =
+        Tracer::create(&TraceOptions::new(blocker.join("sub"), 0, 1)).expect_err("not a folder");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("cannot create trace file") && msg.contains("trace-0-of-1.pfw.gz"),
+        "{msg}"
+    );
+}
