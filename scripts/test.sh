@@ -10,5 +10,15 @@ if ! python3 -c "import numpy" 2>/dev/null; then
     || python3 -m pip install --quiet --disable-pip-version-check numpy
 fi
 
+if ! command -v mpirun >/dev/null || ! dpkg -s libopenmpi-dev libclang-dev >/dev/null 2>&1; then
+  echo "== installing Open MPI for the MPI tests (feature mpi)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends libopenmpi-dev openmpi-bin libclang-dev >/dev/null
+fi
+
 echo "== cargo test (workspace)"
 cargo test --workspace --locked
+
+echo "== cargo test: the same binary under mpirun (feature mpi)"
+cargo test --locked -p dlio --features mpi --test mpi

@@ -5,6 +5,7 @@
 #![deny(missing_docs)]
 
 mod args;
+mod cluster;
 mod dataset;
 mod log;
 mod progress;

@@ -12,14 +12,18 @@ use indicatif::MultiProgress;
 pub struct RunLog {
     file: Mutex<Option<BufWriter<File>>>,
     bars: MultiProgress,
+    /// False on MPI processes other than 0: they print warnings only.
+    speaks: bool,
 }
 
 impl RunLog {
     /// A log that writes to the console only until [`RunLog::open_file`] is called.
-    pub fn new(bars: MultiProgress) -> RunLog {
+    /// `speaks` is false on MPI processes other than 0, which print warnings only.
+    pub fn new(bars: MultiProgress, speaks: bool) -> RunLog {
         RunLog {
             file: Mutex::new(None),
             bars,
+            speaks,
         }
     }
 
@@ -45,7 +49,9 @@ impl RunLog {
 
     /// DLIO's OUTPUT level: progress lines shown by default.
     pub fn output(&self, msg: &str) {
-        self.emit("OUTPUT", msg);
+        if self.speaks {
+            self.emit("OUTPUT", msg);
+        }
     }
 
     /// A warning.
@@ -55,6 +61,9 @@ impl RunLog {
 
     /// A `[METRIC]` line: printed on stdout (scripts grep it) and logged.
     pub fn metric(&self, line: &str) {
+        if !self.speaks {
+            return;
+        }
         self.bars.suspend(|| println!("{line}"));
         self.to_file(line);
     }

@@ -1,6 +1,6 @@
 //! The run driver: config -> output folder -> generation -> listing -> ranks -> outputs.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,12 +9,13 @@ use std::time::{Instant, SystemTime};
 use anyhow::{Context, Result, anyhow, bail};
 use dlio_config::{Config, Loaded};
 use dlio_format::{Format, GenerationJob};
-use dlio_metrics::{HostInfo, MetricParams, RankReport, RunInfo};
+use dlio_metrics::{HostInfo, HostShare, MetricParams, RankReport, RunInfo};
 use dlio_storage::{IoCounters, Metered, PosixStorage, Storage};
 use dlio_trainer::{CheckpointSetup, LocalGroup, RankSetup, TrainError};
 use indicatif::MultiProgress;
 
 use crate::args::{Entry, RunArgs};
+use crate::cluster::Cluster;
 use crate::dataset::{self, List};
 use crate::log::RunLog;
 use crate::progress::Progress;
@@ -40,6 +41,19 @@ const FIRST_CONTACT: &[&str] = &[
 ];
 
 pub fn run(args: RunArgs, mode: Mode, entry: Entry) -> Result<ExitCode> {
+    let cluster = Cluster::detect()?;
+    let outcome = run_in(&cluster, args, mode, entry);
+    if outcome.is_err() && cluster.processes() > 1 {
+        // The other processes may wait in a collective call for this one: end the job.
+        if let Err(e) = &outcome {
+            eprintln!("error on process {}: {e:#}", cluster.process());
+        }
+        cluster.abort(1);
+    }
+    outcome
+}
+
+fn run_in(cluster: &Cluster, args: RunArgs, mode: Mode, entry: Entry) -> Result<ExitCode> {
     let run_start = SystemTime::now();
     let first_contact = mode == Mode::Run
         && entry == Entry::Dlio
@@ -69,14 +83,23 @@ pub fn run(args: RunArgs, mode: Mode, entry: Entry) -> Result<ExitCode> {
         words.push("++workload.workflow.train=False".into());
         words.push("++workload.workflow.checkpoint=False".into());
     }
-    let loaded = dlio_config::load(&dlio_config::LoadArgs {
+    let mut loaded = dlio_config::load(&dlio_config::LoadArgs {
         positional: words,
         config_dir: args.config_dir.clone(),
     })?;
-    let world = args.ranks;
+    // Process 0's resolved config is the job's: the others take it, so configs cannot differ.
+    let (yaml, out) = cluster.broadcast(|| (loaded.config.to_yaml(), output_folder(&loaded)))?;
+    if !cluster.is_root() {
+        loaded.config = dlio_config::load_text("the config of process 0", &yaml, &[])?.config;
+    }
+    let world = args.ranks * cluster.processes();
     let warnings = loaded.config.validate(world)?;
-    let bars = MultiProgress::new();
-    let log = RunLog::new(bars.clone());
+    let bars = if cluster.is_root() {
+        MultiProgress::new()
+    } else {
+        MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden())
+    };
+    let log = RunLog::new(bars.clone(), cluster.is_root());
     if first_contact {
         log.output(&format!(
             "No workload given: running the built-in `default` workload for first contact, with {} \
@@ -88,7 +111,9 @@ pub fn run(args: RunArgs, mode: Mode, entry: Entry) -> Result<ExitCode> {
                 .unwrap_or_default()
         ));
     }
-    let outcome = drive(&loaded, world, &log, &bars, run_start, &warnings);
+    let outcome = drive(
+        cluster, &loaded, &out, args.ranks, &log, &bars, run_start, &warnings,
+    );
     log.flush();
     if let Some(dir) = temp_dir {
         // The first-contact data set is scratch; the outputs stay for the user to read.
@@ -110,28 +135,39 @@ fn output_folder(loaded: &Loaded) -> PathBuf {
         .join(stamp.to_string())
 }
 
+#[allow(clippy::too_many_arguments)]
 fn drive(
+    cluster: &Cluster,
     loaded: &Loaded,
-    world: u32,
+    out: &Path,
+    local_ranks: u32,
     log: &RunLog,
     bars: &MultiProgress,
     run_start: SystemTime,
     warnings: &[String],
 ) -> Result<ExitCode> {
     let config = &loaded.config;
-    let out = output_folder(loaded);
-    std::fs::create_dir_all(&out)
-        .with_context(|| format!("creating the output folder {}", out.display()))?;
-    log.open_file(&out.join(&config.output.log_file))
-        .with_context(|| format!("creating {}", out.join(&config.output.log_file).display()))?;
-    write_hydra_files(&out, loaded)?;
+    let world = local_ranks * cluster.processes();
+    let out = out.to_path_buf();
+    if cluster.is_root() {
+        std::fs::create_dir_all(&out)
+            .with_context(|| format!("creating the output folder {}", out.display()))?;
+        log.open_file(&out.join(&config.output.log_file))
+            .with_context(|| format!("creating {}", out.join(&config.output.log_file).display()))?;
+        write_hydra_files(&out, loaded)?;
+    }
     for w in loaded.warnings.iter().chain(warnings) {
         log.warn(w);
     }
     refuse_unbuilt(config)?;
 
     let cancel = Arc::new(AtomicBool::new(false));
-    let group = LocalGroup::new(world);
+    let group = match cluster.link() {
+        Some(link) => {
+            LocalGroup::across_processes(local_ranks, cluster.process(), cluster.processes(), link)
+        }
+        None => LocalGroup::new(local_ranks),
+    };
     {
         let cancel = Arc::clone(&cancel);
         let group = Arc::clone(&group);
@@ -171,7 +207,8 @@ fn drive(
     let storage: Arc<dyn Storage> = Arc::new(PosixStorage::new());
 
     if let (true, Some(format)) = (config.workflow.generate_data, &format) {
-        generate(config, &*storage, &**format, log, bars, &cancel)?;
+        generate(cluster, config, &*storage, &**format, log, bars, &cancel)?;
+        cluster.barrier();
         if cancel.load(Ordering::SeqCst) {
             bail!("interrupted during generation; complete files are kept and a rerun skips them");
         }
@@ -197,19 +234,28 @@ fn drive(
     }
     let checkpoint_only = config.checkpoint_only();
 
-    let (train_files, eval_files) = match (&format, checkpoint_only) {
-        (Some(format), false) => {
-            let train = dataset::list_files(config, &*storage, &**format, List::Train)?;
-            let eval = if config.workflow.evaluation {
-                dataset::list_files(config, &*storage, &**format, List::Valid)?
-            } else {
-                Vec::new()
-            };
-            (Arc::new(train), Arc::new(eval))
+    // Process 0 lists the data set once for the whole job and shares the lists.
+    let lists = cluster.broadcast(|| -> Result<(Vec<PathBuf>, Vec<PathBuf>), String> {
+        match (&format, checkpoint_only) {
+            (Some(format), false) => {
+                let list = |which| {
+                    dataset::list_files(config, &*storage, &**format, which)
+                        .map_err(|e| format!("{e:#}"))
+                };
+                let train = list(List::Train)?;
+                let eval = if config.workflow.evaluation {
+                    list(List::Valid)?
+                } else {
+                    Vec::new()
+                };
+                Ok((train, eval))
+            }
+            _ => Ok((Vec::new(), Vec::new())),
         }
-        _ => (Arc::new(Vec::new()), Arc::new(Vec::new())),
-    };
-    let random_seed = rand_seed();
+    })?;
+    let (train_files, eval_files) = lists.map_err(|e| anyhow!(e))?;
+    let (train_files, eval_files) = (Arc::new(train_files), Arc::new(eval_files));
+    let random_seed = cluster.broadcast(rand_seed)?;
     let train_spec =
         dlio_trainer::train_plan_spec(config, world, train_files.len() as u64, random_seed);
     let trim = dlio_plan::trim(&train_spec);
@@ -250,13 +296,13 @@ fn drive(
     let progress = Progress::new(bars.clone(), log, config, params.clone());
     let mut counters: Vec<Arc<IoCounters>> = Vec::new();
     let mut storages: Vec<Arc<dyn Storage>> = Vec::new();
-    for _ in 0..world {
+    for _ in 0..local_ranks {
         let metered = Metered::new(PosixStorage::new());
         counters.push(Arc::clone(metered.counters()));
         storages.push(Arc::new(metered));
     }
     let results: Vec<Result<RankReport, TrainError>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..world)
+        let handles: Vec<_> = (0..local_ranks)
             .map(|rank| {
                 let comm = group.comm(rank);
                 let setup_storage = Arc::clone(&storages[rank as usize]);
@@ -329,6 +375,26 @@ fn drive(
             }
         }
     }
+    // Under MPI a failed rank has already ended the job; here every process completed (or
+    // was interrupted alone, in a single-process run). Process 0 collects the reports.
+    let share = HostShare {
+        host: host.clone(),
+        ranks: (0..local_ranks).map(|r| group.global_rank(r)).collect(),
+    };
+    let Some(gathered) = cluster.gather(&(reports, share))? else {
+        return Ok(if first_error.is_none() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        });
+    };
+    let mut reports = Vec::new();
+    let mut shares = Vec::new();
+    for (r, s) in gathered {
+        reports.extend(r);
+        shares.push(s);
+    }
+    reports.sort_by_key(|r| r.rank);
     let complete = first_error.is_none();
     let metrics = dlio_metrics::aggregate(&reports, &params);
     let run = RunInfo {
@@ -339,7 +405,7 @@ fn drive(
         num_samples_per_file: config.dataset.num_samples_per_file,
         data_bytes_total: data_bytes,
         complete,
-        hosts: Vec::new(),
+        hosts: dlio_metrics::group_hosts(shares),
         ours: serde_json::json!({
             "engine": storage.engine(),
             "format": format.as_ref().map(|f| f.name()),
@@ -373,7 +439,7 @@ fn drive(
         log.metric(&line);
     }
     log.output(&format!("Outputs written to {}", out.display()));
-    if !config.dataset.keep_files {
+    if !config.dataset.keep_files && cluster.is_root() {
         let root = dataset::data_root(config);
         storage.remove_dir_all(&root).with_context(|| {
             format!(
@@ -458,6 +524,7 @@ fn metric_params(config: &Config, world: u32, files: u64, eval_files: u64) -> Me
 }
 
 fn generate(
+    cluster: &Cluster,
     config: &Config,
     storage: &dyn Storage,
     format: &dyn Format,
@@ -465,7 +532,15 @@ fn generate(
     bars: &MultiProgress,
     cancel: &AtomicBool,
 ) -> Result<()> {
-    let files = dataset::generation_files(config, format);
+    // Processes generate rank-strided shares of the files (DLIO's layout); threads inside a
+    // process share its part.
+    let (process, processes) = (u64::from(cluster.process()), u64::from(cluster.processes()));
+    let files: Vec<_> = dataset::generation_files(config, format)
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| *i as u64 % processes == process)
+        .map(|(_, f)| f)
+        .collect();
     let total = files.len() as u64;
     log.output(&format!(
         "Generating {} {} files ({} train, {} valid) under {}",

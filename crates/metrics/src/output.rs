@@ -17,8 +17,6 @@ use crate::recorder::{CheckpointKind, EpochRecord, RankReport, StepTimes};
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
-/// Hosts in a run; multi-host runs are not supported yet.
-
 /// Version of the `dlio_rs` section of `summary.json`.
 const OURS_FORMAT_VERSION: u32 = 1;
 

@@ -22,7 +22,7 @@ mod comm;
 mod error;
 
 pub use checkpoint::{CheckpointSetup, checkpoint_plan, model_spec};
-pub use comm::{Aborted, Comm, LocalComm, LocalGroup};
+pub use comm::{Aborted, Comm, CrossProcess, LocalComm, LocalGroup};
 pub use error::TrainError;
 
 use checkpoint::RankCheckpointer;

@@ -1,0 +1,213 @@
+//! The same binary under `mpirun`: processes share the plan, the barrier and the outputs.
+//! Built only with the `mpi` feature (`scripts/test.sh` installs Open MPI and runs these).
+#![cfg(feature = "mpi")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use dlio_config::{Sampler, Shuffle};
+use dlio_plan::{EpochPlan, PlanSpec};
+use serde_json::Value;
+
+fn dlio_path() -> &'static str {
+    env!("CARGO_BIN_EXE_dlio")
+}
+
+/// `mpirun -np N dlio ARGS`, allowed to run as root (CI does).
+fn mpirun(np: u32, args: &[String]) -> Command {
+    let mut cmd = Command::new("mpirun");
+    cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .args(["--oversubscribe", "-np", &np.to_string(), dlio_path()])
+        .args(args);
+    cmd
+}
+
+fn check(out: Output) -> Output {
+    assert!(
+        out.status.success(),
+        "failed ({:?})\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn workload(tmp: &Path, files: u64, batch: u64, epochs: u32, out: &str) -> Vec<String> {
+    vec![
+        "run".into(),
+        "workload=default".into(),
+        format!(
+            "++workload.dataset.data_folder={}",
+            tmp.join("data").display()
+        ),
+        format!("++workload.dataset.num_files_train={files}"),
+        "++workload.dataset.num_subfolders_train=0".into(),
+        "++workload.dataset.record_length_bytes=4096".into(),
+        "++workload.dataset.record_length_bytes_stdev=1024".into(),
+        "++workload.workflow.evaluation=False".into(),
+        format!("++workload.reader.batch_size={batch}"),
+        "++workload.reader.file_shuffle=seed".into(),
+        "++workload.reader.sample_shuffle=seed".into(),
+        "++workload.train.computation_time=0".into(),
+        format!("++workload.train.epochs={epochs}"),
+        format!("++workload.output.folder={}", tmp.join(out).display()),
+    ]
+}
+
+fn generate(tmp: &Path, files: u64) {
+    let mut args = workload(tmp, files, 1, 1, "gen");
+    args.push("++workload.workflow.generate_data=True".into());
+    args.push("++workload.workflow.train=False".into());
+    check(Command::new(dlio_path()).args(&args).output().unwrap());
+}
+
+fn train_files(tmp: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(tmp.join("data/train"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "npz"))
+        .collect();
+    files.sort();
+    files
+}
+
+fn per_rank_bytes(summary: &Value) -> Vec<u64> {
+    let mut ranks: Vec<(u64, u64)> = summary["dlio_rs"]["per_rank"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["rank"].as_u64().unwrap(),
+                r["train_io"]["bytes_read"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    ranks.sort();
+    ranks.into_iter().map(|(_, b)| b).collect()
+}
+
+#[test]
+fn four_processes_read_exactly_their_planned_disjoint_shares() {
+    let tmp = tempfile::tempdir().unwrap();
+    generate(tmp.path(), 24);
+    check(
+        mpirun(4, &workload(tmp.path(), 24, 2, 1, "out"))
+            .output()
+            .unwrap(),
+    );
+    let summary = json(&tmp.path().join("out/summary.json"));
+    assert_eq!(summary["num_accelerators"], 4);
+    assert_eq!(summary["num_hosts"], 1);
+    for rank in 0..4 {
+        assert!(tmp.path().join(format!("out/{rank}_output.json")).exists());
+    }
+    // What each rank should have read, from the plan itself: npz on_demand reads the whole file
+    // of every sample, and the files have different sizes (stdev > 0), so the bytes identify
+    // the files.
+    let files = train_files(tmp.path());
+    let sizes: Vec<u64> = files.iter().map(|f| f.metadata().unwrap().len()).collect();
+    let spec = PlanSpec {
+        num_files: 24,
+        samples_per_file: 1,
+        batch_size: 2,
+        world: 4,
+        sampler: Sampler::Index,
+        read_threads: 1,
+        file_shuffle: Shuffle::Seed,
+        sample_shuffle: Shuffle::Seed,
+        seed: 123,
+        seed_change_epoch: true,
+        random_seed: 0,
+        total_training_steps: None,
+        drop_last: true,
+    };
+    let mut seen = std::collections::HashSet::new();
+    let expected: Vec<u64> = (0..4)
+        .map(|rank| {
+            EpochPlan::new(&spec, 1, rank)
+                .unwrap()
+                .samples()
+                .map(|s| {
+                    assert!(seen.insert(s.file), "file {} planned twice", s.file);
+                    sizes[s.file as usize]
+                })
+                .sum()
+        })
+        .collect();
+    assert_eq!(seen.len(), 24);
+    assert_eq!(per_rank_bytes(&summary), expected);
+}
+
+#[test]
+fn uneven_samples_on_three_processes_finish_without_hanging() {
+    for (files, batch) in [(13u64, 4u64), (24, 4), (25, 4), (145, 16)] {
+        let tmp = tempfile::tempdir().unwrap();
+        generate(tmp.path(), files);
+        let started = Instant::now();
+        check(
+            mpirun(3, &workload(tmp.path(), files, batch, 3, "out"))
+                .output()
+                .unwrap(),
+        );
+        assert!(started.elapsed() < Duration::from_secs(60));
+        let o = json(&tmp.path().join("out/2_output.json"));
+        assert_eq!(
+            o["3"]["compute"]["block1"].as_array().unwrap().len() as u64,
+            files / (3 * batch)
+        );
+    }
+}
+
+#[test]
+fn a_failing_rank_ends_the_whole_job_within_ten_seconds() {
+    let tmp = tempfile::tempdir().unwrap();
+    generate(tmp.path(), 16);
+    // Every file is read by some rank in epoch 1; break one.
+    let victim = train_files(tmp.path())[9].clone();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&victim)
+        .unwrap()
+        .set_len(10)
+        .unwrap();
+    let mut args = workload(tmp.path(), 16, 1, 5, "out");
+    args.retain(|a| !a.contains("computation_time"));
+    args.push("++workload.train.computation_time=0.05".into());
+    let started = Instant::now();
+    let out = mpirun(4, &args).output().unwrap();
+    let elapsed = started.elapsed();
+    assert!(!out.status.success(), "the job should fail");
+    assert!(elapsed < Duration::from_secs(10), "took {elapsed:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let name = victim.file_name().unwrap().to_string_lossy().to_string();
+    assert!(
+        stderr.contains(&name),
+        "the error names the file:\n{stderr}"
+    );
+}
+
+#[test]
+fn two_processes_of_two_ranks_equal_four_ranks_in_one_process() {
+    let tmp = tempfile::tempdir().unwrap();
+    generate(tmp.path(), 20);
+    let mut hybrid = workload(tmp.path(), 20, 2, 2, "hybrid");
+    hybrid.extend(["--ranks".to_string(), "2".into()]);
+    check(mpirun(2, &hybrid).output().unwrap());
+    let mut single = workload(tmp.path(), 20, 2, 2, "single");
+    single.extend(["--ranks".to_string(), "4".into()]);
+    check(Command::new(dlio_path()).args(&single).output().unwrap());
+    let a = json(&tmp.path().join("hybrid/summary.json"));
+    let b = json(&tmp.path().join("single/summary.json"));
+    assert_eq!(a["num_accelerators"], 4);
+    assert_eq!(per_rank_bytes(&a), per_rank_bytes(&b));
+    assert_eq!(a["dlio_rs"]["bytes_read"], b["dlio_rs"]["bytes_read"]);
+}
