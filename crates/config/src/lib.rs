@@ -79,9 +79,10 @@ pub use load::{BUILTIN_SOURCE, LoadArgs, Loaded, load, load_text};
 pub use output::{WorkloadRow, workload_row, workload_table};
 pub use schema::{
     CheckpointConfig, CheckpointMode, Config, DataType, DatasetConfig, EvaluationConfig,
-    Hdf5Config, KsmConfig, MetricConfig, ModelConfig, MultiprocessingContext, OutputConfig,
-    OutputMetricConfig, ParallelismConfig, Profiler, ProfilingConfig, ReaderConfig, StorageConfig,
-    StorageOptions, StorageType, TrainConfig, TransformerConfig, WorkflowConfig,
+    Hdf5Config, IoEngine, KsmConfig, MetricConfig, ModelConfig, MultiprocessingContext,
+    OutputConfig, OutputMetricConfig, ParallelismConfig, ParquetCompression, Profiler,
+    ProfilingConfig, ReaderConfig, StorageConfig, StorageOptions, StorageType, TrainConfig,
+    TransformerConfig, WorkflowConfig,
 };
 pub use vocab::{
     Compression, DataLoaderKind, ElementType, FormatKind, Framework, ReadType, Sampler, Shuffle,

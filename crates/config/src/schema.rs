@@ -218,6 +218,17 @@ pub struct StorageConfig {
     pub storage_root: String,
     /// Object-store settings. Default none.
     pub storage_options: Option<StorageOptions>,
+    /// How local files are read and written (ours, not DLIO's): `posix` (buffered pread, the
+    /// default), `direct` (O_DIRECT; `reader.odirect: True` selects it too), `mmap` (reads
+    /// copy out of a mapping) or `io_uring`. Must stay `posix` with `storage_type: s3`.
+    pub io_engine: IoEngine,
+    /// Requests in flight per reader thread for engines that overlap them (io_uring, s3),
+    /// e.g. the transfers of one split read (ours). Default 8.
+    pub io_depth: u32,
+    /// Drop the dataset's pages from the page cache (posix_fadvise DONTNEED per file, no root
+    /// needed) before every epoch and between the generation, training and checkpoint
+    /// phases, so reads reach the storage (ours). Default false.
+    pub drop_page_cache: bool,
 }
 
 impl Default for StorageConfig {
@@ -226,6 +237,36 @@ impl Default for StorageConfig {
             storage_type: StorageType::LocalFs,
             storage_root: "./".into(),
             storage_options: None,
+            io_engine: IoEngine::Posix,
+            io_depth: 8,
+            drop_page_cache: false,
+        }
+    }
+}
+
+/// `storage.io_engine`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IoEngine {
+    /// Buffered `pread`/`write` through the page cache.
+    #[default]
+    Posix,
+    /// O_DIRECT with aligned buffers.
+    Direct,
+    /// Reads copy out of a read-only memory mapping.
+    Mmap,
+    /// io_uring with `storage.io_depth` reads in flight per reader thread.
+    IoUring,
+}
+
+impl IoEngine {
+    /// The YAML spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IoEngine::Posix => "posix",
+            IoEngine::Direct => "direct",
+            IoEngine::Mmap => "mmap",
+            IoEngine::IoUring => "io_uring",
         }
     }
 }
@@ -305,6 +346,25 @@ pub struct DatasetConfig {
     pub generation_buffer_size: u64,
     /// `dataset.hdf5`: HDF5-only layout settings.
     pub hdf5: Hdf5Config,
+    /// Parquet: rows per row group (MLPerf Storage's DLIO fork). Default 1024.
+    pub parquet_row_group_size: u64,
+    /// Parquet: column codec (ours; pyarrow's default is snappy). Default snappy.
+    pub parquet_compression: ParquetCompression,
+}
+
+/// `dataset.parquet_compression`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ParquetCompression {
+    /// Uncompressed pages.
+    None,
+    /// Snappy (pyarrow's default).
+    #[default]
+    Snappy,
+    /// Zstandard.
+    Zstd,
+    /// gzip.
+    Gzip,
 }
 
 impl Default for DatasetConfig {
@@ -328,6 +388,8 @@ impl Default for DatasetConfig {
             keep_files: true,
             generation_buffer_size: 2 * 1024 * 1024 * 1024,
             hdf5: Hdf5Config::default(),
+            parquet_row_group_size: 1024,
+            parquet_compression: ParquetCompression::Snappy,
         }
     }
 }
@@ -397,7 +459,8 @@ pub struct ReaderConfig {
     /// Open-read-close per sample (`on_demand`) or keep files open (`memory`). Default
     /// `on_demand`.
     pub read_type: ReadType,
-    /// Read buffer size in bytes (TF tfrecord). Default none.
+    /// Request size in bytes: every engine splits longer reads of every format into
+    /// requests of this size (upstream: TF tfrecord's buffer only). Default none.
     pub transfer_size: Option<u64>,
     /// Time slept per sample in the reader; legacy sibling `preprocess_time_stdev`.
     /// Default 0.
@@ -407,7 +470,8 @@ pub struct ReaderConfig {
     pub pin_memory: bool,
     /// PyTorch/DALI worker start method. Default fork.
     pub multiprocessing_context: MultiprocessingContext,
-    /// Read npy/npz with O_DIRECT. Default false.
+    /// O_DIRECT: selects `storage.io_engine: direct` (as upstream), or O_DIRECT files for
+    /// `io_uring`. Default false.
     pub odirect: bool,
     /// DALI readers: do not mmap. Default false.
     pub dont_use_mmap: bool,

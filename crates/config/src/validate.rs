@@ -5,7 +5,7 @@
 //! than an epoch is checked by the trainer, which knows the file count.
 
 use crate::error::ConfigError;
-use crate::schema::{CheckpointMode, Config};
+use crate::schema::{CheckpointMode, Config, IoEngine, StorageType};
 use crate::vocab::{Compression, DataLoaderKind, FormatKind, Framework, TimeDistribution};
 
 fn invalid(key: &str, message: String, fix: impl Into<String>) -> ConfigError {
@@ -29,7 +29,68 @@ impl Config {
         self.validate_model(world)?;
         self.validate_checkpoint()?;
         self.validate_times()?;
+        self.validate_storage()?;
         Ok(warnings)
+    }
+
+    fn validate_storage(&self) -> Result<(), ConfigError> {
+        let storage = &self.storage;
+        let engine = storage.io_engine;
+        if storage.io_depth == 0 || storage.io_depth > 4096 {
+            return Err(invalid(
+                "storage.io_depth",
+                format!(
+                    "storage.io_depth is {}; it must be between 1 and 4096.",
+                    storage.io_depth
+                ),
+                "set ++workload.storage.io_depth=8 (requests in flight per reader thread)",
+            ));
+        }
+        if storage.storage_type == StorageType::S3 && engine != IoEngine::Posix {
+            return Err(invalid(
+                "storage.io_engine",
+                format!(
+                    "storage.io_engine is {} but storage.storage_type is s3, which has its own engine.",
+                    engine.as_str()
+                ),
+                "remove storage.io_engine (or set it to posix) for S3",
+            ));
+        }
+        if self.reader.odirect
+            && (engine == IoEngine::Mmap || storage.storage_type == StorageType::S3)
+        {
+            return Err(invalid(
+                "reader.odirect",
+                format!(
+                    "reader.odirect is True, which {} cannot use.",
+                    if engine == IoEngine::Mmap {
+                        "storage.io_engine mmap"
+                    } else {
+                        "S3"
+                    }
+                ),
+                "set ++workload.reader.odirect=False, or storage.io_engine=direct or io_uring",
+            ));
+        }
+        let direct = engine == IoEngine::Direct || self.reader.odirect;
+        match self.reader.transfer_size {
+            Some(0) => Err(invalid(
+                "reader.transfer_size",
+                "reader.transfer_size is 0.".into(),
+                "set a positive request size such as 1048576, or remove the key",
+            )),
+            Some(size) if direct && size % 4096 != 0 => Err(invalid(
+                "reader.transfer_size",
+                format!(
+                    "reader.transfer_size {size} is not a multiple of 4096, which O_DIRECT needs."
+                ),
+                format!(
+                    "set ++workload.reader.transfer_size={}",
+                    size.div_ceil(4096) * 4096
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
 
     fn validate_plugins(&self) -> Result<(), ConfigError> {

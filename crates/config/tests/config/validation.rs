@@ -311,3 +311,38 @@ fn zero_and_negative_counts_are_rejected() {
     let err = rejected(&format!("{PYTORCH_NPZ}metric:\n  au: 90\n"), 1);
     assert_contains(&err, &["metric.au=0.9"]);
 }
+
+#[test]
+fn storage_engine_keys_parse_with_defaults_and_contradictions_are_refused() {
+    use dlio_config::IoEngine;
+    let defaults = config(PYTORCH_NPZ);
+    assert_eq!(defaults.storage.io_engine, IoEngine::Posix);
+    assert_eq!(defaults.storage.io_depth, 8);
+    assert!(!defaults.storage.drop_page_cache);
+    let uring = config(&format!(
+        "{PYTORCH_NPZ}storage:\n  io_engine: io_uring\n  io_depth: 32\n  drop_page_cache: True\n"
+    ));
+    assert_eq!(uring.storage.io_engine, IoEngine::IoUring);
+    assert_eq!(uring.storage.io_depth, 32);
+    assert!(uring.storage.drop_page_cache);
+    assert!(uring.validate(1).is_ok());
+
+    let message = rejected(
+        &format!("{PYTORCH_NPZ}storage:\n  io_engine: mmap\nreader:\n  odirect: True\n"),
+        1,
+    );
+    assert_contains(&message, &["reader.odirect"]);
+    let message = rejected(
+        &format!("{PYTORCH_NPZ}storage:\n  io_engine: direct\nreader:\n  transfer_size: 1000\n"),
+        1,
+    );
+    assert_contains(&message, &["transfer_size=4096"]);
+    let message = rejected(
+        &format!("{PYTORCH_NPZ}storage:\n  storage_type: s3\n  io_engine: io_uring\n"),
+        1,
+    );
+    assert_contains(&message, &["storage.io_engine"]);
+    let message = rejected(&format!("{PYTORCH_NPZ}storage:\n  io_depth: 0\n"), 1);
+    assert_contains(&message, &["storage.io_depth"]);
+    assert!(Config::from_yaml("storage:\n  io_engine: spdk\n").is_err());
+}
