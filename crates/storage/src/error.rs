@@ -69,6 +69,71 @@ pub enum StorageError {
         bytes: usize,
     },
 
+    /// The file system refused O_DIRECT (EINVAL at open, or for a request).
+    #[error(
+        "the file system of {path} refuses O_DIRECT ({source}); use \
+         ++workload.storage.io_engine=posix (and reader.odirect=False) for buffered I/O",
+        path = path.display()
+    )]
+    DirectIoUnsupported {
+        /// The file.
+        path: PathBuf,
+        /// The OS error (EINVAL).
+        source: io::Error,
+    },
+
+    /// The engine cannot run on this host.
+    #[error("storage.io_engine {engine} cannot be used: {reason}; {hint}")]
+    EngineUnavailable {
+        /// The engine.
+        engine: &'static str,
+        /// What refused it.
+        reason: String,
+        /// How to fix it.
+        hint: &'static str,
+    },
+
+    /// The engine settings contradict each other or are out of range.
+    #[error("invalid storage engine settings: {reason}")]
+    InvalidEngineSettings {
+        /// What is wrong and how to fix it.
+        reason: String,
+    },
+
+    /// The S3 settings cannot work (bucket name, endpoint URL, key).
+    #[error("invalid S3 settings: {reason}")]
+    InvalidS3Settings {
+        /// What is wrong and how to fix it (never a credential).
+        reason: String,
+    },
+
+    /// The bucket does not exist on the endpoint.
+    #[error(
+        "S3 bucket `{bucket}` does not exist at {endpoint}; create it, or set \
+         ++workload.storage.storage_root to an existing bucket"
+    )]
+    BucketNotFound {
+        /// The bucket.
+        bucket: String,
+        /// The endpoint asked.
+        endpoint: String,
+    },
+
+    /// An object-store request failed (after its retries).
+    #[error("cannot {op} {url} at {endpoint}: {message}; {hint}")]
+    ObjectStore {
+        /// What was being done.
+        op: &'static str,
+        /// `s3://bucket/key`.
+        url: String,
+        /// The endpoint.
+        endpoint: String,
+        /// The client's message, with credentials removed.
+        message: String,
+        /// How to fix it.
+        hint: &'static str,
+    },
+
     /// The caller asked the write to stop (e.g. Ctrl-C during generation). What was written
     /// under the temporary name is removed.
     #[error("writing {path} was interrupted", path = path.display())]

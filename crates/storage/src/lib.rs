@@ -3,25 +3,36 @@
 //! This crate sits between the plan (which says *what* to read) and the formats (which say
 //! *how samples are laid out*). A format never opens a file itself: it asks a [`Storage`]
 //! for a [`ReadHandle`] or a [`WriteHandle`] and moves bytes through it. That keeps every
-//! format usable on every engine (buffered POSIX today; O_DIRECT, mmap, io_uring and object
-//! stores later) and lets the loader measure every engine the same way, with [`Metered`].
+//! format usable on every engine and lets the loader measure every engine the same way,
+//! with [`Metered`].
+//!
+//! Engines, one file each ([`ENGINES`] lists them): [`PosixStorage`] (buffered `pread`),
+//! [`DirectStorage`] (O_DIRECT), [`MmapStorage`] (page faults), [`UringStorage`] (io_uring,
+//! `io_depth` in flight per thread) and [`S3Storage`] (ranged GETs, PUT/multipart). The
+//! CLI turns the workload's keys into [`EngineSettings`] and calls [`engine_for`], whose
+//! [`Engine`] hands out the storages of a run with `reader.transfer_size` applied by
+//! [`SplitReads`] (every engine, every format).
 //!
 //! The trait shapes and why:
 //! - Reads are positional (`read_at`), never cursor-based, so one handle can serve
 //!   concurrent logical streams and an engine can reorder or batch them.
 //! - [`ReadHandle::read_batch`] takes several requests at once. Synchronous engines run them
-//!   in order (the default); an io_uring engine submits them together.
+//!   in order (the default); io_uring and S3 keep `io_depth` of them in flight.
 //! - [`Capabilities::alignment`] tells callers how to allocate buffers ([`IoBuffer`]) and
-//!   align offsets, so O_DIRECT can be added without changing any format.
-//! - Writes are crash-safe by contract: [`Storage::create`] writes under a temporary name and
-//!   [`WriteHandle::commit`] publishes the object under its final name. A handle dropped
-//!   without commit removes what it wrote, so an interrupted generation never leaves a file
-//!   that looks complete. [`Storage::partial_path`] names the temporary file so that the
-//!   generator can clean up after a crash.
+//!   align offsets, so O_DIRECT reads go straight into the caller's memory; engines still
+//!   accept any request (unaligned ones take a bounce buffer).
+//! - Writes are crash-safe by contract: [`Storage::create`] writes under a temporary name (or
+//!   an unfinished upload) and [`WriteHandle::commit`] publishes the object under its final
+//!   name. A handle dropped without commit removes what it wrote, so an interrupted
+//!   generation never leaves a file that looks complete. [`Storage::partial_path`] names the
+//!   temporary file so that the generator can clean up after a crash.
 //! - Engines hold no metrics code: wrap any engine in [`Metered`] and read its shared
-//!   [`IoCounters`] (as fio's core, not its engines, counts I/O).
+//!   [`IoCounters`] (requests, bytes, lock-free latency histograms), as fio's core, not its
+//!   engines, counts I/O.
+//! - Page-cache control lives beside the engines: [`Storage::drop_cache`] /
+//!   [`drop_file_cache`], [`resident_pages`] and [`memory_check`] (the 5x rule).
 //!
-//! [`PosixStorage`] is the only engine so far; [`StorageError`] is the crate's one error type.
+//! [`StorageError`] is the crate's one error type.
 //!
 //! ```
 //! use std::path::Path;
@@ -52,14 +63,33 @@
 #![deny(missing_docs)]
 
 mod buffer;
+mod cache;
+mod direct;
+mod engine;
 mod error;
+mod histogram;
 mod metered;
+mod mmap;
 mod posix;
+mod s3;
+mod split;
+mod uring;
 
 pub use buffer::IoBuffer;
+pub use cache::{
+    DATASET_MEMORY_MULTIPLE, MemoryCheck, ResidentPages, drop_file_cache, memory_check,
+    resident_pages,
+};
+pub use direct::{DIRECT_ALIGNMENT, DirectStorage};
+pub use engine::{ENGINES, Engine, EngineInfo, EngineKind, EngineSettings, engine_for};
 pub use error::StorageError;
+pub use histogram::{LatencyBuckets, LatencySnapshot};
 pub use metered::{IoCounters, IoCountersSnapshot, Metered};
+pub use mmap::MmapStorage;
 pub use posix::PosixStorage;
+pub use s3::{S3_PART_BYTES, S3Settings, S3Storage};
+pub use split::SplitReads;
+pub use uring::UringStorage;
 
 use std::path::{Path, PathBuf};
 
@@ -128,6 +158,13 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn partial_path(&self, path: &Path) -> Option<PathBuf> {
         let _ = path;
         None
+    }
+
+    /// Drops `path`'s pages from this host's page cache, so the next read reaches the
+    /// storage (`posix_fadvise(DONTNEED)` by default, [`drop_file_cache`]); engines without a
+    /// local page cache (S3) do nothing.
+    fn drop_cache(&self, path: &Path) -> Result<(), StorageError> {
+        drop_file_cache(path)
     }
 }
 

@@ -5,13 +5,19 @@ use std::ops::{Add, Sub};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
+use crate::histogram::{LatencyBuckets, LatencySnapshot};
 use crate::{Capabilities, DirEntry, ReadHandle, ReadRequest, Storage, StorageError, WriteHandle};
 
 /// Live operation counters, shared by every handle of one [`Metered`] storage. Relaxed
-/// atomics: the counts are totals read after the fact, never used to synchronise.
+/// atomics: the counts are totals read after the fact, never used to synchronise. The
+/// latency histograms are lock-free too ([`LatencyBuckets`]), so reader threads never wait
+/// on each other to be measured.
 #[derive(Debug, Default)]
 pub struct IoCounters {
+    read_latency: LatencyBuckets,
+    write_latency: LatencyBuckets,
     opens: AtomicU64,
     creates: AtomicU64,
     read_requests: AtomicU64,
@@ -33,6 +39,18 @@ impl IoCounters {
             bytes_written: self.bytes_written.load(Ordering::Relaxed),
             lists: self.lists.load(Ordering::Relaxed),
         }
+    }
+
+    /// Latency of every read call that completed: one record per `read_at` or
+    /// `read_exact_at`, and one per `read_batch` (the time until its last request
+    /// completed). With a transfer size, each transfer is one call ([`crate::SplitReads`]).
+    pub fn read_latency(&self) -> LatencySnapshot {
+        self.read_latency.snapshot()
+    }
+
+    /// Latency of every `write_all` call that completed.
+    pub fn write_latency(&self) -> LatencySnapshot {
+        self.write_latency.snapshot()
     }
 
     fn count(counter: &AtomicU64, n: u64) {
@@ -174,6 +192,10 @@ impl<S: Storage> Storage for Metered<S> {
     fn partial_path(&self, path: &Path) -> Option<PathBuf> {
         self.inner.partial_path(path)
     }
+
+    fn drop_cache(&self, path: &Path) -> Result<(), StorageError> {
+        self.inner.drop_cache(path)
+    }
 }
 
 struct MeteredRead {
@@ -182,7 +204,9 @@ struct MeteredRead {
 }
 
 impl MeteredRead {
-    fn count(&self, requests: u64, bytes: u64) {
+    fn count(&self, started: Instant, requests: u64, bytes: u64) {
+        let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.counters.read_latency.record(nanos);
         IoCounters::count(&self.counters.read_requests, requests);
         IoCounters::count(&self.counters.bytes_read, bytes);
     }
@@ -198,22 +222,25 @@ impl ReadHandle for MeteredRead {
     }
 
     fn read_at(&mut self, buf: &mut [u8], offset: u64) -> Result<usize, StorageError> {
+        let started = Instant::now();
         let n = self.inner.read_at(buf, offset)?;
-        self.count(1, n as u64);
+        self.count(started, 1, n as u64);
         Ok(n)
     }
 
     fn read_exact_at(&mut self, buf: &mut [u8], offset: u64) -> Result<(), StorageError> {
+        let started = Instant::now();
         self.inner.read_exact_at(buf, offset)?;
-        self.count(1, buf.len() as u64);
+        self.count(started, 1, buf.len() as u64);
         Ok(())
     }
 
     fn read_batch(&mut self, requests: &mut [ReadRequest<'_>]) -> Result<(), StorageError> {
         // Delegate as one batch so that an engine that overlaps requests still can.
+        let started = Instant::now();
         self.inner.read_batch(requests)?;
         let bytes = requests.iter().map(|r| r.buf.len() as u64).sum();
-        self.count(requests.len() as u64, bytes);
+        self.count(started, requests.len() as u64, bytes);
         Ok(())
     }
 }
@@ -229,7 +256,10 @@ impl WriteHandle for MeteredWrite {
     }
 
     fn write_all(&mut self, data: &[u8]) -> Result<(), StorageError> {
+        let started = Instant::now();
         self.inner.write_all(data)?;
+        let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.counters.write_latency.record(nanos);
         IoCounters::count(&self.counters.write_requests, 1);
         IoCounters::count(&self.counters.bytes_written, data.len() as u64);
         Ok(())

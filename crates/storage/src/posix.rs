@@ -26,7 +26,7 @@ impl PosixStorage {
 
 /// `dir/.name.partial` for `dir/name`: hidden (so DLIO's lister, which filters on the
 /// extension, never sees it) and in the same directory (so `rename` is atomic).
-fn partial_path_of(path: &Path) -> Result<PathBuf, StorageError> {
+pub(crate) fn partial_path_of(path: &Path) -> Result<PathBuf, StorageError> {
     let name = path.file_name().ok_or(StorageError::InvalidPath {
         path: path.to_path_buf(),
         reason: "the path has no file name",

@@ -1,0 +1,656 @@
+//! The `s3` engine: objects in one S3 bucket (any S3-compatible server), through
+//! `object_store` on a small private tokio runtime, so callers stay synchronous.
+//!
+//! Paths map to keys as in DLIO (`data_folder: s3://bucket/prefix`, `storage_root: bucket`):
+//! `s3://bucket/a/b` and `a/b` both name key `a/b` of the configured bucket. Listing a
+//! "directory" is one delimited LIST of `key/`: objects become files, common prefixes
+//! become directories. `create` buffers the object and `commit` publishes it with one PUT,
+//! or with a multipart upload (parts of [`S3_PART_BYTES`], a few in flight) when it is larger;
+//! either way it becomes visible only when complete. `open` is one HEAD; reads are ranged
+//! GETs (one per transfer with [`crate::SplitReads`]; a whole-object read is one GET of the
+//! whole range); a batch keeps `io_depth` GETs in flight.
+//!
+//! Credentials never leave [`S3Settings`]: its `Debug` hides them and every error message
+//! has them replaced by `<redacted>`.
+
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::path::Path as ObjectPath;
+use object_store::{
+    BackoffConfig, ClientOptions, MultipartUpload, ObjectStore, ObjectStoreExt, PutPayload,
+    RetryConfig,
+};
+use tokio::runtime::Runtime;
+use tokio::task::JoinHandle;
+
+use crate::{Capabilities, DirEntry, ReadHandle, ReadRequest, Storage, StorageError, WriteHandle};
+
+/// Objects larger than this are uploaded in parts of this size (S3's minimum part is 5 MiB).
+pub const S3_PART_BYTES: usize = 8 << 20;
+
+/// Parts uploaded at the same time by one writer.
+const PARTS_IN_FLIGHT: usize = 4;
+
+/// How to reach the bucket: `storage.storage_root` and `storage.storage_options` of the
+/// workload. Unset keys fall back to the `AWS_*` environment variables (`AWS_ACCESS_KEY_ID`,
+/// `AWS_SECRET_ACCESS_KEY`, `AWS_ENDPOINT_URL`, `AWS_REGION`, ...).
+#[derive(Clone, Default)]
+pub struct S3Settings {
+    /// The bucket (`storage.storage_root`).
+    pub bucket: String,
+    /// `endpoint_url`, e.g. `http://127.0.0.1:9000`; `http://` endpoints are allowed.
+    pub endpoint_url: Option<String>,
+    /// `region`.
+    pub region: Option<String>,
+    /// `access_key_id`.
+    pub access_key_id: Option<String>,
+    /// `secret_access_key`.
+    pub secret_access_key: Option<String>,
+    /// `s3_force_path_style`: `endpoint/bucket/key` instead of `bucket.endpoint/key`.
+    pub force_path_style: bool,
+    /// `s3_max_attempts`: tries per request, the first included (0 counts as 1).
+    pub max_attempts: u32,
+    /// How long one attempt may wait for a connection (the whole retry budget is
+    /// `max_attempts` times this plus the backoff). Default 5 s when zero.
+    pub connect_timeout: Duration,
+}
+
+impl std::fmt::Debug for S3Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hidden = |set: bool| if set { "<redacted>" } else { "<unset>" };
+        f.debug_struct("S3Settings")
+            .field("bucket", &self.bucket)
+            .field("endpoint_url", &self.endpoint_url)
+            .field("region", &self.region)
+            .field("access_key_id", &hidden(self.access_key_id.is_some()))
+            .field(
+                "secret_access_key",
+                &hidden(self.secret_access_key.is_some()),
+            )
+            .field("force_path_style", &self.force_path_style)
+            .field("max_attempts", &self.max_attempts)
+            .finish()
+    }
+}
+
+/// What every handle of one [`S3Storage`] shares.
+struct Shared {
+    store: Arc<AmazonS3>,
+    runtime: Runtime,
+    bucket: String,
+    endpoint: String,
+    /// Credentials to scrub from error messages.
+    secrets: Vec<String>,
+    io_depth: usize,
+}
+
+impl Shared {
+    fn error(
+        &self,
+        op: &'static str,
+        key: &ObjectPath,
+        error: object_store::Error,
+    ) -> StorageError {
+        let url = format!("s3://{}/{}", self.bucket, key);
+        if let object_store::Error::NotFound { .. } = error {
+            return StorageError::NotFound {
+                path: PathBuf::from(url),
+            };
+        }
+        let mut message = error.to_string();
+        for secret in &self.secrets {
+            message = message.replace(secret.as_str(), "<redacted>");
+        }
+        let hint = if message.contains("NoSuchBucket") {
+            return StorageError::BucketNotFound {
+                bucket: self.bucket.clone(),
+                endpoint: self.endpoint.clone(),
+            };
+        } else if [
+            "InvalidAccessKeyId",
+            "SignatureDoesNotMatch",
+            "AccessDenied",
+            "403",
+        ]
+        .iter()
+        .any(|s| message.contains(s))
+        {
+            "the server refused the credentials: check storage.storage_options.access_key_id \
+             and secret_access_key (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)"
+        } else if ["connect", "timed out", "dns", "Connection refused"]
+            .iter()
+            .any(|s| message.contains(s))
+        {
+            "the endpoint cannot be reached: check storage.storage_options.endpoint_url and that \
+             the server is running"
+        } else {
+            "check the bucket, the endpoint and the credentials"
+        };
+        StorageError::ObjectStore {
+            op,
+            url,
+            endpoint: self.endpoint.clone(),
+            message,
+            hint,
+        }
+    }
+}
+
+/// One bucket of an S3-compatible object store.
+pub struct S3Storage {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for S3Storage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Storage")
+            .field("bucket", &self.shared.bucket)
+            .field("endpoint", &self.shared.endpoint)
+            .finish()
+    }
+}
+
+impl S3Storage {
+    /// Connects to the bucket and checks that it exists (one LIST of an empty prefix), so that
+    /// a wrong endpoint, wrong credentials or a missing bucket fail here, within the retry
+    /// budget, naming the endpoint or the bucket. `io_depth` GETs of one batch run at once.
+    pub fn connect(settings: &S3Settings, io_depth: u32) -> Result<S3Storage, StorageError> {
+        let bucket = settings.bucket.trim().trim_start_matches("s3://");
+        let bucket = bucket.trim_matches('/').to_owned();
+        if bucket.is_empty() || bucket.contains('/') {
+            return Err(StorageError::InvalidS3Settings {
+                reason: format!(
+                    "storage.storage_root must be the bucket name for storage_type s3, not `{}`",
+                    settings.bucket
+                ),
+            });
+        }
+        let mut builder = AmazonS3Builder::from_env().with_bucket_name(&bucket);
+        let mut endpoint = std::env::var("AWS_ENDPOINT_URL")
+            .or_else(|_| std::env::var("AWS_ENDPOINT"))
+            .unwrap_or_else(|_| "https://s3.amazonaws.com".to_owned());
+        if let Some(url) = &settings.endpoint_url {
+            builder = builder.with_endpoint(url);
+            endpoint = url.clone();
+        }
+        if let Some(region) = &settings.region {
+            builder = builder.with_region(region);
+        }
+        let mut secrets = Vec::new();
+        if let Some(id) = &settings.access_key_id {
+            builder = builder.with_access_key_id(id);
+        }
+        if let Some(secret) = &settings.secret_access_key {
+            builder = builder.with_secret_access_key(secret);
+        }
+        for key in [
+            settings.access_key_id.clone(),
+            settings.secret_access_key.clone(),
+            std::env::var("AWS_ACCESS_KEY_ID").ok(),
+            std::env::var("AWS_SECRET_ACCESS_KEY").ok(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if !key.is_empty() {
+                secrets.push(key);
+            }
+        }
+        let connect_timeout = if settings.connect_timeout.is_zero() {
+            Duration::from_secs(5)
+        } else {
+            settings.connect_timeout
+        };
+        let attempts = settings.max_attempts.max(1);
+        let retry = RetryConfig {
+            backoff: BackoffConfig {
+                init_backoff: Duration::from_millis(100),
+                max_backoff: Duration::from_secs(2),
+                base: 2.0,
+            },
+            max_retries: (attempts - 1) as usize,
+            retry_timeout: (connect_timeout + Duration::from_secs(2)) * attempts,
+        };
+        builder = builder
+            .with_virtual_hosted_style_request(!settings.force_path_style)
+            .with_retry(retry)
+            .with_client_options(
+                ClientOptions::new()
+                    .with_allow_http(endpoint.starts_with("http://"))
+                    .with_connect_timeout(connect_timeout)
+                    .with_timeout(Duration::from_secs(300)),
+            );
+        let store = builder
+            .build()
+            .map_err(|error| StorageError::InvalidS3Settings {
+                reason: scrub(error.to_string(), &secrets),
+            })?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("dlio-s3")
+            .enable_all()
+            .build()
+            .map_err(|source| StorageError::Io {
+                op: "start the S3 client runtime for",
+                path: PathBuf::from(format!("s3://{bucket}")),
+                source,
+            })?;
+        let shared = Arc::new(Shared {
+            store: Arc::new(store),
+            runtime,
+            bucket,
+            endpoint,
+            secrets,
+            io_depth: io_depth.max(1) as usize,
+        });
+        let probe = ObjectPath::from("dlio-bucket-check-0c1f7a");
+        match shared
+            .runtime
+            .block_on(shared.store.list_with_delimiter(Some(&probe)))
+        {
+            Ok(_) => {}
+            Err(object_store::Error::NotFound { .. }) => {
+                return Err(StorageError::BucketNotFound {
+                    bucket: shared.bucket.clone(),
+                    endpoint: shared.endpoint.clone(),
+                });
+            }
+            Err(error) => return Err(shared.error("list", &probe, error)),
+        }
+        Ok(S3Storage { shared })
+    }
+
+    /// The bucket.
+    pub fn bucket(&self) -> &str {
+        &self.shared.bucket
+    }
+
+    /// The key `path` names: `s3://bucket/key` (the configured bucket only) or `key`.
+    pub fn key_of(&self, path: &Path) -> Result<ObjectPath, StorageError> {
+        let invalid = |reason: &'static str| StorageError::InvalidPath {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let text = path
+            .to_str()
+            .ok_or_else(|| invalid("S3 keys must be valid UTF-8"))?;
+        let key = match text.strip_prefix("s3://") {
+            Some(rest) => {
+                let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
+                if bucket != self.shared.bucket {
+                    return Err(StorageError::InvalidS3Settings {
+                        reason: format!(
+                            "{text} is in bucket `{bucket}` but storage.storage_root is `{}`; \
+                             set ++workload.storage.storage_root={bucket}",
+                            self.shared.bucket
+                        ),
+                    });
+                }
+                key
+            }
+            None => text,
+        };
+        let key = key.trim_start_matches("./").trim_matches('/');
+        ObjectPath::parse(key).map_err(|_| {
+            invalid("not a valid S3 key (empty segments such as `a//b`, or `.`/`..` segments)")
+        })
+    }
+}
+
+fn scrub(mut message: String, secrets: &[String]) -> String {
+    for secret in secrets {
+        message = message.replace(secret.as_str(), "<redacted>");
+    }
+    message
+}
+
+impl Storage for S3Storage {
+    fn engine(&self) -> &'static str {
+        "s3"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            alignment: 1,
+            batched: true,
+        }
+    }
+
+    fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {
+        let key = self.key_of(path)?;
+        let shared = &self.shared;
+        let meta = shared
+            .runtime
+            .block_on(shared.store.head(&key))
+            .map_err(|e| shared.error("open (HEAD)", &key, e))?;
+        Ok(Box::new(S3Read {
+            shared: Arc::clone(shared),
+            key,
+            path: path.to_path_buf(),
+            len: meta.size,
+        }))
+    }
+
+    fn create(&self, path: &Path) -> Result<Box<dyn WriteHandle>, StorageError> {
+        let key = self.key_of(path)?;
+        Ok(Box::new(S3Write {
+            shared: Arc::clone(&self.shared),
+            key,
+            path: path.to_path_buf(),
+            buffer: Vec::new(),
+            upload: None,
+            parts: VecDeque::new(),
+            written: 0,
+        }))
+    }
+
+    fn list(&self, dir: &Path) -> Result<Vec<DirEntry>, StorageError> {
+        let prefix = self.key_of(dir)?;
+        let shared = &self.shared;
+        let prefix_option = (!prefix.as_ref().is_empty()).then_some(&prefix);
+        let listing = shared
+            .runtime
+            .block_on(shared.store.list_with_delimiter(prefix_option))
+            .map_err(|e| shared.error("list", &prefix, e))?;
+        if listing.objects.is_empty() && listing.common_prefixes.is_empty() {
+            // Object stores have no empty directories: an empty prefix does not exist.
+            return Err(StorageError::NotFound {
+                path: dir.to_path_buf(),
+            });
+        }
+        let name = |location: &ObjectPath| location.filename().unwrap_or_default().to_owned();
+        let mut entries: Vec<DirEntry> = listing
+            .common_prefixes
+            .iter()
+            .map(|p| DirEntry {
+                path: dir.join(name(p)),
+                is_dir: true,
+                len: 0,
+            })
+            .chain(listing.objects.iter().map(|o| DirEntry {
+                path: dir.join(name(&o.location)),
+                is_dir: false,
+                len: o.size,
+            }))
+            .collect();
+        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(entries)
+    }
+
+    fn size(&self, path: &Path) -> Result<Option<u64>, StorageError> {
+        let key = self.key_of(path)?;
+        let shared = &self.shared;
+        match shared.runtime.block_on(shared.store.head(&key)) {
+            Ok(meta) => Ok(Some(meta.size)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(shared.error("stat (HEAD)", &key, e)),
+        }
+    }
+
+    /// No local page cache holds objects: nothing to drop.
+    fn drop_cache(&self, _path: &Path) -> Result<(), StorageError> {
+        Ok(())
+    }
+
+    /// Object stores have no directories: nothing to do.
+    fn create_dir_all(&self, _dir: &Path) -> Result<(), StorageError> {
+        Ok(())
+    }
+
+    fn remove_file(&self, path: &Path) -> Result<(), StorageError> {
+        let key = self.key_of(path)?;
+        let shared = &self.shared;
+        shared
+            .runtime
+            .block_on(shared.store.delete(&key))
+            .map_err(|e| shared.error("delete", &key, e))
+    }
+
+    fn remove_dir_all(&self, dir: &Path) -> Result<(), StorageError> {
+        let entries = match self.list(dir) {
+            Ok(entries) => entries,
+            Err(StorageError::NotFound { .. }) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        for entry in entries {
+            if entry.is_dir {
+                self.remove_dir_all(&entry.path)?;
+            } else {
+                self.remove_file(&entry.path)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+struct S3Read {
+    shared: Arc<Shared>,
+    key: ObjectPath,
+    path: PathBuf,
+    len: u64,
+}
+
+impl S3Read {
+    fn get(&self, range: Range<u64>) -> JoinHandle<object_store::Result<bytes::Bytes>> {
+        let store = Arc::clone(&self.shared.store);
+        let key = self.key.clone();
+        self.shared
+            .runtime
+            .spawn(async move { store.get_range(&key, range).await })
+    }
+
+    fn wait(
+        &self,
+        handle: JoinHandle<object_store::Result<bytes::Bytes>>,
+        buf: &mut [u8],
+        offset: u64,
+    ) -> Result<(), StorageError> {
+        let bytes = match self.shared.runtime.block_on(handle) {
+            Ok(result) => result.map_err(|e| self.shared.error("read (GET)", &self.key, e))?,
+            Err(join) => {
+                return Err(StorageError::ObjectStore {
+                    op: "read (GET)",
+                    url: format!("s3://{}/{}", self.shared.bucket, self.key),
+                    endpoint: self.shared.endpoint.clone(),
+                    message: join.to_string(),
+                    hint: "the request task failed; retry",
+                });
+            }
+        };
+        if bytes.len() != buf.len() {
+            return Err(StorageError::Truncated {
+                path: self.path.clone(),
+                offset: offset + bytes.len().min(buf.len()) as u64,
+                wanted: buf.len().saturating_sub(bytes.len()) as u64,
+            });
+        }
+        buf.copy_from_slice(&bytes);
+        Ok(())
+    }
+}
+
+impl ReadHandle for S3Read {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read_at(&mut self, buf: &mut [u8], offset: u64) -> Result<usize, StorageError> {
+        let end = offset.saturating_add(buf.len() as u64).min(self.len);
+        if end <= offset {
+            return Ok(0);
+        }
+        let n = (end - offset) as usize;
+        let handle = self.get(offset..end);
+        self.wait(handle, &mut buf[..n], offset)?;
+        Ok(n)
+    }
+
+    fn read_exact_at(&mut self, buf: &mut [u8], offset: u64) -> Result<(), StorageError> {
+        let end = offset.saturating_add(buf.len() as u64);
+        if end > self.len {
+            return Err(StorageError::Truncated {
+                path: self.path.clone(),
+                offset: offset.max(self.len),
+                wanted: end - offset.max(self.len),
+            });
+        }
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let handle = self.get(offset..end);
+        self.wait(handle, buf, offset)
+    }
+
+    fn read_batch(&mut self, requests: &mut [ReadRequest<'_>]) -> Result<(), StorageError> {
+        for r in requests.iter() {
+            let end = r.offset.saturating_add(r.buf.len() as u64);
+            if end > self.len {
+                return Err(StorageError::Truncated {
+                    path: self.path.clone(),
+                    offset: r.offset.max(self.len),
+                    wanted: end - r.offset.max(self.len),
+                });
+            }
+        }
+        let mut pending = VecDeque::with_capacity(self.shared.io_depth);
+        let mut next = 0;
+        for index in 0..requests.len() {
+            while next < requests.len() && pending.len() < self.shared.io_depth {
+                let r = &requests[next];
+                let range = r.offset..r.offset + r.buf.len() as u64;
+                pending.push_back(self.get(range));
+                next += 1;
+            }
+            let Some(handle) = pending.pop_front() else {
+                break;
+            };
+            let request = &mut requests[index];
+            self.wait(handle, request.buf, request.offset)?;
+        }
+        Ok(())
+    }
+}
+
+/// An object being written: buffered, then one PUT or a multipart upload.
+struct S3Write {
+    shared: Arc<Shared>,
+    key: ObjectPath,
+    path: PathBuf,
+    buffer: Vec<u8>,
+    upload: Option<Box<dyn MultipartUpload>>,
+    parts: VecDeque<JoinHandle<object_store::Result<()>>>,
+    written: u64,
+}
+
+impl S3Write {
+    fn wait_part(&mut self) -> Result<(), StorageError> {
+        let Some(handle) = self.parts.pop_front() else {
+            return Ok(());
+        };
+        match self.shared.runtime.block_on(handle) {
+            Ok(result) => result.map_err(|e| self.shared.error("upload part", &self.key, e)),
+            Err(join) => Err(StorageError::ObjectStore {
+                op: "upload part",
+                url: format!("s3://{}/{}", self.shared.bucket, self.key),
+                endpoint: self.shared.endpoint.clone(),
+                message: join.to_string(),
+                hint: "the upload task failed; retry",
+            }),
+        }
+    }
+
+    /// Sends the buffered part (exactly `S3_PART_BYTES`) as the next part of the upload.
+    fn send_part(&mut self) -> Result<(), StorageError> {
+        if self.upload.is_none() {
+            let shared = &self.shared;
+            let upload = shared
+                .runtime
+                .block_on(shared.store.put_multipart(&self.key))
+                .map_err(|e| shared.error("start multipart upload", &self.key, e))?;
+            self.upload = Some(upload);
+        }
+        while self.parts.len() >= PARTS_IN_FLIGHT {
+            self.wait_part()?;
+        }
+        let part = std::mem::replace(&mut self.buffer, Vec::with_capacity(S3_PART_BYTES));
+        if let Some(upload) = &mut self.upload {
+            let future = upload.put_part(PutPayload::from(part));
+            self.parts.push_back(self.shared.runtime.spawn(future));
+        }
+        Ok(())
+    }
+}
+
+impl WriteHandle for S3Write {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn write_all(&mut self, mut data: &[u8]) -> Result<(), StorageError> {
+        while !data.is_empty() {
+            if self.buffer.capacity() == 0 {
+                self.buffer
+                    .reserve_exact(S3_PART_BYTES.min(data.len().max(1 << 16)));
+            }
+            let take = data.len().min(S3_PART_BYTES - self.buffer.len());
+            self.buffer.extend_from_slice(&data[..take]);
+            self.written += take as u64;
+            data = &data[take..];
+            if self.buffer.len() == S3_PART_BYTES && !data.is_empty() {
+                self.send_part()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Objects are durable once published; nothing to do before.
+    fn sync(&mut self) -> Result<(), StorageError> {
+        Ok(())
+    }
+
+    fn commit(mut self: Box<Self>) -> Result<u64, StorageError> {
+        let shared = Arc::clone(&self.shared);
+        if self.upload.is_none() {
+            let payload = PutPayload::from(std::mem::take(&mut self.buffer));
+            shared
+                .runtime
+                .block_on(shared.store.put(&self.key, payload))
+                .map_err(|e| shared.error("write (PUT)", &self.key, e))?;
+            return Ok(self.written);
+        }
+        if !self.buffer.is_empty() {
+            self.send_part()?;
+        }
+        while !self.parts.is_empty() {
+            self.wait_part()?;
+        }
+        if let Some(mut upload) = self.upload.take()
+            && let Err(e) = shared.runtime.block_on(upload.complete())
+        {
+            let _ = shared.runtime.block_on(upload.abort());
+            return Err(shared.error("complete multipart upload", &self.key, e));
+        }
+        Ok(self.written)
+    }
+}
+
+impl Drop for S3Write {
+    fn drop(&mut self) {
+        // Uncommitted: abort the multipart upload so its parts are not kept (and billed).
+        if let Some(mut upload) = self.upload.take() {
+            for handle in self.parts.drain(..) {
+                handle.abort();
+            }
+            let _ = self.shared.runtime.block_on(upload.abort());
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! [`SplitReads`]: `reader.transfer_size` for every engine and every format. A read longer
+//! than the transfer size becomes a batch of requests of exactly that size (the last one
+//! shorter), handed to the engine in one [`ReadHandle::read_batch`], so an engine that
+//! overlaps requests (io_uring, S3) keeps `io_depth` of them in flight, and a [`crate::Metered`]
+//! beneath counts each transfer as one request.
+
+use std::path::{Path, PathBuf};
+
+use crate::{Capabilities, DirEntry, ReadHandle, ReadRequest, Storage, StorageError, WriteHandle};
+
+/// Splits long reads of `inner` into requests of at most `transfer_size` bytes.
+#[derive(Debug)]
+pub struct SplitReads<S: Storage> {
+    inner: S,
+    transfer_size: usize,
+}
+
+impl<S: Storage> SplitReads<S> {
+    /// Reads of `inner` are split into requests of `transfer_size` bytes (0 counts as 1).
+    pub fn new(inner: S, transfer_size: usize) -> SplitReads<S> {
+        SplitReads {
+            inner,
+            transfer_size: transfer_size.max(1),
+        }
+    }
+
+    /// The request size.
+    pub fn transfer_size(&self) -> usize {
+        self.transfer_size
+    }
+}
+
+impl<S: Storage> Storage for SplitReads<S> {
+    fn engine(&self) -> &'static str {
+        self.inner.engine()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+
+    fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {
+        Ok(Box::new(SplitRead {
+            inner: self.inner.open(path)?,
+            transfer_size: self.transfer_size,
+        }))
+    }
+
+    fn create(&self, path: &Path) -> Result<Box<dyn WriteHandle>, StorageError> {
+        self.inner.create(path)
+    }
+
+    fn list(&self, dir: &Path) -> Result<Vec<DirEntry>, StorageError> {
+        self.inner.list(dir)
+    }
+
+    fn size(&self, path: &Path) -> Result<Option<u64>, StorageError> {
+        self.inner.size(path)
+    }
+
+    fn create_dir_all(&self, dir: &Path) -> Result<(), StorageError> {
+        self.inner.create_dir_all(dir)
+    }
+
+    fn remove_file(&self, path: &Path) -> Result<(), StorageError> {
+        self.inner.remove_file(path)
+    }
+
+    fn remove_dir_all(&self, dir: &Path) -> Result<(), StorageError> {
+        self.inner.remove_dir_all(dir)
+    }
+
+    fn partial_path(&self, path: &Path) -> Option<PathBuf> {
+        self.inner.partial_path(path)
+    }
+
+    fn drop_cache(&self, path: &Path) -> Result<(), StorageError> {
+        self.inner.drop_cache(path)
+    }
+}
+
+struct SplitRead {
+    inner: Box<dyn ReadHandle>,
+    transfer_size: usize,
+}
+
+/// Appends the pieces of `(buf, offset)` to `out`.
+fn split_into<'a>(
+    buf: &'a mut [u8],
+    offset: u64,
+    transfer_size: usize,
+    out: &mut Vec<ReadRequest<'a>>,
+) {
+    let mut at = offset;
+    for chunk in buf.chunks_mut(transfer_size) {
+        let len = chunk.len() as u64;
+        out.push(ReadRequest {
+            offset: at,
+            buf: chunk,
+        });
+        at += len;
+    }
+}
+
+impl ReadHandle for SplitRead {
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+
+    /// Reads at most one transfer (a short read, as `read_at` allows).
+    fn read_at(&mut self, buf: &mut [u8], offset: u64) -> Result<usize, StorageError> {
+        let end = buf.len().min(self.transfer_size);
+        self.inner.read_at(&mut buf[..end], offset)
+    }
+
+    fn read_exact_at(&mut self, buf: &mut [u8], offset: u64) -> Result<(), StorageError> {
+        if buf.len() <= self.transfer_size {
+            return self.inner.read_exact_at(buf, offset);
+        }
+        // Never ask past the end: a request that straddles it would be a short read.
+        let len = self.inner.len();
+        if offset.saturating_add(buf.len() as u64) > len {
+            return Err(StorageError::Truncated {
+                path: self.inner.path().to_path_buf(),
+                offset: offset.max(len),
+                wanted: offset.saturating_add(buf.len() as u64) - offset.max(len),
+            });
+        }
+        let mut requests = Vec::with_capacity(buf.len().div_ceil(self.transfer_size));
+        split_into(buf, offset, self.transfer_size, &mut requests);
+        self.inner.read_batch(&mut requests)
+    }
+
+    fn read_batch(&mut self, requests: &mut [ReadRequest<'_>]) -> Result<(), StorageError> {
+        if requests.iter().all(|r| r.buf.len() <= self.transfer_size) {
+            return self.inner.read_batch(requests);
+        }
+        let mut pieces = Vec::new();
+        for request in requests.iter_mut() {
+            split_into(request.buf, request.offset, self.transfer_size, &mut pieces);
+        }
+        self.inner.read_batch(&mut pieces)
+    }
+}

@@ -1,0 +1,375 @@
+//! Every local engine against the same promises: byte-identical samples for every format,
+//! transfer-size splitting, O_DIRECT alignment on ext4, page-cache dropping, and clear
+//! errors for settings that cannot work.
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use dlio_config::{Compression, ElementType, FormatKind};
+use dlio_format::{DataRng, FileLayout, Format, format_for};
+use dlio_storage::{
+    DIRECT_ALIGNMENT, Engine, EngineKind, EngineSettings, IoBuffer, IoCounters, ReadRequest,
+    Storage, StorageError, engine_for, resident_pages,
+};
+
+const FORMATS: [FormatKind; 12] = [
+    FormatKind::Npz,
+    FormatKind::Npy,
+    FormatKind::Hdf5,
+    FormatKind::Csv,
+    FormatKind::Jpeg,
+    FormatKind::Png,
+    FormatKind::Tfrecord,
+    FormatKind::IndexedBinary,
+    FormatKind::MmapIndexedBinary,
+    FormatKind::Synthetic,
+    FormatKind::Parquet,
+    FormatKind::Hdf5Opt,
+];
+
+fn settings(engine: EngineKind, odirect: bool, transfer_size: Option<u64>) -> EngineSettings {
+    EngineSettings {
+        engine,
+        odirect,
+        transfer_size,
+        io_depth: 4,
+        s3: None,
+    }
+}
+
+/// The local engines this host can run (io_uring is skipped, with the reason printed, when
+/// the kernel refuses it).
+fn local_engines(transfer_size: Option<u64>) -> Vec<(String, Engine)> {
+    let mut engines = Vec::new();
+    for (label, kind, odirect) in [
+        ("posix", EngineKind::Posix, false),
+        ("direct", EngineKind::Direct, false),
+        ("mmap", EngineKind::Mmap, false),
+        ("io_uring", EngineKind::IoUring, false),
+        ("io_uring+odirect", EngineKind::IoUring, true),
+    ] {
+        match engine_for(&settings(kind, odirect, transfer_size)) {
+            Ok(engine) => engines.push((label.to_owned(), engine)),
+            Err(StorageError::EngineUnavailable { reason, .. }) => {
+                eprintln!("skipping the {label} engine: {reason}");
+            }
+            Err(other) => panic!("{label}: {other}"),
+        }
+    }
+    engines
+}
+
+fn temp_dir() -> tempfile::TempDir {
+    // The system temp dir is on ext4 here, which enforces O_DIRECT alignment.
+    tempfile::tempdir().expect("temp dir")
+}
+
+fn layout() -> FileLayout {
+    FileLayout {
+        samples: 3,
+        sample_dims: vec![40, 52],
+        element: ElementType::Uint8,
+        compression: Compression::None,
+    }
+}
+
+/// Every sample of `path`, read with `format` through `storage`.
+fn read_samples(format: &dyn Format, storage: &dyn Storage, path: &Path) -> Vec<Vec<u8>> {
+    let layout = layout();
+    let mut reader = format.reader(&layout);
+    reader
+        .open(storage, 7, path)
+        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    let samples = (0..layout.samples)
+        .map(|i| {
+            reader
+                .read_sample(storage, 7, i)
+                .unwrap_or_else(|e| panic!("sample {i} of {}: {e}", path.display()))
+                .to_vec()
+        })
+        .collect();
+    reader.close(7);
+    samples
+}
+
+#[test]
+fn every_engine_writes_and_reads_back_identical_samples_for_every_format() {
+    let dir = temp_dir();
+    let posix = engine_for(&settings(EngineKind::Posix, false, None)).unwrap();
+    let mut checked = 0;
+    for kind in FORMATS {
+        let Ok(format) = format_for(kind) else {
+            eprintln!("format {} is not built in; skipped", kind.name());
+            continue;
+        };
+        let reference_path = dir.path().join(format!("posix/a.{}", format.extension()));
+        let generated = format.generate(
+            &*posix.storage(),
+            &reference_path,
+            &layout(),
+            &mut DataRng::for_file(42, 0, 1),
+        );
+        if let Err(e) = generated {
+            eprintln!(
+                "format {} cannot write this layout ({e}); skipped",
+                kind.name()
+            );
+            continue;
+        }
+        let reference_bytes = std::fs::read(&reference_path).ok();
+        let expected = read_samples(&*format, &*posix.storage(), &reference_path);
+        for transfer_size in [None, Some(4096)] {
+            for (label, engine) in local_engines(transfer_size) {
+                let path = dir.path().join(format!(
+                    "{label}-{transfer_size:?}/a.{}",
+                    format.extension()
+                ));
+                let storage = engine.storage();
+                format
+                    .generate(
+                        &*storage,
+                        &path,
+                        &layout(),
+                        &mut DataRng::for_file(42, 0, 1),
+                    )
+                    .unwrap_or_else(|e| panic!("{label} generates {}: {e}", kind.name()));
+                if let Some(reference) = &reference_bytes {
+                    assert_eq!(
+                        std::fs::read(&path).ok().as_ref(),
+                        Some(reference),
+                        "{label} wrote other bytes for {}",
+                        kind.name()
+                    );
+                }
+                let counters = Arc::new(IoCounters::default());
+                let metered = engine.metered(Arc::clone(&counters));
+                let got = read_samples(&*format, &*metered, &path);
+                assert_eq!(got, expected, "{label} {transfer_size:?} {}", kind.name());
+                checked += 1;
+            }
+        }
+    }
+    assert!(
+        checked >= 2 * 4 * 2,
+        "only {checked} engine/format pairs ran"
+    );
+}
+
+/// A file of `len` bytes whose byte `i` is `i * 31 % 251`.
+fn patterned_file(dir: &Path, name: &str, len: usize) -> (PathBuf, Vec<u8>) {
+    let bytes: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+    let path = dir.join(name);
+    std::fs::write(&path, &bytes).unwrap();
+    (path, bytes)
+}
+
+#[test]
+fn transfer_size_turns_one_read_into_requests_of_that_size_on_every_engine() {
+    let dir = temp_dir();
+    let len = 10 * 4096 + 100;
+    let (path, bytes) = patterned_file(dir.path(), "f.bin", len);
+    for (label, engine) in local_engines(Some(4096)) {
+        let counters = Arc::new(IoCounters::default());
+        let storage = engine.metered(Arc::clone(&counters));
+        let mut buffer = IoBuffer::zeroed(len, storage.capabilities().alignment).unwrap();
+        storage
+            .open(&path)
+            .unwrap()
+            .read_exact_at(&mut buffer, 0)
+            .unwrap();
+        assert_eq!(&buffer[..], &bytes[..], "{label}");
+        let counts = counters.snapshot();
+        assert_eq!(
+            counts.read_requests, 11,
+            "{label}: 10 full transfers and the tail"
+        );
+        assert_eq!(counts.bytes_read, len as u64, "{label}");
+        assert_eq!(
+            counters.read_latency().count(),
+            1,
+            "{label}: one batch call"
+        );
+    }
+}
+
+#[test]
+fn batches_of_unaligned_requests_read_the_right_bytes_on_every_engine() {
+    let dir = temp_dir();
+    let (path, bytes) = patterned_file(dir.path(), "g.bin", 3 * 65536 + 17);
+    for (label, engine) in local_engines(None) {
+        let storage = engine.storage();
+        let mut handle = storage.open(&path).unwrap();
+        let (mut a, mut b, mut c) = (vec![0u8; 5000], vec![0u8; 1], vec![0u8; 70000]);
+        let mut requests = [
+            ReadRequest {
+                offset: 3,
+                buf: &mut a,
+            },
+            ReadRequest {
+                offset: bytes.len() as u64 - 1,
+                buf: &mut b,
+            },
+            ReadRequest {
+                offset: 65536,
+                buf: &mut c,
+            },
+        ];
+        handle.read_batch(&mut requests).unwrap();
+        assert_eq!(a, bytes[3..5003], "{label}");
+        assert_eq!(b, bytes[bytes.len() - 1..], "{label}");
+        assert_eq!(c, bytes[65536..65536 + 70000], "{label}");
+        let mut past_end = vec![0u8; 10];
+        let error = handle
+            .read_exact_at(&mut past_end, bytes.len() as u64 - 5)
+            .unwrap_err();
+        assert!(
+            matches!(error, StorageError::Truncated { wanted: 5, .. }),
+            "{label}: {error}"
+        );
+    }
+}
+
+fn is_tmpfs(path: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string("/proc/self/mounts") else {
+        return false;
+    };
+    let canonical = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    text.lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let mount = fields.next().and(fields.next())?;
+            Some((mount.to_owned(), fields.next()?.to_owned()))
+        })
+        .filter(|(mount, _)| canonical.starts_with(mount))
+        .max_by_key(|(mount, _)| mount.len())
+        .is_some_and(|(_, fs)| fs == "tmpfs")
+}
+
+#[test]
+fn o_direct_on_ext4_refuses_an_unaligned_request_and_the_direct_engine_does_not_issue_one() {
+    let dir = temp_dir();
+    if is_tmpfs(dir.path()) {
+        eprintln!("skipped: the temp dir is tmpfs, which does not enforce O_DIRECT alignment");
+        return;
+    }
+    let (path, bytes) = patterned_file(dir.path(), "h.bin", 5 * 4096 + 123);
+    let raw = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&path)
+        .unwrap();
+    let mut aligned = IoBuffer::zeroed(2 * 4096, DIRECT_ALIGNMENT).unwrap();
+    // The kernel refuses an offset that is not a multiple of the block size...
+    let error = raw.read_at(&mut aligned[..4096], 100).unwrap_err();
+    assert_eq!(error.raw_os_error(), Some(libc::EINVAL));
+    // ...and a buffer address that is not aligned.
+    let error = raw.read_at(&mut aligned[1..4097], 0).unwrap_err();
+    assert_eq!(error.raw_os_error(), Some(libc::EINVAL));
+
+    let engine = engine_for(&settings(EngineKind::Direct, false, Some(8192))).unwrap();
+    assert_eq!(engine.name(), "direct");
+    let mut handle = engine.storage().open(&path).unwrap();
+    let mut odd = vec![0u8; 9000];
+    handle.read_exact_at(&mut odd[1..], 101).unwrap();
+    assert_eq!(&odd[1..], &bytes[101..101 + 8999]);
+    let mut whole = IoBuffer::zeroed(bytes.len(), DIRECT_ALIGNMENT).unwrap();
+    handle.read_exact_at(&mut whole, 0).unwrap();
+    assert_eq!(&whole[..], &bytes[..]);
+}
+
+#[test]
+fn direct_writes_produce_exact_sizes_including_unaligned_tails() {
+    let dir = temp_dir();
+    let engine = engine_for(&settings(EngineKind::Direct, false, None)).unwrap();
+    let storage = engine.storage();
+    for len in [0usize, 1, 4095, 4096, 4097, (4 << 20) + 5] {
+        let data: Vec<u8> = (0..len).map(|i| (i % 253) as u8).collect();
+        let path = dir.path().join(format!("w{len}.bin"));
+        let mut writer = storage.create(&path).unwrap();
+        for piece in data.chunks(3000) {
+            writer.write_all(piece).unwrap();
+        }
+        writer.sync().unwrap();
+        assert_eq!(storage.size(&path).unwrap(), None, "visible before commit");
+        assert_eq!(writer.commit().unwrap(), len as u64);
+        assert_eq!(std::fs::read(&path).unwrap(), data, "len {len}");
+    }
+}
+
+#[test]
+fn dropping_the_cache_leaves_no_page_of_the_file_resident() {
+    let dir = temp_dir();
+    if is_tmpfs(dir.path()) {
+        eprintln!("skipped: tmpfs pages cannot be dropped from the page cache");
+        return;
+    }
+    let (path, bytes) = patterned_file(dir.path(), "c.bin", 1 << 20);
+    let storage = engine_for(&settings(EngineKind::Posix, false, None))
+        .unwrap()
+        .storage();
+    let mut buffer = vec![0u8; bytes.len()];
+    storage
+        .open(&path)
+        .unwrap()
+        .read_exact_at(&mut buffer, 0)
+        .unwrap();
+    let before = resident_pages(&path).unwrap();
+    assert_eq!(before.total, 256);
+    assert!(before.resident > 0, "the read should have cached pages");
+    storage.drop_cache(&path).unwrap();
+    let after = resident_pages(&path).unwrap();
+    assert_eq!(after.resident, 0, "{after:?}");
+}
+
+#[test]
+fn the_mmap_engine_faults_in_every_page_it_reads() {
+    let dir = temp_dir();
+    if is_tmpfs(dir.path()) {
+        eprintln!("skipped: tmpfs pages are always resident");
+        return;
+    }
+    let (path, bytes) = patterned_file(dir.path(), "m.bin", 64 * 4096);
+    dlio_storage::drop_file_cache(&path).unwrap();
+    let engine = engine_for(&settings(EngineKind::Mmap, false, None)).unwrap();
+    let mut handle = engine.storage().open(&path).unwrap();
+    let mut buffer = vec![0u8; bytes.len()];
+    handle.read_exact_at(&mut buffer, 0).unwrap();
+    assert_eq!(buffer, bytes);
+    assert_eq!(resident_pages(&path).unwrap().resident, 64);
+}
+
+#[test]
+fn contradicting_settings_are_refused_with_the_key_to_change() {
+    let error = engine_for(&settings(EngineKind::Mmap, true, None)).unwrap_err();
+    assert!(error.to_string().contains("reader.odirect"), "{error}");
+    let error = engine_for(&settings(EngineKind::Direct, false, Some(1000))).unwrap_err();
+    assert!(error.to_string().contains("multiple of 4096"), "{error}");
+    assert!(error.to_string().contains("4096"), "{error}");
+    let error = engine_for(&settings(EngineKind::Posix, false, Some(0))).unwrap_err();
+    assert!(error.to_string().contains("transfer_size is 0"), "{error}");
+    let error = engine_for(&settings(EngineKind::S3, false, None)).unwrap_err();
+    assert!(error.to_string().contains("storage_root"), "{error}");
+    // reader.odirect with the default engine is upstream's O_DIRECT reader.
+    let engine = engine_for(&settings(EngineKind::Posix, true, None)).unwrap();
+    assert_eq!(engine.name(), "direct");
+    assert_eq!(
+        EngineKind::from_name("io_uring").map(EngineKind::name),
+        Some("io_uring")
+    );
+}
+
+#[test]
+fn o_direct_on_a_file_system_that_refuses_it_names_the_path_and_suggests_posix() {
+    // /proc refuses O_DIRECT opens with EINVAL.
+    let path = Path::new("/proc/self/status");
+    let engine = engine_for(&settings(EngineKind::Direct, false, None)).unwrap();
+    let Err(error) = engine.storage().open(path) else {
+        eprintln!("skipped: this kernel accepts O_DIRECT on /proc");
+        return;
+    };
+    let message = error.to_string();
+    assert!(message.contains("/proc/self/status"), "{message}");
+    assert!(message.contains("io_engine=posix"), "{message}");
+}
