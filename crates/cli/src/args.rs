@@ -57,6 +57,10 @@ pub struct RunArgs {
     /// Directory holding workload/NAME.yaml files (as DLIO's --config-dir).
     #[arg(long, value_name = "DIR")]
     pub config_dir: Option<PathBuf>,
+    /// Write a dftracer-format trace per rank (`trace-{rank}-of-{size}.pfw.gz` in the output
+    /// folder) for `dlio analyze`; `DFTRACER_ENABLE=1` does the same.
+    #[arg(long)]
+    pub trace: bool,
     /// `workload=NAME` or `workload=path.yaml`, then overrides such as
     /// `++workload.train.epochs=2` and `hydra.run.dir=out`.
     #[arg(value_name = "OVERRIDES")]

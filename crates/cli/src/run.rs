@@ -11,6 +11,7 @@ use dlio_config::{Config, Loaded};
 use dlio_format::{Format, GenerationJob};
 use dlio_metrics::{HostInfo, HostShare, MetricParams, RankReport, RunInfo};
 use dlio_storage::{IoCounters, Metered, PosixStorage, Storage};
+use dlio_trace::{Traced, Tracer};
 use dlio_trainer::{CheckpointSetup, LocalGroup, RankSetup, TrainError};
 use indicatif::MultiProgress;
 
@@ -111,8 +112,9 @@ fn run_in(cluster: &Cluster, args: RunArgs, mode: Mode, entry: Entry) -> Result<
                 .unwrap_or_default()
         ));
     }
+    let tracing = args.trace || dlio_trace::dftracer_enabled_by_env();
     let outcome = drive(
-        cluster, &loaded, &out, args.ranks, &log, &bars, run_start, &warnings,
+        cluster, &loaded, &out, args.ranks, tracing, &log, &bars, run_start, &warnings,
     );
     log.flush();
     if let Some(dir) = temp_dir {
@@ -141,6 +143,7 @@ fn drive(
     loaded: &Loaded,
     out: &Path,
     local_ranks: u32,
+    tracing: bool,
     log: &RunLog,
     bars: &MultiProgress,
     run_start: SystemTime,
@@ -296,10 +299,19 @@ fn drive(
     let progress = Progress::new(bars.clone(), log, config, params.clone());
     let mut counters: Vec<Arc<IoCounters>> = Vec::new();
     let mut storages: Vec<Arc<dyn Storage>> = Vec::new();
-    for _ in 0..local_ranks {
-        let metered = Metered::new(PosixStorage::new());
+    let mut tracers = Vec::new();
+    for local in 0..local_ranks {
+        let tracer = if tracing {
+            let opts = dlio_trace::TraceOptions::new(&out, group.global_rank(local), world);
+            Tracer::create(&opts)
+                .with_context(|| format!("starting the trace {}", opts.path().display()))?
+        } else {
+            Tracer::disabled()
+        };
+        let metered = Metered::new(Traced::new(PosixStorage::new(), tracer.clone()));
         counters.push(Arc::clone(metered.counters()));
         storages.push(Arc::new(metered));
+        tracers.push(tracer);
     }
     let results: Vec<Result<RankReport, TrainError>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..local_ranks)
@@ -313,6 +325,7 @@ fn drive(
                 let cancel = Arc::clone(&cancel);
                 let progress = &progress;
                 let checkpoint = checkpoint.as_ref();
+                let tracer = tracers[rank as usize].clone();
                 std::thread::Builder::new()
                     .name(format!("dlio-rank-{rank}"))
                     .spawn_scoped(s, move || {
@@ -328,6 +341,7 @@ fn drive(
                             cancel,
                             observer: progress,
                             checkpoint,
+                            tracer,
                         })
                     })
             })
@@ -350,6 +364,19 @@ fn drive(
             .collect()
     });
     progress.finish();
+    let mut traced_events = 0u64;
+    for tracer in &tracers {
+        if let Some(summary) = tracer.finish().context("finishing the trace")? {
+            traced_events += summary.events;
+        }
+    }
+    if tracing {
+        log.output(&format!(
+            "Trace: {traced_events} events in {} (read it with `dlio analyze {}`)",
+            out.join("trace-*-of-*.pfw.gz").display(),
+            out.display()
+        ));
+    }
 
     let mut reports = Vec::new();
     let mut first_error: Option<TrainError> = None;

@@ -455,3 +455,54 @@ fn ctrl_c_stops_the_run_and_marks_the_summary_incomplete() {
     let summary = json(&tmp.path().join("out/summary.json"));
     assert_eq!(summary["dlio_rs"]["complete"], false);
 }
+
+/// Counts (cat, name) of the events of a gzipped dftracer trace.
+fn trace_counts(path: &Path) -> std::collections::HashMap<(String, String), u64> {
+    use std::io::Read;
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap())
+        .read_to_string(&mut text)
+        .unwrap();
+    let mut counts = std::collections::HashMap::new();
+    for line in text.lines() {
+        let line = line.trim().trim_end_matches(',');
+        if line.is_empty() || line == "[" || line == "]" {
+            continue;
+        }
+        let e: Value = serde_json::from_str(line).unwrap();
+        let key = (
+            e["cat"].as_str().unwrap().to_string(),
+            e["name"].as_str().unwrap().to_string(),
+        );
+        *counts.entry(key).or_insert(0) += 1;
+    }
+    counts
+}
+
+#[test]
+fn trace_flag_writes_dftracer_events_for_every_step_and_io_call() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args = small(tmp.path(), 12, 2);
+    args.push("++workload.workflow.generate_data=True".into());
+    args.push("++workload.train.epochs=2".into());
+    run_ok(dlio().args(["run", "--trace", "--ranks", "2"]).args(&args));
+    let out = tmp.path().join("out");
+    for rank in 0..2 {
+        let c = trace_counts(&out.join(format!("trace-{rank}-of-2.pfw.gz")));
+        let n = |cat: &str, name: &str| {
+            c.get(&(cat.to_string(), name.to_string()))
+                .copied()
+                .unwrap_or(0)
+        };
+        // 12 files, batch 2, 2 ranks: 3 steps per epoch, 2 epochs.
+        assert_eq!(n("pipeline", "train"), 1);
+        assert_eq!(n("pipeline", "epoch.block"), 2);
+        assert_eq!(n("dataloader", "fetch.iter"), 6);
+        assert_eq!(n("compute", "compute"), 6);
+        assert_eq!(n("comm", "barrier"), 6);
+        // npz on_demand: one open, one whole-file read and one close per sample.
+        assert_eq!(n("POSIX", "open"), 12, "{c:?}");
+        assert_eq!(n("POSIX", "pread"), 12);
+        assert_eq!(n("POSIX", "close"), 12);
+    }
+}

@@ -18,6 +18,7 @@ use dlio_checkpoint::{
 use dlio_config::{CheckpointMode, Config, DataType};
 use dlio_metrics::{CheckpointKind, RankRecorder};
 use dlio_storage::Storage;
+use dlio_trace::{Tracer, ai};
 
 use crate::{Observer, TrainError};
 
@@ -166,6 +167,7 @@ pub(crate) struct RankCheckpointer<'a> {
     writer: Option<CheckpointWriter>,
     reader: Option<CheckpointReader>,
     background: Option<Background>,
+    tracer: Tracer,
 }
 
 struct Background {
@@ -184,6 +186,7 @@ impl<'a> RankCheckpointer<'a> {
         setup: &'a CheckpointSetup,
         storage: Arc<dyn Storage>,
         rank: u32,
+        tracer: Tracer,
     ) -> Result<RankCheckpointer<'a>, TrainError> {
         let writer = CheckpointWriter::new(setup.write).map_err(failed)?;
         let reader = CheckpointReader::new(setup.read).map_err(failed)?;
@@ -194,6 +197,7 @@ impl<'a> RankCheckpointer<'a> {
             writer: Some(writer),
             reader: Some(reader),
             background: None,
+            tracer,
         };
         if setup.asynchronous {
             this.background = Some(this.spawn_background()?);
@@ -212,10 +216,15 @@ impl<'a> RankCheckpointer<'a> {
         let plan = self.setup.plan.clone();
         let folder = self.setup.folder.clone();
         let rank = self.rank;
+        let tracer = self.tracer.clone();
         let handle = std::thread::Builder::new()
             .name(format!("dlio-ckpt-{rank}"))
             .spawn(move || {
                 while let Ok(job) = job_rx.recv() {
+                    let _span = tracer
+                        .span(ai::CHECKPOINT_CAPTURE)
+                        .epoch(u64::from(job.epoch))
+                        .arg("index", i64::from(job.index));
                     let start = SystemTime::now();
                     let result = writer
                         .write(&*storage, &folder, &job.name, &plan, rank)
@@ -275,6 +284,11 @@ impl<'a> RankCheckpointer<'a> {
             .writer
             .as_mut()
             .ok_or_else(|| TrainError::Setting("no writer".into()))?;
+        let span = self
+            .tracer
+            .span(ai::CHECKPOINT_CAPTURE)
+            .epoch(u64::from(epoch))
+            .arg("index", i64::from(index));
         let start = recorder.now();
         let report = writer
             .write(
@@ -286,6 +300,7 @@ impl<'a> RankCheckpointer<'a> {
             )
             .map_err(failed)?;
         let end = recorder.now();
+        drop(span);
         recorder.record_checkpoint(epoch, CheckpointKind::Save, index, start, end, report.bytes);
         observer.checkpoint_finished(self.rank, epoch, CheckpointKind::Save, index, recorder);
         Ok(())
@@ -336,6 +351,11 @@ impl<'a> RankCheckpointer<'a> {
             .reader
             .as_mut()
             .ok_or_else(|| TrainError::Setting("no reader".into()))?;
+        let _span = self
+            .tracer
+            .span(ai::CHECKPOINT_RESTART)
+            .epoch(u64::from(epoch))
+            .arg("index", i64::from(index));
         let start = recorder.now();
         let report = reader
             .read(

@@ -39,6 +39,7 @@ use dlio_metrics::{
 };
 use dlio_plan::{EpochPlan, PlanSpec};
 use dlio_storage::{IoCounters, Storage};
+use dlio_trace::{Tracer, ai};
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -109,6 +110,8 @@ pub struct RankSetup<'a> {
     pub observer: &'a dyn Observer,
     /// Checkpointing, when the run checkpoints.
     pub checkpoint: Option<&'a CheckpointSetup>,
+    /// The rank's trace (a disabled tracer records nothing and costs nothing).
+    pub tracer: Tracer,
 }
 
 /// The plan parameters of the training pass, derived from the config and the file list.
@@ -193,6 +196,7 @@ fn run_loop(setup: &RankSetup<'_>, recorder: &mut RankRecorder) -> Result<(), Tr
             c,
             Arc::clone(&setup.storage),
             setup.comm.rank(),
+            setup.tracer.clone(),
         )?),
         None => None,
     };
@@ -262,10 +266,13 @@ fn run_training(
             u32::MAX
         ))
     })?;
+    let tracer = &setup.tracer;
+    let _train_span = tracer.span(ai::PIPELINE_TRAIN);
     let mut next_eval_epoch = config.evaluation.eval_after_epoch;
     let mut next_checkpoint_epoch = setup.checkpoint.map_or(0, |c| c.after_epoch);
     let steps_between = setup.checkpoint.map_or(-1, |c| c.steps_between);
     for epoch in 1..=epochs {
+        let _epoch_span = tracer.span(ai::EPOCH_BLOCK).epoch(u64::from(epoch));
         recorder.start_epoch(epoch);
         let plan = EpochPlan::new(&train_spec, epoch, rank).map_err(TrainError::Plan)?;
         let steps = plan.steps();
@@ -286,10 +293,13 @@ fn run_training(
             let loaded = Instant::now();
             let load = loaded - start_loading;
             batch_wait.record_duration(load);
+            let step_args = [("epoch", i64::from(epoch)), ("step", done as i64 + 1)];
+            tracer.complete(ai::FETCH_ITER, start_loading, loaded, &step_args);
             if let Some(d) = compute.draw(&mut rng) {
                 sleep_cancellable(d, &setup.cancel)?;
             }
             let computed = Instant::now();
+            tracer.complete(ai::COMPUTE, loaded, computed, &step_args);
             recorder.record_step(
                 epoch,
                 Phase::Train { block },
@@ -297,7 +307,13 @@ fn run_training(
                 computed - loaded,
                 computed - start_loading,
             );
-            comm.barrier()?;
+            {
+                let _barrier = tracer
+                    .span(ai::COMM_BARRIER)
+                    .epoch(u64::from(epoch))
+                    .step(done + 1);
+                comm.barrier()?;
+            }
             done += 1;
             block_steps += 1;
             setup
@@ -449,6 +465,10 @@ fn run_eval(
     let rank = setup.comm.rank();
     let plan = EpochPlan::new(spec, epoch, rank).map_err(TrainError::Plan)?;
     let pass = Pass::Eval { epoch };
+    let _eval_span = setup
+        .tracer
+        .span(ai::PIPELINE_EVALUATE)
+        .epoch(u64::from(epoch));
     setup.observer.pass_started(rank, pass, plan.steps());
     recorder.start_eval(epoch);
     let io_before = setup.counters.snapshot();
@@ -462,10 +482,17 @@ fn run_eval(
         let loaded = Instant::now();
         let load = loaded - start_loading;
         batch_wait.record_duration(load);
+        let step_args = [("epoch", i64::from(epoch)), ("step", done as i64 + 1)];
+        setup
+            .tracer
+            .complete(ai::FETCH_ITER, start_loading, loaded, &step_args);
         if let Some(d) = eval_time.draw(rng) {
             sleep_cancellable(d, &setup.cancel)?;
         }
         let computed = Instant::now();
+        setup
+            .tracer
+            .complete(ai::COMPUTE, loaded, computed, &step_args);
         recorder.record_step(
             epoch,
             Phase::Eval,
