@@ -10,6 +10,12 @@ if ! python3 -c "import numpy" 2>/dev/null; then
     || python3 -m pip install --quiet --disable-pip-version-check numpy
 fi
 
+if ! command -v moto_server >/dev/null || ! python3 -c "import boto3" 2>/dev/null; then
+  echo "== installing moto's S3 server and boto3 for the S3 engine tests"
+  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore 'moto[server]' boto3 \
+    || python3 -m pip install --quiet --disable-pip-version-check 'moto[server]' boto3
+fi
+
 if ! command -v mpirun >/dev/null || ! dpkg -s libopenmpi-dev libclang-dev >/dev/null 2>&1; then
   echo "== installing Open MPI for the MPI tests (feature mpi)"
   export DEBIAN_FRONTEND=noninteractive
