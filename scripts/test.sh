@@ -23,6 +23,12 @@ if ! command -v mpirun >/dev/null || ! dpkg -s libopenmpi-dev libclang-dev >/dev
   apt-get install -y -qq --no-install-recommends libopenmpi-dev openmpi-bin libclang-dev >/dev/null
 fi
 
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  echo "== installing chromium for the analysis.html test (dlio-analyze)"
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium) >/dev/null \
+    || echo "   (chromium not installed: the headless-browser check will be skipped)"
+fi
+
 echo "== cargo test (workspace)"
 cargo test --workspace --locked
 
