@@ -1,0 +1,123 @@
+//! Reads one file through one engine, fio-style, and prints one JSON line: what
+//! `bench/engines.sh` compares with fio.
+//!
+//! ```text
+//! engine_bench FILE BLOCK_BYTES seq|rand posix|direct|mmap|io_uring DEPTH [odirect]
+//! ```
+//!
+//! Every block of the file is read once (in order, or in a fixed pseudo-random permutation,
+//! as fio's random map does); `4 x DEPTH` blocks go to the engine per `read_batch`, and
+//! io_uring refills its queue as requests complete, so it keeps `DEPTH` in flight. The file's page cache is dropped first (fio's `invalidate=1`).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use dlio_storage::{
+    EngineKind, EngineSettings, IoBuffer, IoCounters, ReadRequest, drop_file_cache, engine_for,
+};
+
+fn usage() -> ! {
+    eprintln!("usage: engine_bench FILE BLOCK_BYTES seq|rand ENGINE DEPTH [odirect]");
+    std::process::exit(2)
+}
+
+/// A stride coprime with `n`, so `i * stride % n` visits every block once.
+fn coprime_stride(n: u64) -> u64 {
+    let mut stride = (n as f64 * 0.618_033_988_7) as u64 | 1;
+    while gcd(stride, n) != 1 {
+        stride += 2;
+    }
+    stride
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.len() < 5 {
+        usage();
+    }
+    let path = Path::new(&args[0]);
+    let block: usize = args[1].parse().unwrap_or_else(|_| usage());
+    let random = match args[2].as_str() {
+        "seq" => false,
+        "rand" => true,
+        _ => usage(),
+    };
+    let engine = EngineKind::from_name(&args[3]).unwrap_or_else(|| usage());
+    let depth: usize = args[4].parse().unwrap_or_else(|_| usage());
+    let odirect = args.get(5).is_some_and(|a| a == "odirect");
+    let engine = engine_for(&EngineSettings {
+        engine,
+        odirect,
+        transfer_size: None,
+        io_depth: depth as u32,
+        s3: None,
+    })
+    .unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(1)
+    });
+    if let Err(e) = drop_file_cache(path) {
+        eprintln!("{e}");
+        std::process::exit(1)
+    }
+    let counters = Arc::new(IoCounters::default());
+    let storage = engine.metered(Arc::clone(&counters));
+    let alignment = storage.capabilities().alignment.max(4096);
+    let started = Instant::now();
+    let mut handle = storage.open(path).unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(1)
+    });
+    let blocks = handle.len() / block as u64;
+    let stride = coprime_stride(blocks.max(1));
+    let per_batch = if depth > 1 { depth * 4 } else { 1 };
+    let mut buffer = IoBuffer::zeroed(block * per_batch, alignment).unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(1)
+    });
+    let mut next = 0u64;
+    while next < blocks {
+        let batch = (blocks - next).min(per_batch as u64) as usize;
+        let mut requests: Vec<ReadRequest<'_>> = buffer
+            .chunks_mut(block)
+            .take(batch)
+            .enumerate()
+            .map(|(i, buf)| {
+                let index = next + i as u64;
+                let index = if random {
+                    index * stride % blocks
+                } else {
+                    index
+                };
+                ReadRequest {
+                    offset: index * block as u64,
+                    buf,
+                }
+            })
+            .collect();
+        if let Err(e) = handle.read_batch(&mut requests) {
+            eprintln!("{e}");
+            std::process::exit(1)
+        }
+        next += batch as u64;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let counts = counters.snapshot();
+    let latency = counters.read_latency();
+    println!(
+        "{{\"engine\":\"{}\",\"bw_mib_s\":{:.1},\"requests\":{},\"bytes\":{},\"calls\":{},\
+         \"call_p50_us\":{:.1},\"call_p99_us\":{:.1}}}",
+        storage.engine(),
+        counts.bytes_read as f64 / seconds / (1 << 20) as f64,
+        counts.read_requests,
+        counts.bytes_read,
+        latency.count(),
+        latency.percentile_ns(50.0) as f64 / 1e3,
+        latency.percentile_ns(99.0) as f64 / 1e3,
+    );
+}
