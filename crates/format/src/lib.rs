@@ -53,17 +53,30 @@
 
 #![deny(missing_docs)]
 
+mod csv;
 mod error;
 mod generate;
+#[cfg(feature = "hdf5")]
+mod hdf5;
+mod image;
+mod indexed_binary;
 mod npy;
 mod npz;
+mod parquet;
+mod ranged;
 mod rng;
 mod synthetic;
+mod tfrecord;
 mod whole_file;
 
 pub use error::FormatError;
 pub use generate::{GenerationFile, GenerationJob, GenerationProgress, GenerationReport, generate};
 pub use rng::DataRng;
+pub use tfrecord::{
+    BytesList, DEFAULT_TRANSFER_SIZE, Example, Feature, FeatureKind, Features, FloatList,
+    Int64List, RecordStream, decode_image as decode_tfrecord_image,
+    index_path as tfrecord_index_path, masked_crc32c,
+};
 
 use std::path::Path;
 
@@ -126,27 +139,78 @@ pub trait Format: Send + Sync + std::fmt::Debug {
 }
 
 /// The formats built into this version, as `format_for` accepts them.
-const BUILT_IN_FORMATS: &str = "npz, npy, synthetic";
+#[cfg(feature = "hdf5")]
+const BUILT_IN_FORMATS: &str = "npz, npy, hdf5, csv, jpeg, png, tfrecord, indexed_binary, \
+                                mmap_indexed_binary, parquet, synthetic";
+/// The formats built into this version, as `format_for` accepts them.
+#[cfg(not(feature = "hdf5"))]
+const BUILT_IN_FORMATS: &str = "npz, npy, csv, jpeg, png, tfrecord, indexed_binary, \
+                                mmap_indexed_binary, parquet, synthetic (hdf5 needs a build with \
+                                --features hdf5)";
 
-/// The format for `dataset.format`, or [`FormatError::UnsupportedFormat`] for formats not
-/// built in yet.
+/// True when this build reads and writes HDF5 (the `hdf5` cargo feature, which needs the HDF5
+/// C library at build time).
+pub const HDF5_AVAILABLE: bool = cfg!(feature = "hdf5");
+
+/// The format for `dataset.format` with every format setting at its default, or
+/// [`FormatError::UnsupportedFormat`] for formats this build lacks. Runs use
+/// [`format_from_config`], which also applies the `dataset` section's format settings.
 pub fn format_for(kind: FormatKind) -> Result<Box<dyn Format>, FormatError> {
-    match kind {
-        FormatKind::Npz => Ok(Box::new(npz::NpzFormat)),
-        FormatKind::Npy => Ok(Box::new(npy::NpyFormat)),
-        FormatKind::Synthetic => Ok(Box::new(synthetic::SyntheticFormat)),
-        FormatKind::Hdf5
-        | FormatKind::Csv
-        | FormatKind::Jpeg
-        | FormatKind::Png
-        | FormatKind::Tfrecord
-        | FormatKind::IndexedBinary
-        | FormatKind::MmapIndexedBinary
-        | FormatKind::Parquet
-        | FormatKind::Hdf5Opt => Err(FormatError::UnsupportedFormat {
-            format: kind.name(),
+    format_from_config(&dlio_config::DatasetConfig {
+        format: kind,
+        ..dlio_config::DatasetConfig::default()
+    })
+}
+
+/// The format `dataset` describes, with its settings: csv's compression (which also names the
+/// files: `.csv.gz`), parquet's row groups and codec, hdf5's chunks, max shape, datasets per
+/// record and gzip level, indexed binary's generation buffer.
+pub fn format_from_config(
+    dataset: &dlio_config::DatasetConfig,
+) -> Result<Box<dyn Format>, FormatError> {
+    Ok(match dataset.format {
+        FormatKind::Npz => Box::new(npz::NpzFormat),
+        FormatKind::Npy => Box::new(npy::NpyFormat),
+        FormatKind::Synthetic => Box::new(synthetic::SyntheticFormat),
+        FormatKind::Csv => Box::new(csv::CsvFormat {
+            compression: dataset.compression,
         }),
-    }
+        FormatKind::Jpeg => Box::new(image::ImageFileFormat {
+            kind: image::ImageKind::Jpeg,
+        }),
+        FormatKind::Png => Box::new(image::ImageFileFormat {
+            kind: image::ImageKind::Png,
+        }),
+        FormatKind::Tfrecord => Box::new(tfrecord::TfRecordFormat),
+        FormatKind::IndexedBinary | FormatKind::MmapIndexedBinary => {
+            Box::new(indexed_binary::IndexedBinaryFormat {
+                mmap: dataset.format == FormatKind::MmapIndexedBinary,
+                write_chunk: dataset.generation_buffer_size,
+            })
+        }
+        FormatKind::Parquet => Box::new(parquet::ParquetFormat {
+            row_group_size: dataset.parquet_row_group_size,
+            compression: dataset.parquet_compression,
+        }),
+        #[cfg(feature = "hdf5")]
+        FormatKind::Hdf5 => Box::new(hdf5::Hdf5Format::from_config(dataset)),
+        #[cfg(not(feature = "hdf5"))]
+        FormatKind::Hdf5 => {
+            return Err(FormatError::unsupported(
+                "this dlio was built without HDF5",
+                "rebuild with --features hdf5 (needs libhdf5-dev: apt-get install libhdf5-dev)",
+            ));
+        }
+        FormatKind::Hdf5Opt => {
+            return Err(FormatError::UnsupportedFormat {
+                format: kind_name(dataset.format),
+            });
+        }
+    })
+}
+
+fn kind_name(kind: FormatKind) -> &'static str {
+    kind.name()
 }
 
 /// Reads samples of one format; owned by one loader thread.

@@ -129,7 +129,19 @@ pub(crate) fn write_random(
     rng: &mut DataRng,
     bytes: u64,
 ) -> Result<(), FormatError> {
-    let mut chunk = vec![0u8; (WRITE_CHUNK_BYTES as u64).min(bytes) as usize];
+    write_random_chunked(sink, rng, bytes, WRITE_CHUNK_BYTES as u64)
+}
+
+/// As [`write_random`], generating and writing `chunk_bytes` at a time, clamped to
+/// 4 KiB..64 MiB so that a generation thread never holds more than 64 MiB.
+pub(crate) fn write_random_chunked(
+    sink: &mut dyn ByteSink,
+    rng: &mut DataRng,
+    bytes: u64,
+    chunk_bytes: u64,
+) -> Result<(), FormatError> {
+    let chunk_bytes = chunk_bytes.clamp(4096, 64 << 20);
+    let mut chunk = vec![0u8; chunk_bytes.min(bytes) as usize];
     let mut left = bytes;
     while left > 0 {
         let n = (chunk.len() as u64).min(left) as usize;

@@ -6,5 +6,6 @@ mod corrupt;
 mod generate;
 mod ndarray_npy;
 mod numpy;
+mod python_formats;
 mod roundtrip;
 mod synthetic;

@@ -1,0 +1,363 @@
+//! `indexed_binary` and `mmap_indexed_binary`: Megatron/DLRM-style raw sample files with two
+//! index files beside them, `<file>.off.idx` and `<file>.sz.idx`, each holding one native-endian
+//! `uint64` per sample (offset and size of the sample in the data file).
+//!
+//! Generation streams unique random bytes for every sample (upstream repeats one 2 GiB buffer,
+//! which deduplicating storage shrinks) and writes offsets that are correct in files of any
+//! size (upstream restarts them at every generation-buffer chunk: bug B13). The index files are
+//! committed before the data file, so a data file that exists always has its index.
+//!
+//! Reading follows DLIO's reader: the index files of a file are loaded once per reader (and
+//! kept, as upstream loads them at reader start), and each sample is one positioned read of
+//! exactly its bytes.
+//!
+//! `mmap_indexed_binary` emulates `np.memmap` access that really touches the sample: upstream
+//! slices the map and never touches a page (bug B7), so no data I/O happens at all. Here a
+//! sample read fetches every page the sample spans (page-aligned start and end, 4 KiB pages),
+//! which is what the page faults of a real memory-mapped read would fetch. On a storage engine
+//! that maps files (the mmap engine), the same requests become page touches of the mapping.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use dlio_storage::{IoBuffer, ReadHandle, Storage};
+
+use crate::npy::{HandleSink, write_random_chunked};
+use crate::ranged::{read_range, read_small_file, with_suffix, write_whole_file};
+use crate::{DataRng, FileKey, FileLayout, Format, FormatError, FormatReader};
+
+/// Suffix of the offsets index file.
+pub(crate) const OFFSETS_SUFFIX: &str = ".off.idx";
+/// Suffix of the sizes index file.
+pub(crate) const SIZES_SUFFIX: &str = ".sz.idx";
+/// The page size whose pages a memory-mapped read touches.
+const PAGE: u64 = 4096;
+/// Index files of this many data files are kept per reader before the oldest are dropped.
+const CACHED_INDEXES: usize = 4096;
+
+/// Both indexed-binary formats; `mmap` selects the memory-map read pattern.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IndexedBinaryFormat {
+    pub(crate) mmap: bool,
+    /// `dataset.generation_buffer_size`: the most bytes generated and written at a time
+    /// (each chunk holds fresh random bytes, unlike upstream's reused buffer).
+    pub(crate) write_chunk: u64,
+}
+
+impl Format for IndexedBinaryFormat {
+    fn name(&self) -> &'static str {
+        if self.mmap {
+            "mmap_indexed_binary"
+        } else {
+            "indexed_binary"
+        }
+    }
+
+    fn extension(&self) -> &'static str {
+        self.name()
+    }
+
+    fn generate(
+        &self,
+        storage: &dyn Storage,
+        path: &Path,
+        layout: &FileLayout,
+        rng: &mut DataRng,
+    ) -> Result<u64, FormatError> {
+        let sample = layout.sample_bytes();
+        let samples = u64::from(layout.samples);
+        let total = sample.checked_mul(samples).ok_or_else(|| {
+            FormatError::unsupported(
+                format!("a file of {samples} samples of {sample} bytes holds more than 2^64 bytes"),
+                "use smaller samples or fewer samples per file",
+            )
+        })?;
+        let mut offsets = Vec::with_capacity(layout.samples as usize * 8);
+        let mut sizes = Vec::with_capacity(layout.samples as usize * 8);
+        for i in 0..samples {
+            offsets.extend_from_slice(&(i * sample).to_ne_bytes());
+            sizes.extend_from_slice(&sample.to_ne_bytes());
+        }
+        let index_bytes = write_whole_file(storage, &with_suffix(path, OFFSETS_SUFFIX), &offsets)?
+            + write_whole_file(storage, &with_suffix(path, SIZES_SUFFIX), &sizes)?;
+        let mut out = storage.create(path)?;
+        write_random_chunked(&mut HandleSink(&mut *out), rng, total, self.write_chunk)?;
+        Ok(out.commit()? + index_bytes)
+    }
+
+    fn expected_size(&self, layout: &FileLayout) -> Option<u64> {
+        layout.sample_bytes().checked_mul(u64::from(layout.samples))
+    }
+
+    fn reader(&self, _layout: &FileLayout) -> Box<dyn FormatReader> {
+        Box::new(IndexedBinaryReader {
+            mmap: self.mmap,
+            indexes: HashMap::new(),
+            open: HashMap::new(),
+            buffer: None,
+            index_buffer: None,
+        })
+    }
+}
+
+/// The offsets and sizes of one data file's samples.
+#[derive(Debug)]
+pub(crate) struct SampleIndex {
+    pub(crate) offsets: Vec<u64>,
+    pub(crate) sizes: Vec<u64>,
+}
+
+impl SampleIndex {
+    /// Loads `<path>.off.idx` and `<path>.sz.idx`.
+    pub(crate) fn load(
+        storage: &dyn Storage,
+        path: &Path,
+        buffer: &mut Option<IoBuffer>,
+    ) -> Result<SampleIndex, FormatError> {
+        let read = |suffix: &str, buffer: &mut Option<IoBuffer>| {
+            let index_path = with_suffix(path, suffix);
+            let bytes = read_small_file(storage, &index_path, buffer)?;
+            if bytes.len() % 8 != 0 {
+                return Err(FormatError::corrupt(
+                    &index_path,
+                    (bytes.len() / 8 * 8) as u64,
+                    format!(
+                        "an index file holds 8-byte entries, but this one has {} bytes (the \
+                         last entry is cut short)",
+                        bytes.len()
+                    ),
+                ));
+            }
+            Ok(bytes
+                .chunks_exact(8)
+                .map(|b| u64::from_ne_bytes(b.try_into().unwrap_or([0; 8])))
+                .collect::<Vec<u64>>())
+        };
+        let offsets = read(OFFSETS_SUFFIX, buffer)?;
+        let sizes = read(SIZES_SUFFIX, buffer)?;
+        if offsets.len() != sizes.len() {
+            return Err(FormatError::corrupt(
+                &with_suffix(path, SIZES_SUFFIX),
+                (sizes.len().min(offsets.len()) * 8) as u64,
+                format!(
+                    "{} offsets but {} sizes: the two index files disagree",
+                    offsets.len(),
+                    sizes.len()
+                ),
+            ));
+        }
+        Ok(SampleIndex { offsets, sizes })
+    }
+}
+
+struct OpenData {
+    path: PathBuf,
+    handle: Box<dyn ReadHandle>,
+    index: Arc<SampleIndex>,
+}
+
+struct IndexedBinaryReader {
+    mmap: bool,
+    indexes: HashMap<PathBuf, Arc<SampleIndex>>,
+    open: HashMap<FileKey, OpenData>,
+    buffer: Option<IoBuffer>,
+    index_buffer: Option<IoBuffer>,
+}
+
+impl FormatReader for IndexedBinaryReader {
+    fn open(
+        &mut self,
+        storage: &dyn Storage,
+        key: FileKey,
+        path: &Path,
+    ) -> Result<(), FormatError> {
+        let index = match self.indexes.get(path) {
+            Some(index) => Arc::clone(index),
+            None => {
+                let index = Arc::new(SampleIndex::load(storage, path, &mut self.index_buffer)?);
+                if self.indexes.len() >= CACHED_INDEXES {
+                    self.indexes.clear();
+                }
+                self.indexes.insert(path.to_path_buf(), Arc::clone(&index));
+                index
+            }
+        };
+        let handle = storage.open(path)?;
+        self.open.insert(
+            key,
+            OpenData {
+                path: path.to_path_buf(),
+                handle,
+                index,
+            },
+        );
+        Ok(())
+    }
+
+    fn read_sample(
+        &mut self,
+        storage: &dyn Storage,
+        key: FileKey,
+        index: u32,
+    ) -> Result<&[u8], FormatError> {
+        let file = self
+            .open
+            .get_mut(&key)
+            .ok_or(FormatError::FileNotOpen { key })?;
+        let i = index as usize;
+        let (Some(&offset), Some(&size)) = (file.index.offsets.get(i), file.index.sizes.get(i))
+        else {
+            return Err(FormatError::SampleOutOfRange {
+                path: file.path.clone(),
+                index: u64::from(index),
+                samples: file.index.offsets.len() as u64,
+            });
+        };
+        let end = offset.checked_add(size).filter(|&e| e <= file.handle.len());
+        let Some(end) = end else {
+            return Err(FormatError::corrupt(
+                &file.path,
+                offset,
+                format!(
+                    "sample {index} spans bytes {offset}..{} by its index, but the file has {} \
+                     bytes",
+                    offset.saturating_add(size),
+                    file.handle.len()
+                ),
+            ));
+        };
+        let len = usize::try_from(size).map_err(|_| {
+            FormatError::corrupt(&file.path, offset, "a sample larger than memory")
+        })?;
+        let alignment = storage.capabilities().alignment;
+        if !self.mmap {
+            return read_range(&mut *file.handle, &mut self.buffer, alignment, offset, len);
+        }
+        // Every page the sample spans, as the page faults of a mapped read fetch them.
+        let first = offset / PAGE * PAGE;
+        let last = end.div_ceil(PAGE).saturating_mul(PAGE).min(file.handle.len());
+        let span = usize::try_from(last - first).map_err(|_| {
+            FormatError::corrupt(&file.path, offset, "a sample larger than memory")
+        })?;
+        let pages = read_range(&mut *file.handle, &mut self.buffer, alignment, first, span)?;
+        let head = (offset - first) as usize;
+        Ok(&pages[head..head + len])
+    }
+
+    fn close(&mut self, key: FileKey) {
+        self.open.remove(&key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use dlio_config::{Compression, ElementType};
+    use dlio_storage::{Metered, PosixStorage};
+
+    use super::*;
+
+    fn layout(samples: u32, dims: Vec<usize>, element: ElementType) -> FileLayout {
+        FileLayout {
+            samples,
+            sample_dims: dims,
+            element,
+            compression: Compression::None,
+        }
+    }
+
+    #[test]
+    fn index_files_hold_native_u64_offsets_and_sizes_of_every_sample() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = PosixStorage::new();
+        let format = IndexedBinaryFormat { mmap: false, write_chunk: 1 << 20 };
+        let path = dir.path().join("f.indexed_binary");
+        let l = layout(3, vec![5, 7], ElementType::Float32);
+        let written = format
+            .generate(&storage, &path, &l, &mut DataRng::for_file(1, 0, 0))
+            .unwrap();
+        assert_eq!(written, 3 * 140 + 2 * 24);
+        let off = std::fs::read(with_suffix(&path, OFFSETS_SUFFIX)).unwrap();
+        let sz = std::fs::read(with_suffix(&path, SIZES_SUFFIX)).unwrap();
+        let words = |b: &[u8]| -> Vec<u64> {
+            b.chunks(8)
+                .map(|c| u64::from_ne_bytes(c.try_into().unwrap()))
+                .collect()
+        };
+        assert_eq!(words(&off), [0, 140, 280]);
+        assert_eq!(words(&sz), [140, 140, 140]);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 420);
+        assert_eq!(format.expected_size(&l), Some(420));
+    }
+
+    #[test]
+    fn each_sample_is_one_read_of_exactly_its_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Metered::new(PosixStorage::new());
+        let format = IndexedBinaryFormat { mmap: false, write_chunk: 1 << 20 };
+        let path = dir.path().join("f.indexed_binary");
+        let l = layout(4, vec![100], ElementType::Uint8);
+        format
+            .generate(&storage, &path, &l, &mut DataRng::for_file(1, 0, 0))
+            .unwrap();
+        let data = std::fs::read(&path).unwrap();
+        let mut reader = format.reader(&l);
+        reader.open(&storage, 0, &path).unwrap();
+        let before = storage.counters().snapshot();
+        assert_eq!(reader.read_sample(&storage, 0, 2).unwrap(), &data[200..300]);
+        let after = storage.counters().snapshot() - before;
+        assert_eq!((after.read_requests, after.bytes_read), (1, 100));
+        assert!(matches!(
+            reader.read_sample(&storage, 0, 4),
+            Err(FormatError::SampleOutOfRange { samples: 4, .. })
+        ));
+    }
+
+    #[test]
+    fn mmap_reads_touch_every_page_of_the_sample() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Metered::new(PosixStorage::new());
+        let format = IndexedBinaryFormat { mmap: true, write_chunk: 1 << 20 };
+        let path = dir.path().join("f.mmap_indexed_binary");
+        // 3 samples of 5000 bytes: sample 1 spans bytes 5000..10000, pages 4096..12288.
+        let l = layout(3, vec![5000], ElementType::Uint8);
+        format
+            .generate(&storage, &path, &l, &mut DataRng::for_file(1, 0, 0))
+            .unwrap();
+        let data = std::fs::read(&path).unwrap();
+        let mut reader = format.reader(&l);
+        reader.open(&storage, 0, &path).unwrap();
+        let before = storage.counters().snapshot();
+        assert_eq!(reader.read_sample(&storage, 0, 1).unwrap(), &data[5000..10000]);
+        assert_eq!((storage.counters().snapshot() - before).bytes_read, 8192);
+        // The last sample's pages end at the end of the file.
+        let before = storage.counters().snapshot();
+        assert_eq!(reader.read_sample(&storage, 0, 2).unwrap(), &data[10000..]);
+        assert_eq!((storage.counters().snapshot() - before).bytes_read, 15000 - 8192);
+    }
+
+    #[test]
+    fn short_index_and_truncated_data_name_the_file_and_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = PosixStorage::new();
+        let format = IndexedBinaryFormat { mmap: false, write_chunk: 1 << 20 };
+        let path = dir.path().join("f.indexed_binary");
+        let l = layout(2, vec![64], ElementType::Uint8);
+        format
+            .generate(&storage, &path, &l, &mut DataRng::for_file(1, 0, 0))
+            .unwrap();
+        let off = with_suffix(&path, OFFSETS_SUFFIX);
+        let bytes = std::fs::read(&off).unwrap();
+        std::fs::write(&off, &bytes[..12]).unwrap();
+        let mut reader = format.reader(&l);
+        let err = reader.open(&storage, 0, &path).unwrap_err().to_string();
+        assert!(err.contains("f.indexed_binary.off.idx") && err.contains("offset 8"), "{err}");
+
+        std::fs::write(&off, &bytes).unwrap();
+        std::fs::write(&path, vec![0u8; 100]).unwrap();
+        let mut reader = format.reader(&l);
+        reader.open(&storage, 0, &path).unwrap();
+        let err = reader.read_sample(&storage, 0, 1).unwrap_err().to_string();
+        assert!(err.contains("offset 64") && err.contains("sample 1"), "{err}");
+    }
+}

@@ -1,0 +1,447 @@
+//! `parquet`: the layout of MLPerf Storage's DLIO fork (upstream DLIO has no parquet). A file
+//! holds `samples` rows of two columns, `data` (required binary: the sample bytes) and `label`
+//! (required int64), in row groups of `dataset.parquet_row_group_size` rows (1024 by
+//! default), with one codec for every column (`dataset.parquet_compression`: none, snappy,
+//! zstd or gzip). pyarrow reads it as `data: binary not null, label: int64 not null`.
+//!
+//! Reading is row-group granular, as the fork's reader: a sample read loads its row group's
+//! `data` column only (column selection: the labels are never read) through the storage,
+//! decodes it, and keeps the last few decoded row groups (the fork's `row_group_cache_size`,
+//! 4) so the neighbouring samples cost no I/O. The footer is read at every open, as pyarrow
+//! does when it opens a file.
+
+use std::collections::VecDeque;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use dlio_config::ParquetCompression;
+use dlio_storage::{IoBuffer, ReadHandle, Storage};
+use parquet::basic::{Compression as Codec, GzipLevel, ZstdLevel};
+use parquet::column::reader::{ColumnReader, get_typed_column_reader};
+use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
+use parquet::file::properties::WriterProperties;
+use parquet::file::reader::{ChunkReader, FileReader, Length};
+use parquet::file::serialized_reader::SerializedFileReader;
+use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::parser::parse_message_type;
+
+use crate::ranged::{HandleWriter, read_range};
+use crate::{DataRng, FileKey, FileLayout, Format, FormatError, FormatReader};
+
+/// Decoded row groups a reader keeps (the fork's `row_group_cache_size` default).
+const ROW_GROUP_CACHE: usize = 4;
+
+/// The schema of the files.
+const SCHEMA: &str = "message schema { REQUIRED BYTE_ARRAY data; REQUIRED INT64 label; }";
+
+/// The `parquet` format.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ParquetFormat {
+    pub(crate) row_group_size: u64,
+    pub(crate) compression: ParquetCompression,
+}
+
+impl Default for ParquetFormat {
+    fn default() -> Self {
+        ParquetFormat {
+            row_group_size: 1024,
+            compression: ParquetCompression::Snappy,
+        }
+    }
+}
+
+fn parquet_error(path: &Path, what: &str, e: parquet::errors::ParquetError) -> FormatError {
+    FormatError::corrupt(path, 0, format!("{what}: {e}"))
+}
+
+impl Format for ParquetFormat {
+    fn name(&self) -> &'static str {
+        "parquet"
+    }
+
+    fn extension(&self) -> &'static str {
+        "parquet"
+    }
+
+    fn generate(
+        &self,
+        storage: &dyn Storage,
+        path: &Path,
+        layout: &FileLayout,
+        rng: &mut DataRng,
+    ) -> Result<u64, FormatError> {
+        let sample = usize::try_from(layout.sample_bytes()).map_err(|_| {
+            FormatError::unsupported("a sample larger than memory", "use smaller samples")
+        })?;
+        let codec = match self.compression {
+            ParquetCompression::None => Codec::UNCOMPRESSED,
+            ParquetCompression::Snappy => Codec::SNAPPY,
+            ParquetCompression::Zstd => Codec::ZSTD(ZstdLevel::default()),
+            ParquetCompression::Gzip => Codec::GZIP(GzipLevel::default()),
+        };
+        let rows_per_group = self.row_group_size.max(1) as usize;
+        let props = Arc::new(
+            WriterProperties::builder()
+                .set_compression(codec)
+                .set_max_row_group_row_count(Some(rows_per_group))
+                .set_dictionary_enabled(false)
+                .set_statistics_enabled(parquet::file::properties::EnabledStatistics::None)
+                .build(),
+        );
+        let schema = Arc::new(
+            parse_message_type(SCHEMA).map_err(|e| parquet_error(path, "schema", e))?,
+        );
+        let mut out = storage.create(path)?;
+        {
+            let sink = HandleWriter::new(&mut *out);
+            let mut writer = SerializedFileWriter::new(sink, schema, props)
+                .map_err(|e| parquet_error(path, "writing", e))?;
+            let fail = |e| parquet_error(path, "writing", e);
+            let mut left = layout.samples as usize;
+            while left > 0 {
+                let rows = left.min(rows_per_group);
+                let mut group = writer.next_row_group().map_err(fail)?;
+                if let Some(mut column) = group.next_column().map_err(fail)? {
+                    let typed = column.typed::<ByteArrayType>();
+                    for _ in 0..rows {
+                        let mut bytes = vec![0u8; sample];
+                        rng.fill(&mut bytes);
+                        typed
+                            .write_batch(&[ByteArray::from(bytes)], None, None)
+                            .map_err(fail)?;
+                    }
+                    column.close().map_err(fail)?;
+                }
+                if let Some(mut column) = group.next_column().map_err(fail)? {
+                    let labels = vec![0i64; rows];
+                    column
+                        .typed::<Int64Type>()
+                        .write_batch(&labels, None, None)
+                        .map_err(fail)?;
+                    column.close().map_err(fail)?;
+                }
+                group.close().map_err(fail)?;
+                left -= rows;
+            }
+            let mut sink = writer.into_inner().map_err(fail)?;
+            sink.flush_pending()?;
+        }
+        Ok(out.commit()?)
+    }
+
+    fn reader(&self, _layout: &FileLayout) -> Box<dyn FormatReader> {
+        Box::new(ParquetReader {
+            open: std::collections::HashMap::new(),
+            cache: VecDeque::new(),
+            scratch: Vec::new(),
+        })
+    }
+}
+
+/// A parquet [`ChunkReader`] over a storage read handle, so every byte parquet reads goes
+/// through the storage.
+struct StorageChunks {
+    handle: Arc<Mutex<Box<dyn ReadHandle>>>,
+    len: u64,
+    alignment: usize,
+}
+
+impl Length for StorageChunks {
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+impl ChunkReader for StorageChunks {
+    type T = HandleRead;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<HandleRead> {
+        Ok(HandleRead {
+            handle: Arc::clone(&self.handle),
+            pos: start,
+        })
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        let mut handle = self
+            .handle
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut buffer: Option<IoBuffer> = None;
+        let bytes = read_range(&mut **handle, &mut buffer, self.alignment, start, length)
+            .map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))?;
+        Ok(Bytes::copy_from_slice(bytes))
+    }
+}
+
+/// A sequential reader at a position of a shared handle (parquet's `get_read`).
+struct HandleRead {
+    handle: Arc<Mutex<Box<dyn ReadHandle>>>,
+    pos: u64,
+}
+
+impl Read for HandleRead {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let mut handle = self
+            .handle
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let n = handle
+            .read_at(buf, self.pos)
+            .map_err(std::io::Error::other)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+struct OpenParquet {
+    path: PathBuf,
+    reader: SerializedFileReader<StorageChunks>,
+    /// First row of each row group, plus the total row count at the end.
+    group_starts: Vec<u64>,
+}
+
+/// A decoded `data` column of one row group.
+struct DecodedGroup {
+    path: PathBuf,
+    group: usize,
+    values: Vec<ByteArray>,
+}
+
+struct ParquetReader {
+    open: std::collections::HashMap<FileKey, OpenParquet>,
+    cache: VecDeque<DecodedGroup>,
+    scratch: Vec<ByteArray>,
+}
+
+impl FormatReader for ParquetReader {
+    /// Reads the footer (file metadata), as opening a parquet file does.
+    fn open(
+        &mut self,
+        storage: &dyn Storage,
+        key: FileKey,
+        path: &Path,
+    ) -> Result<(), FormatError> {
+        let handle = storage.open(path)?;
+        let chunks = StorageChunks {
+            len: handle.len(),
+            handle: Arc::new(Mutex::new(handle)),
+            alignment: storage.capabilities().alignment,
+        };
+        let reader = SerializedFileReader::new(chunks).map_err(|e| {
+            // The footer is at the end: a damaged or truncated file fails there.
+            FormatError::corrupt(path, 0, format!("not a readable parquet file: {e}"))
+        })?;
+        let metadata = reader.metadata();
+        let schema = metadata.file_metadata().schema_descr();
+        if schema.num_columns() == 0 || schema.column(0).name() != "data" {
+            return Err(FormatError::unsupported(
+                format!(
+                    "{}: the first column is not `data` (DLIO's parquet files hold the sample \
+                     bytes in a `data` binary column)",
+                    path.display()
+                ),
+                "generate the data set with dlio, or write a `data` binary column first",
+            ));
+        }
+        let mut group_starts = Vec::with_capacity(metadata.num_row_groups() + 1);
+        let mut rows = 0u64;
+        for group in metadata.row_groups() {
+            group_starts.push(rows);
+            rows += group.num_rows().max(0) as u64;
+        }
+        group_starts.push(rows);
+        self.open.insert(
+            key,
+            OpenParquet {
+                path: path.to_path_buf(),
+                reader,
+                group_starts,
+            },
+        );
+        Ok(())
+    }
+
+    fn read_sample(
+        &mut self,
+        _storage: &dyn Storage,
+        key: FileKey,
+        index: u32,
+    ) -> Result<&[u8], FormatError> {
+        let file = self
+            .open
+            .get(&key)
+            .ok_or(FormatError::FileNotOpen { key })?;
+        let row = u64::from(index);
+        let total = file.group_starts.last().copied().unwrap_or(0);
+        if row >= total {
+            return Err(FormatError::SampleOutOfRange {
+                path: file.path.clone(),
+                index: row,
+                samples: total,
+            });
+        }
+        let group = file.group_starts.partition_point(|&start| start <= row) - 1;
+        let in_group = (row - file.group_starts[group]) as usize;
+        let cached = self
+            .cache
+            .iter()
+            .position(|g| g.group == group && g.path == file.path);
+        let position = match cached {
+            Some(p) => p,
+            None => {
+                let values = read_data_column(file, group, &mut self.scratch)?;
+                if self.cache.len() >= ROW_GROUP_CACHE {
+                    self.cache.pop_front();
+                }
+                self.cache.push_back(DecodedGroup {
+                    path: file.path.clone(),
+                    group,
+                    values,
+                });
+                self.cache.len() - 1
+            }
+        };
+        let decoded = &self.cache[position];
+        decoded
+            .values
+            .get(in_group)
+            .map(|v| v.data())
+            .ok_or_else(|| {
+                FormatError::corrupt(
+                    &decoded.path,
+                    0,
+                    format!("row group {group} holds fewer rows than its metadata says"),
+                )
+            })
+    }
+
+    fn close(&mut self, key: FileKey) {
+        self.open.remove(&key);
+    }
+}
+
+/// Reads and decodes the `data` column of one row group (and nothing else).
+fn read_data_column(
+    file: &OpenParquet,
+    group: usize,
+    scratch: &mut Vec<ByteArray>,
+) -> Result<Vec<ByteArray>, FormatError> {
+    let fail = |e| parquet_error(&file.path, &format!("row group {group}"), e);
+    let rows = (file.group_starts[group + 1] - file.group_starts[group]) as usize;
+    let row_group = file.reader.get_row_group(group).map_err(fail)?;
+    let column = row_group.get_column_reader(0).map_err(fail)?;
+    let ColumnReader::ByteArrayColumnReader(_) = &column else {
+        return Err(FormatError::unsupported(
+            format!("{}: the `data` column is not binary", file.path.display()),
+            "write the samples as a binary column",
+        ));
+    };
+    let mut typed = get_typed_column_reader::<ByteArrayType>(column);
+    // pyarrow writes nullable columns: their definition levels must be read too.
+    let nullable = file
+        .reader
+        .metadata()
+        .file_metadata()
+        .schema_descr()
+        .column(0)
+        .max_def_level()
+        > 0;
+    scratch.clear();
+    let mut levels = Vec::new();
+    let mut values = Vec::with_capacity(rows);
+    let mut records_read = 0;
+    while records_read < rows {
+        let defs = nullable.then_some(&mut levels);
+        let (records, _, _) = typed
+            .read_records(rows - records_read, defs, None, &mut values)
+            .map_err(fail)?;
+        if records == 0 {
+            break;
+        }
+        records_read += records;
+    }
+    if values.len() < rows {
+        return Err(FormatError::unsupported(
+            format!(
+                "{}: row group {group} has null samples in its `data` column",
+                file.path.display()
+            ),
+            "write every sample (no nulls)",
+        ));
+    }
+    Ok(values)
+}
+
+#[cfg(test)]
+mod tests {
+    use dlio_config::{Compression, ElementType};
+    use dlio_storage::{Metered, PosixStorage};
+
+    use super::*;
+
+    #[test]
+    fn samples_come_back_from_row_groups_with_every_codec() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Metered::new(PosixStorage::new());
+        let layout = FileLayout {
+            samples: 10,
+            sample_dims: vec![16, 16],
+            element: ElementType::Uint8,
+            compression: Compression::None,
+        };
+        for compression in [
+            ParquetCompression::None,
+            ParquetCompression::Snappy,
+            ParquetCompression::Zstd,
+            ParquetCompression::Gzip,
+        ] {
+            let format = ParquetFormat {
+                row_group_size: 4,
+                compression,
+            };
+            let path = dir.path().join(format!("{compression:?}.parquet"));
+            let written = format
+                .generate(&storage, &path, &layout, &mut DataRng::for_file(5, 0, 0))
+                .unwrap();
+            assert_eq!(written, std::fs::metadata(&path).unwrap().len());
+            let mut expected = vec![0u8; 2560];
+            DataRng::for_file(5, 0, 0).fill(&mut expected);
+
+            let mut reader = format.reader(&layout);
+            reader.open(&storage, 0, &path).unwrap();
+            for i in [0u32, 3, 4, 9] {
+                let sample = reader.read_sample(&storage, 0, i).unwrap();
+                assert_eq!(sample, &expected[i as usize * 256..][..256], "{compression:?} {i}");
+            }
+            // Neighbours in a cached row group cost no I/O.
+            let before = storage.counters().snapshot();
+            reader.read_sample(&storage, 0, 5).unwrap();
+            assert_eq!((storage.counters().snapshot() - before).bytes_read, 0);
+            assert!(matches!(
+                reader.read_sample(&storage, 0, 10),
+                Err(FormatError::SampleOutOfRange { samples: 10, .. })
+            ));
+        }
+    }
+
+    #[test]
+    fn a_damaged_file_names_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.parquet");
+        std::fs::write(&path, b"PAR1 not really").unwrap();
+        let mut reader = ParquetFormat::default().reader(&FileLayout {
+            samples: 1,
+            sample_dims: vec![1],
+            element: ElementType::Uint8,
+            compression: Compression::None,
+        });
+        let err = reader
+            .open(&PosixStorage::new(), 0, &path)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("bad.parquet") && err.contains("parquet"), "{err}");
+    }
+}

@@ -1,0 +1,668 @@
+//! `tfrecord`: TensorFlow's record files of `tf.train.Example` messages, as DLIO writes them:
+//! every record is an `Example` with an `image` bytes feature (the sample, `d1·d2·itemsize`
+//! bytes) and a `size` int64 feature, framed as TensorFlow frames records (little-endian
+//! `u64` length, masked CRC32C of the length, the data, masked CRC32C of the data).
+//!
+//! Generation also writes the DALI index file DLIO's generator writes,
+//! `{data_folder}/index/{train|valid}/{file name}.idx`, one `"{offset} {length}\n"` line per
+//! record. The index is committed before the record file, so a record file that exists always
+//! has its index.
+//!
+//! Two read patterns:
+//! - [`FormatReader`] (PyTorch and other index loaders, which upstream rejects for tfrecord):
+//!   the file's index is loaded at open and each sample is one read of exactly its record,
+//!   whose CRCs are checked and whose `Example` is decoded.
+//! - [`RecordStream`] (the tf.data path): a file is read front to back in `transfer_size`
+//!   requests, as `TFRecordDataset(buffer_size=transfer_size)` reads it, and records are cut
+//!   out of the stream with both CRCs checked.
+//!
+//! The messages are hand-written prost structs (no protoc needed).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use dlio_storage::{IoBuffer, ReadHandle, Storage};
+use prost::Message;
+
+use crate::ranged::{list_folder, read_range, read_small_file, write_whole_file};
+use crate::{DataRng, FileKey, FileLayout, Format, FormatError, FormatReader};
+
+/// tf.data's read buffer when `reader.transfer_size` is unset (256 KiB).
+pub const DEFAULT_TRANSFER_SIZE: usize = 256 * 1024;
+
+/// `tf.train.Example`.
+#[derive(Clone, PartialEq, Message)]
+pub struct Example {
+    /// The features.
+    #[prost(message, optional, tag = "1")]
+    pub features: Option<Features>,
+}
+
+/// `tf.train.Features`: name to feature.
+#[derive(Clone, PartialEq, Message)]
+pub struct Features {
+    /// The features by name.
+    #[prost(btree_map = "string, message", tag = "1")]
+    pub feature: std::collections::BTreeMap<String, Feature>,
+}
+
+/// `tf.train.Feature`: one of three lists.
+#[derive(Clone, PartialEq, Message)]
+pub struct Feature {
+    /// The list.
+    #[prost(oneof = "FeatureKind", tags = "1, 2, 3")]
+    pub kind: Option<FeatureKind>,
+}
+
+/// The lists a `tf.train.Feature` can hold.
+#[derive(Clone, PartialEq, prost::Oneof)]
+pub enum FeatureKind {
+    /// `bytes_list`.
+    #[prost(message, tag = "1")]
+    BytesList(BytesList),
+    /// `float_list`.
+    #[prost(message, tag = "2")]
+    FloatList(FloatList),
+    /// `int64_list`.
+    #[prost(message, tag = "3")]
+    Int64List(Int64List),
+}
+
+/// `tf.train.BytesList`.
+#[derive(Clone, PartialEq, Message)]
+pub struct BytesList {
+    /// The values.
+    #[prost(bytes = "vec", repeated, tag = "1")]
+    pub value: Vec<Vec<u8>>,
+}
+
+/// `tf.train.FloatList`.
+#[derive(Clone, PartialEq, Message)]
+pub struct FloatList {
+    /// The values.
+    #[prost(float, repeated, tag = "1")]
+    pub value: Vec<f32>,
+}
+
+/// `tf.train.Int64List`.
+#[derive(Clone, PartialEq, Message)]
+pub struct Int64List {
+    /// The values.
+    #[prost(int64, repeated, tag = "1")]
+    pub value: Vec<i64>,
+}
+
+/// TensorFlow's masked CRC32C.
+pub fn masked_crc32c(data: &[u8]) -> u32 {
+    let crc = crc32c::crc32c(data);
+    crc.rotate_right(15).wrapping_add(0xa282_ead8)
+}
+
+/// Bytes of framing around each record: length (8), its CRC (4), data CRC (4).
+const FRAMING: u64 = 16;
+
+/// The `tfrecord` format.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct TfRecordFormat;
+
+/// The `Example` DLIO writes for one sample (with an empty image, filled in by the caller).
+fn example_for(layout: &FileLayout, image_len: usize) -> Example {
+    let size = layout.sample_dims.first().copied().unwrap_or(1) as i64;
+    let mut feature = std::collections::BTreeMap::new();
+    feature.insert(
+        "image".to_string(),
+        Feature {
+            kind: Some(FeatureKind::BytesList(BytesList {
+                value: vec![vec![0; image_len]],
+            })),
+        },
+    );
+    feature.insert(
+        "size".to_string(),
+        Feature {
+            kind: Some(FeatureKind::Int64List(Int64List { value: vec![size] })),
+        },
+    );
+    Example {
+        features: Some(Features { feature }),
+    }
+}
+
+/// Bytes of one record's payload and of the whole file.
+fn sizes(layout: &FileLayout) -> Result<(usize, u64), FormatError> {
+    let image = usize::try_from(layout.sample_bytes()).map_err(|_| {
+        FormatError::unsupported(
+            "a tfrecord sample larger than memory",
+            "use smaller record dimensions",
+        )
+    })?;
+    let payload = example_for(layout, image).encoded_len();
+    let file = (payload as u64 + FRAMING)
+        .checked_mul(u64::from(layout.samples))
+        .ok_or_else(|| {
+            FormatError::unsupported(
+                "a tfrecord file of more than 2^64 bytes",
+                "use fewer samples per file",
+            )
+        })?;
+    Ok((payload, file))
+}
+
+/// Where DLIO keeps the index of the record file `path`:
+/// `{data_folder}/index/{train|valid}/{file name}.idx`.
+pub fn index_path(path: &Path) -> PathBuf {
+    let name = path.file_name().unwrap_or(path.as_os_str());
+    let mut index_name = name.to_os_string();
+    index_name.push(".idx");
+    match list_folder(path) {
+        Some((root, list)) => root.join("index").join(list).join(index_name),
+        None => PathBuf::from("index").join(index_name),
+    }
+}
+
+impl Format for TfRecordFormat {
+    fn name(&self) -> &'static str {
+        "tfrecord"
+    }
+
+    fn extension(&self) -> &'static str {
+        "tfrecord"
+    }
+
+    fn generate(
+        &self,
+        storage: &dyn Storage,
+        path: &Path,
+        layout: &FileLayout,
+        rng: &mut DataRng,
+    ) -> Result<u64, FormatError> {
+        let (payload_len, _) = sizes(layout)?;
+        let image_len = layout.sample_bytes() as usize;
+        let mut example = example_for(layout, image_len);
+        let mut index = String::new();
+        let mut offset = 0u64;
+        for _ in 0..layout.samples {
+            let record = FRAMING + payload_len as u64;
+            index.push_str(&format!("{offset} {record}\n"));
+            offset += record;
+        }
+        let index_path = index_path(path);
+        if let Some(dir) = index_path.parent() {
+            storage.create_dir_all(dir)?;
+        }
+        let index_bytes = write_whole_file(storage, &index_path, index.as_bytes())?;
+
+        let mut out = storage.create(path)?;
+        let mut payload = Vec::with_capacity(payload_len);
+        let mut frame = Vec::with_capacity(payload_len + FRAMING as usize);
+        for _ in 0..layout.samples {
+            if let Some(FeatureKind::BytesList(list)) = example
+                .features
+                .as_mut()
+                .and_then(|f| f.feature.get_mut("image"))
+                .and_then(|f| f.kind.as_mut())
+                && let Some(image) = list.value.first_mut()
+            {
+                rng.fill(image);
+            }
+            payload.clear();
+            example
+                .encode(&mut payload)
+                .map_err(|e| FormatError::corrupt(path, 0, format!("encoding: {e}")))?;
+            frame.clear();
+            let len = (payload.len() as u64).to_le_bytes();
+            frame.extend_from_slice(&len);
+            frame.extend_from_slice(&masked_crc32c(&len).to_le_bytes());
+            frame.extend_from_slice(&payload);
+            frame.extend_from_slice(&masked_crc32c(&payload).to_le_bytes());
+            out.write_all(&frame)?;
+        }
+        Ok(out.commit()? + index_bytes)
+    }
+
+    fn expected_size(&self, layout: &FileLayout) -> Option<u64> {
+        sizes(layout).ok().map(|(_, file)| file)
+    }
+
+    fn reader(&self, _layout: &FileLayout) -> Box<dyn FormatReader> {
+        Box::new(TfRecordReader {
+            indexes: HashMap::new(),
+            open: HashMap::new(),
+            buffer: None,
+            index_buffer: None,
+            image: Vec::new(),
+        })
+    }
+}
+
+/// Checks the framing of the record at `offset` in `bytes` (which starts at that record) and
+/// returns its payload and the record's full length.
+fn unframe<'a>(path: &Path, offset: u64, bytes: &'a [u8]) -> Result<(&'a [u8], usize), FormatError> {
+    let Some(header) = bytes.get(..12) else {
+        return Err(FormatError::corrupt(
+            path,
+            offset + bytes.len() as u64,
+            "the file ends inside a record header",
+        ));
+    };
+    let len_bytes = &header[..8];
+    let stored = u32::from_le_bytes([header[8], header[9], header[10], header[11]]);
+    if masked_crc32c(len_bytes) != stored {
+        return Err(FormatError::corrupt(
+            path,
+            offset + 8,
+            "bad CRC of the record length (not a TFRecord file, or damaged)",
+        ));
+    }
+    let len = u64::from_le_bytes(len_bytes.try_into().unwrap_or([0; 8]));
+    let total = usize::try_from(len)
+        .ok()
+        .and_then(|l| l.checked_add(FRAMING as usize))
+        .ok_or_else(|| FormatError::corrupt(path, offset, format!("a record of {len} bytes")))?;
+    let Some(record) = bytes.get(..total) else {
+        return Err(FormatError::corrupt(
+            path,
+            offset + bytes.len() as u64,
+            format!("the file ends inside a record of {len} bytes"),
+        ));
+    };
+    let payload = &record[12..total - 4];
+    let crc = &record[total - 4..];
+    if masked_crc32c(payload).to_le_bytes() != crc {
+        return Err(FormatError::corrupt(
+            path,
+            offset + total as u64 - 4,
+            "bad CRC of the record data",
+        ));
+    }
+    Ok((payload, total))
+}
+
+/// Decodes a record's `Example` and moves its `image` bytes into `image`.
+pub fn decode_image(
+    path: &Path,
+    offset: u64,
+    payload: &[u8],
+    image: &mut Vec<u8>,
+) -> Result<(), FormatError> {
+    let example = Example::decode(payload).map_err(|e| {
+        FormatError::corrupt(path, offset, format!("the record is not a tf.train.Example: {e}"))
+    })?;
+    let found = example
+        .features
+        .and_then(|mut f| f.feature.remove("image"))
+        .and_then(|f| f.kind);
+    match found {
+        Some(FeatureKind::BytesList(mut list)) if !list.value.is_empty() => {
+            *image = list.value.swap_remove(0);
+            Ok(())
+        }
+        _ => Err(FormatError::corrupt(
+            path,
+            offset,
+            "the Example has no `image` bytes feature (DLIO's records hold `image` and `size`)",
+        )),
+    }
+}
+
+/// One record file's index: (offset, length) per record.
+type RecordIndex = Vec<(u64, u64)>;
+
+fn load_index(
+    storage: &dyn Storage,
+    path: &Path,
+    buffer: &mut Option<IoBuffer>,
+) -> Result<RecordIndex, FormatError> {
+    let index_path = index_path(path);
+    let text = match read_small_file(storage, &index_path, buffer) {
+        Ok(text) => text,
+        Err(FormatError::Storage(dlio_storage::StorageError::NotFound { .. })) => {
+            return Err(FormatError::unsupported(
+                format!(
+                    "{} has no index file {} (index loaders read tfrecord files record by \
+                     record through DALI's index)",
+                    path.display(),
+                    index_path.display()
+                ),
+                "generate the data set again with dlio, or use the tensorflow data loader, \
+                 which streams the files",
+            ));
+        }
+        Err(e) => return Err(e),
+    };
+    let mut index = Vec::new();
+    let mut line_start = 0u64;
+    for line in text.split(|&b| b == b'\n') {
+        let line_len = line.len() as u64 + 1;
+        let fields: Vec<&[u8]> = line
+            .split(|b| b.is_ascii_whitespace())
+            .filter(|f| !f.is_empty())
+            .collect();
+        if fields.is_empty() {
+            line_start += line_len;
+            continue;
+        }
+        let number = |f: &[u8]| std::str::from_utf8(f).ok().and_then(|s| s.parse::<u64>().ok());
+        match (fields.len(), number(fields[0]), fields.get(1).and_then(|f| number(f))) {
+            (2, Some(offset), Some(len)) => index.push((offset, len)),
+            _ => {
+                return Err(FormatError::corrupt(
+                    &index_path,
+                    line_start,
+                    "an index line is not \"<offset> <length>\"",
+                ));
+            }
+        }
+        line_start += line_len;
+    }
+    Ok(index)
+}
+
+struct OpenRecords {
+    path: PathBuf,
+    handle: Box<dyn ReadHandle>,
+    index: std::sync::Arc<RecordIndex>,
+}
+
+struct TfRecordReader {
+    indexes: HashMap<PathBuf, std::sync::Arc<RecordIndex>>,
+    open: HashMap<FileKey, OpenRecords>,
+    buffer: Option<IoBuffer>,
+    index_buffer: Option<IoBuffer>,
+    image: Vec<u8>,
+}
+
+impl FormatReader for TfRecordReader {
+    fn open(
+        &mut self,
+        storage: &dyn Storage,
+        key: FileKey,
+        path: &Path,
+    ) -> Result<(), FormatError> {
+        let index = match self.indexes.get(path) {
+            Some(i) => std::sync::Arc::clone(i),
+            None => {
+                let i = std::sync::Arc::new(load_index(storage, path, &mut self.index_buffer)?);
+                if self.indexes.len() >= 4096 {
+                    self.indexes.clear();
+                }
+                self.indexes
+                    .insert(path.to_path_buf(), std::sync::Arc::clone(&i));
+                i
+            }
+        };
+        let handle = storage.open(path)?;
+        self.open.insert(
+            key,
+            OpenRecords {
+                path: path.to_path_buf(),
+                handle,
+                index,
+            },
+        );
+        Ok(())
+    }
+
+    fn read_sample(
+        &mut self,
+        storage: &dyn Storage,
+        key: FileKey,
+        index: u32,
+    ) -> Result<&[u8], FormatError> {
+        let file = self
+            .open
+            .get_mut(&key)
+            .ok_or(FormatError::FileNotOpen { key })?;
+        let Some(&(offset, len)) = file.index.get(index as usize) else {
+            return Err(FormatError::SampleOutOfRange {
+                path: file.path.clone(),
+                index: u64::from(index),
+                samples: file.index.len() as u64,
+            });
+        };
+        let len = usize::try_from(len)
+            .map_err(|_| FormatError::corrupt(&file.path, offset, "a record larger than memory"))?;
+        let alignment = storage.capabilities().alignment;
+        let bytes = read_range(&mut *file.handle, &mut self.buffer, alignment, offset, len)?;
+        let (payload, total) = unframe(&file.path, offset, bytes)?;
+        if total != len {
+            return Err(FormatError::corrupt(
+                &file.path,
+                offset,
+                format!("the index says the record has {len} bytes but it has {total}"),
+            ));
+        }
+        decode_image(&file.path, offset, payload, &mut self.image)?;
+        Ok(&self.image)
+    }
+
+    fn close(&mut self, key: FileKey) {
+        self.open.remove(&key);
+    }
+}
+
+/// Reads one record file front to back in `transfer_size` requests, as tf.data's
+/// `TFRecordDataset` does, and cuts records out of the stream (both CRCs checked).
+pub struct RecordStream {
+    path: PathBuf,
+    handle: Box<dyn ReadHandle>,
+    transfer: usize,
+    alignment: usize,
+    /// Bytes read and not consumed yet: `window[start..end]` is the file from `file_pos`.
+    window: Vec<u8>,
+    start: usize,
+    end: usize,
+    /// File offset of `window[start]`.
+    file_pos: u64,
+    /// File offset of the next byte to request.
+    next_read: u64,
+    chunk: Option<IoBuffer>,
+}
+
+impl RecordStream {
+    /// Opens `path` for streaming in requests of `transfer_size` bytes (0: the tf.data default,
+    /// 256 KiB).
+    pub fn open(
+        storage: &dyn Storage,
+        path: &Path,
+        transfer_size: usize,
+    ) -> Result<RecordStream, FormatError> {
+        let handle = storage.open(path)?;
+        let alignment = storage.capabilities().alignment.max(1);
+        let transfer = if transfer_size == 0 {
+            DEFAULT_TRANSFER_SIZE
+        } else {
+            transfer_size
+        };
+        let transfer = transfer.div_ceil(alignment) * alignment;
+        Ok(RecordStream {
+            path: path.to_path_buf(),
+            handle,
+            transfer,
+            alignment,
+            window: Vec::new(),
+            start: 0,
+            end: 0,
+            file_pos: 0,
+            next_read: 0,
+            chunk: None,
+        })
+    }
+
+    /// The file being streamed.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The next record's payload (a serialized `Example`) and its offset in the file, or `None`
+    /// at the end of the file.
+    pub fn next_record(&mut self) -> Result<Option<(u64, &[u8])>, FormatError> {
+        if self.file_pos >= self.handle.len() {
+            return Ok(None);
+        }
+        self.fill(12)?;
+        let header = &self.window[self.start..self.end];
+        let len = if header.len() >= 8 {
+            u64::from_le_bytes(header[..8].try_into().unwrap_or([0; 8]))
+        } else {
+            0
+        };
+        let total = usize::try_from(len.saturating_add(FRAMING)).unwrap_or(usize::MAX);
+        if total as u64 > self.handle.len() - self.file_pos && header.len() >= 12 {
+            // Let unframe report a damaged length (bad CRC) before a "file ends" error.
+            unframe(&self.path, self.file_pos, &header[..header.len().min(12)])?;
+        }
+        self.fill(total.min((self.handle.len() - self.file_pos) as usize))?;
+        let offset = self.file_pos;
+        let (payload, used) = unframe(&self.path, offset, &self.window[self.start..self.end])?;
+        let range = (payload.as_ptr() as usize - self.window.as_ptr() as usize, payload.len());
+        self.start += used;
+        self.file_pos += used as u64;
+        Ok(Some((offset, &self.window[range.0..range.0 + range.1])))
+    }
+
+    /// Makes at least `want` unconsumed bytes available (fewer at the end of the file), reading
+    /// whole `transfer_size` requests.
+    fn fill(&mut self, want: usize) -> Result<(), FormatError> {
+        while self.end - self.start < want && self.next_read < self.handle.len() {
+            if self.start > 0 {
+                self.window.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            }
+            let n = self
+                .transfer
+                .min((self.handle.len() - self.next_read).div_ceil(self.alignment as u64) as usize
+                    * self.alignment);
+            let len = (n as u64).min(self.handle.len() - self.next_read) as usize;
+            let bytes = read_range(
+                &mut *self.handle,
+                &mut self.chunk,
+                self.alignment,
+                self.next_read,
+                len,
+            )?;
+            self.window.truncate(self.end);
+            self.window.extend_from_slice(bytes);
+            self.end += len;
+            self.next_read += len as u64;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use dlio_config::{Compression, ElementType};
+    use dlio_storage::{Metered, PosixStorage};
+
+    use super::*;
+
+    fn layout(samples: u32, dims: Vec<usize>) -> FileLayout {
+        FileLayout {
+            samples,
+            sample_dims: dims,
+            element: ElementType::Uint8,
+            compression: Compression::None,
+        }
+    }
+
+    #[test]
+    fn masked_crc_matches_tensorflow_known_answers() {
+        // crc32c("123456789") = 0xE3069283 (RFC 3720); masking rotates right 15 and adds.
+        assert_eq!(crc32c::crc32c(b"123456789"), 0xE306_9283);
+        assert_eq!(masked_crc32c(b"123456789"), 0xE306_9283u32.rotate_right(15).wrapping_add(0xa282_ead8));
+    }
+
+    #[test]
+    fn index_goes_to_the_data_folders_index_tree() {
+        assert_eq!(
+            index_path(Path::new("/d/train/img_1_of_8.tfrecord")),
+            PathBuf::from("/d/index/train/img_1_of_8.tfrecord.idx")
+        );
+        assert_eq!(
+            index_path(Path::new("/d/valid/3/img_1_of_8.tfrecord")),
+            PathBuf::from("/d/index/valid/img_1_of_8.tfrecord.idx")
+        );
+    }
+
+    #[test]
+    fn generated_file_has_the_expected_size_index_and_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Metered::new(PosixStorage::new());
+        let path = dir.path().join("train/a.tfrecord");
+        for dims in [vec![3, 4], vec![200, 300]] {
+            let l = layout(5, dims.clone());
+            let written = TfRecordFormat
+                .generate(&storage, &path, &l, &mut DataRng::for_file(3, 0, 1))
+                .unwrap();
+            let file_len = std::fs::metadata(&path).unwrap().len();
+            let index = std::fs::read_to_string(dir.path().join("index/train/a.tfrecord.idx"))
+                .unwrap();
+            assert_eq!(written, file_len + index.len() as u64);
+            assert_eq!(TfRecordFormat.expected_size(&l), Some(file_len));
+            let lines: Vec<&str> = index.lines().collect();
+            assert_eq!(lines.len(), 5);
+            let record = file_len / 5;
+            assert_eq!(lines[2], format!("{} {record}", 2 * record));
+
+            // Per-record reads: one read of exactly one record.
+            let mut reader = TfRecordFormat.reader(&l);
+            reader.open(&storage, 0, &path).unwrap();
+            let before = storage.counters().snapshot();
+            let image = reader.read_sample(&storage, 0, 4).unwrap().to_vec();
+            let delta = storage.counters().snapshot() - before;
+            assert_eq!((delta.read_requests, delta.bytes_read), (1, record));
+            assert_eq!(image.len(), dims.iter().product::<usize>());
+
+            // Streaming gives the same records, in requests of the transfer size.
+            let mut stream = RecordStream::open(&storage, &path, 1000).unwrap();
+            let before = storage.counters().snapshot();
+            let mut count = 0;
+            let mut last = Vec::new();
+            while let Some((offset, payload)) = stream.next_record().unwrap() {
+                assert_eq!(offset, count * record);
+                decode_image(&path, offset, payload, &mut last).unwrap();
+                count += 1;
+            }
+            assert_eq!(count, 5);
+            assert_eq!(last, image);
+            let delta = storage.counters().snapshot() - before;
+            assert_eq!(delta.bytes_read, file_len);
+            assert_eq!(delta.read_requests, file_len.div_ceil(1000));
+        }
+    }
+
+    #[test]
+    fn damaged_records_name_the_file_and_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = PosixStorage::new();
+        let path = dir.path().join("train/a.tfrecord");
+        let l = layout(3, vec![10, 10]);
+        TfRecordFormat
+            .generate(&storage, &path, &l, &mut DataRng::for_file(3, 0, 1))
+            .unwrap();
+        let mut bytes = std::fs::read(&path).unwrap();
+        let record = bytes.len() / 3;
+        bytes[record + 40] ^= 0xff; // inside record 1's payload
+        std::fs::write(&path, &bytes).unwrap();
+        let mut reader = TfRecordFormat.reader(&l);
+        reader.open(&storage, 0, &path).unwrap();
+        assert!(reader.read_sample(&storage, 0, 0).is_ok());
+        let err = reader.read_sample(&storage, 0, 1).unwrap_err().to_string();
+        let crc_at = 2 * record - 4;
+        assert!(err.contains("bad CRC of the record data") && err.contains(&format!("offset {crc_at}")), "{err}");
+
+        let mut stream = RecordStream::open(&storage, &path, 0).unwrap();
+        assert!(stream.next_record().is_ok());
+        let err = stream.next_record().unwrap_err().to_string();
+        assert!(err.contains(&format!("offset {crc_at}")), "{err}");
+
+        // A truncated file: the stream reports where it ends.
+        std::fs::write(&path, &bytes[..record + 20]).unwrap();
+        let mut stream = RecordStream::open(&storage, &path, 0).unwrap();
+        stream.next_record().unwrap();
+        let err = stream.next_record().unwrap_err().to_string();
+        assert!(err.contains("ends inside a record"), "{err}");
+    }
+}
