@@ -10,6 +10,19 @@ if ! python3 -c "import numpy" 2>/dev/null; then
     || python3 -m pip install --quiet --disable-pip-version-check numpy
 fi
 
+if ! python3 -c "import h5py, pandas, PIL, pyarrow" 2>/dev/null; then
+  echo "== installing h5py, pandas, Pillow and pyarrow for the format interop tests"
+  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore h5py pandas pillow pyarrow \
+    || python3 -m pip install --quiet --disable-pip-version-check h5py pandas pillow pyarrow
+fi
+
+if ! pkg-config --exists hdf5 2>/dev/null; then
+  echo "== installing libhdf5-dev for the hdf5 format (feature dlio-format/hdf5)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends libhdf5-dev pkg-config >/dev/null
+fi
+
 if ! command -v moto_server >/dev/null || ! python3 -c "import boto3" 2>/dev/null; then
   echo "== installing moto's S3 server and boto3 for the S3 engine tests"
   python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore 'moto[server]' boto3 \
@@ -30,7 +43,7 @@ if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; 
 fi
 
 echo "== cargo test (workspace)"
-cargo test --workspace --locked
+cargo test --workspace --locked --features dlio-format/hdf5
 
 echo "== cargo test: the same binary under mpirun (feature mpi)"
 cargo test --locked -p dlio --features mpi --test mpi

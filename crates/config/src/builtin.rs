@@ -1,5 +1,7 @@
-//! The 24 workloads DLIO ships, embedded in the binary (crates/config/workloads/*.yaml:
-//! upstream's files with a one-line provenance comment on top, parameters unchanged).
+//! The built-in workloads, embedded in the binary (crates/config/workloads/*.yaml): the 24
+//! workloads DLIO ships (upstream's files with a one-line provenance comment on top,
+//! parameters unchanged) and 6 presets of the applications the DLIO paper characterised
+//! (each file's comment block says what it represents and where its numbers come from).
 
 /// One built-in workload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -8,6 +10,8 @@ pub struct BuiltinWorkload {
     pub name: &'static str,
     /// The YAML text.
     pub yaml: &'static str,
+    /// True for DLIO's own workload files; false for the DLIO paper presets.
+    pub upstream: bool,
 }
 
 macro_rules! builtin {
@@ -15,17 +19,31 @@ macro_rules! builtin {
         BuiltinWorkload {
             name: $name,
             yaml: include_str!(concat!("../workloads/", $name, ".yaml")),
+            upstream: true,
+        }
+    };
+    ($name:literal, paper) => {
+        BuiltinWorkload {
+            name: $name,
+            yaml: include_str!(concat!("../workloads/", $name, ".yaml")),
+            upstream: false,
         }
     };
 }
 
-static BUILTIN: [BuiltinWorkload; 24] = [
+static BUILTIN: [BuiltinWorkload; 30] = [
     builtin!("bert_v100"),
+    builtin!("candle", paper),
+    builtin!("cosmic_tagger", paper),
+    builtin!("cosmoflow_2021", paper),
     builtin!("cosmoflow_a100"),
     builtin!("cosmoflow_h100"),
     builtin!("cosmoflow_v100"),
     builtin!("default"),
     builtin!("dlrm"),
+    builtin!("ffn", paper),
+    builtin!("frnn", paper),
+    builtin!("imagenet_2021", paper),
     builtin!("llama_1t"),
     builtin!("llama_405b"),
     builtin!("llama_70b"),

@@ -12,7 +12,7 @@
 //! The main items:
 //!
 //! - [`load`] ([`LoadArgs`] → [`Loaded`]): finds the workload (a `--config-dir` file, one of
-//!   the 24 [`builtin_workloads`], or a path), applies the overrides and returns the
+//!   the 30 [`builtin_workloads`] (DLIO's 24 and 6 DLIO-paper presets), or a path), applies the overrides and returns the
 //!   [`Config`] with the warnings for keys DLIO ignores. [`load_text`] does the same for
 //!   YAML text.
 //! - [`Config`]: one struct per YAML section; field names are DLIO's keys and defaults are

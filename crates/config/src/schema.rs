@@ -56,6 +56,20 @@ impl Config {
         !self.workflow.train && self.workflow.checkpoint
     }
 
+    /// The sampler of this workload: [`Sampler::FileShards`] (tf.data's native TFRecord
+    /// pipeline) for the tensorflow loader on tfrecord files, as DLIO's TF reader does, unless
+    /// `reader.data_loader_sampler` is set; otherwise [`ReaderConfig::sampler`].
+    pub fn sampler(&self) -> Sampler {
+        if self.dataset.format == FormatKind::Tfrecord
+            && self.reader.data_loader == DataLoaderKind::Tensorflow
+            && self.reader.data_loader_sampler.is_none()
+        {
+            Sampler::FileShards
+        } else {
+            self.reader.sampler()
+        }
+    }
+
     /// A config in which every optional section is present, so that listing its keys gives
     /// every key of the schema (used for suggestions).
     pub(crate) fn schema_example() -> Config {

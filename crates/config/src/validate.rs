@@ -143,16 +143,8 @@ impl Config {
             return Ok(());
         }
         let loader = self.reader.data_loader;
-        if self.dataset.format == FormatKind::Tfrecord && loader == DataLoaderKind::Pytorch {
-            return Err(invalid(
-                "reader.data_loader",
-                "the pytorch data loader cannot read tfrecord files, as in DLIO (dataset.format \
-                 is tfrecord, which is also DLIO's default when a workload sets no format)."
-                    .into(),
-                "set ++workload.dataset.format to another format (e.g. npz), or use \
-                 ++workload.framework=tensorflow ++workload.reader.data_loader=tensorflow",
-            ));
-        }
+        // Unlike DLIO, the pytorch loader reads tfrecord files: record by record, through the
+        // DALI index files the generator writes.
         let mismatch = matches!(
             (self.framework, loader),
             (Framework::Tensorflow, DataLoaderKind::Pytorch)
@@ -335,6 +327,14 @@ impl Config {
                  vary in size."
                     .into(),
                 "remove record_dims, or set record_length_bytes_stdev to 0",
+            ));
+        }
+        if d.parquet_row_group_size == 0 {
+            return Err(invalid(
+                "dataset.parquet_row_group_size",
+                "is 0; a row group holds at least one row.".into(),
+                "set ++workload.dataset.parquet_row_group_size to 1 or more (pyarrow's \
+                 DLIO default is 1024)",
             ));
         }
         if d.compression == Compression::Gzip && d.compression_level > 9 {

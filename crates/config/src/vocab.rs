@@ -210,6 +210,12 @@ pub enum Sampler {
     Index,
     /// tf.data: each reader thread walks its own list of samples, opening each file once.
     Iterative,
+    /// tf.data over TFRecord files (`TFRecordDataset`): files are dealt round-robin to the
+    /// ranks (records, when there are fewer files than ranks), streamed, interleaved over the
+    /// reader threads and shuffled in a buffer. Chosen by [`crate::Config::sampler`] for the
+    /// tensorflow loader on tfrecord files; not a `reader.data_loader_sampler` value.
+    #[serde(skip)]
+    FileShards,
 }
 
 /// A time that is slept: `train.computation_time`, `evaluation.eval_time`,

@@ -201,7 +201,12 @@ struct CsvReader {
 }
 
 impl CsvReader {
-    fn parse(&mut self, path: &Path, raw_is_text: bool, table: &mut Table) -> Result<(), FormatError> {
+    fn parse(
+        &mut self,
+        path: &Path,
+        raw_is_text: bool,
+        table: &mut Table,
+    ) -> Result<(), FormatError> {
         let text: &[u8] = if raw_is_text {
             self.file.as_deref().unwrap_or_default()
         } else {
@@ -225,7 +230,11 @@ impl CsvReader {
                 Ok(false) => break,
                 Ok(true) => {}
                 Err(e) => {
-                    return Err(FormatError::corrupt(path, position, format!("not csv: {e}")));
+                    return Err(FormatError::corrupt(
+                        path,
+                        position,
+                        format!("not csv: {e}"),
+                    ));
                 }
             }
             let w = *width.get_or_insert(record.len());
@@ -446,17 +455,31 @@ mod tests {
 
     #[test]
     fn extensions_match_the_compression() {
-        assert_eq!(CsvFormat { compression: Compression::Gzip }.extension(), "csv.gz");
-        assert_eq!(CsvFormat { compression: Compression::None }.extension(), "csv");
-        let err = CsvFormat { compression: Compression::Xz }
-            .generate(
-                &PosixStorage::new(),
-                Path::new("/nonexistent/x.csv.xz"),
-                &layout(Compression::Xz, ElementType::Uint8),
-                &mut DataRng::for_file(0, 0, 0),
-            )
-            .unwrap_err()
-            .to_string();
+        assert_eq!(
+            CsvFormat {
+                compression: Compression::Gzip
+            }
+            .extension(),
+            "csv.gz"
+        );
+        assert_eq!(
+            CsvFormat {
+                compression: Compression::None
+            }
+            .extension(),
+            "csv"
+        );
+        let err = CsvFormat {
+            compression: Compression::Xz,
+        }
+        .generate(
+            &PosixStorage::new(),
+            Path::new("/nonexistent/x.csv.xz"),
+            &layout(Compression::Xz, ElementType::Uint8),
+            &mut DataRng::for_file(0, 0, 0),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("gzip, zip or none"), "{err}");
     }
 
@@ -466,7 +489,9 @@ mod tests {
         let path = dir.path().join("f.csv");
         std::fs::write(&path, "1,2,3\n4,5,6\n7,8\n").unwrap();
         let storage = PosixStorage::new();
-        let format = CsvFormat { compression: Compression::None };
+        let format = CsvFormat {
+            compression: Compression::None,
+        };
         let mut reader = format.reader(&layout(Compression::None, ElementType::Uint8));
         let err = reader.open(&storage, 0, &path).unwrap_err().to_string();
         assert!(err.contains("offset 12") && err.contains("row 2"), "{err}");

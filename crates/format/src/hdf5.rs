@@ -233,7 +233,7 @@ impl Hdf5Format {
                 builder = builder.deflate(self.compression_level.min(9) as u8);
             }
             let dataset = builder
-                .empty_as(&descriptor(element))
+                .empty_as(descriptor(element))
                 .shape(hdf5::SimpleExtents::from_vec(extents.clone()))
                 .create(format!("records_{j}").as_str())
                 .map_err(fail("creating a records dataset"))?;
@@ -344,7 +344,11 @@ impl Drop for ScratchFile {
 
 /// Streams the finished scratch file into `path` through the storage (crash-safe: temporary
 /// name, then commit); returns the bytes written.
-fn copy_into_storage(scratch: &Path, storage: &dyn Storage, path: &Path) -> Result<u64, FormatError> {
+fn copy_into_storage(
+    scratch: &Path,
+    storage: &dyn Storage,
+    path: &Path,
+) -> Result<u64, FormatError> {
     let mut source = std::fs::File::open(scratch)
         .map_err(|e| h5_error(path, "reading back the file the HDF5 library wrote", e))?;
     let mut out = storage.create(path)?;
@@ -366,10 +370,7 @@ enum Placement {
     /// Contiguous at this file address.
     Contiguous(u64),
     /// Chunked with these chunk dims; `deflate` when the deflate filter is on.
-    Chunked {
-        chunk: Vec<usize>,
-        deflate: bool,
-    },
+    Chunked { chunk: Vec<usize>, deflate: bool },
 }
 
 struct RecordDataset {
@@ -410,7 +411,8 @@ fn open_file(storage: &dyn Storage, path: &Path) -> Result<OpenHdf5, FormatError
             let index = if n == "records" {
                 Some(0)
             } else {
-                n.strip_prefix("records_").and_then(|i| i.parse::<u64>().ok())
+                n.strip_prefix("records_")
+                    .and_then(|i| i.parse::<u64>().ok())
             };
             index.map(|i| (i, n))
         })
@@ -615,7 +617,12 @@ fn read_chunked(
     let mut grid_index = vec![0usize; per.len()];
     loop {
         let mut coords = vec![chunk_row_start];
-        coords.extend(grid_index.iter().zip(&chunk[1..]).map(|(&g, &c)| (g * c) as u64));
+        coords.extend(
+            grid_index
+                .iter()
+                .zip(&chunk[1..])
+                .map(|(&g, &c)| (g * c) as u64),
+        );
         let cached = file
             .cache
             .iter()
@@ -628,13 +635,8 @@ fn read_chunked(
                 {
                     None => vec![0u8; chunk_bytes],
                     Some((addr, size)) => {
-                        let stored = read_range(
-                            &mut *file.handle,
-                            buffer,
-                            alignment,
-                            addr,
-                            size as usize,
-                        )?;
+                        let stored =
+                            read_range(&mut *file.handle, buffer, alignment, addr, size as usize)?;
                         if deflate {
                             scratch.clear();
                             flate2::read::ZlibDecoder::new(stored)
@@ -673,15 +675,7 @@ fn read_chunked(
             }
         };
         let data = &file.cache[position].2;
-        copy_chunk_part(
-            data,
-            chunk,
-            per,
-            &grid_index,
-            row_in_chunk,
-            itemsize,
-            out,
-        );
+        copy_chunk_part(data, chunk, per, &grid_index, row_in_chunk, itemsize, out);
         // Next chunk of the grid (last dimension fastest).
         let mut axis = per.len();
         loop {
@@ -891,7 +885,12 @@ mod tests {
         let storage = PosixStorage::new();
         let l = layout(vec![4, 4], ElementType::Uint8, Compression::Lzf);
         let err = format(1, vec![], vec![])
-            .generate(&storage, &dir.path().join("x.hdf5"), &l, &mut DataRng::for_file(1, 0, 0))
+            .generate(
+                &storage,
+                &dir.path().join("x.hdf5"),
+                &l,
+                &mut DataRng::for_file(1, 0, 0),
+            )
             .unwrap_err()
             .to_string();
         assert!(err.contains("gzip"), "{err}");

@@ -82,11 +82,10 @@ impl Format for ImageFileFormat {
         rng.fill(&mut pixels);
         let mut encoded = Vec::new();
         let result = match self.kind {
-            ImageKind::Jpeg => image::codecs::jpeg::JpegEncoder::new_with_quality(
-                &mut encoded,
-                JPEG_QUALITY,
-            )
-            .write_image(&pixels, width, height, ExtendedColorType::L8),
+            ImageKind::Jpeg => {
+                image::codecs::jpeg::JpegEncoder::new_with_quality(&mut encoded, JPEG_QUALITY)
+                    .write_image(&pixels, width, height, ExtendedColorType::L8)
+            }
             ImageKind::Png => image::codecs::png::PngEncoder::new(&mut encoded).write_image(
                 &pixels,
                 width,
@@ -135,9 +134,8 @@ impl FormatReader for ImageReader {
             ImageKind::Jpeg => ImageFormat::Jpeg,
             ImageKind::Png => ImageFormat::Png,
         };
-        let decoded = image::load_from_memory_with_format(bytes, format).map_err(|e| {
-            FormatError::corrupt(path, 0, format!("cannot decode the image: {e}"))
-        })?;
+        let decoded = image::load_from_memory_with_format(bytes, format)
+            .map_err(|e| FormatError::corrupt(path, 0, format!("cannot decode the image: {e}")))?;
         // Grayscale images decode to L8 without a copy; others are converted, as PIL's
         // asarray would hand out all channels (we hand out the luma plane).
         let pixels = match decoded {
@@ -213,9 +211,13 @@ mod tests {
 
     #[test]
     fn more_than_two_dimensions_is_dlios_error() {
-        let err = image_size("jpeg", &layout(vec![2, 3, 4])).unwrap_err().to_string();
+        let err = image_size("jpeg", &layout(vec![2, 3, 4]))
+            .unwrap_err()
+            .to_string();
         assert!(
-            err.contains("jpeg format does not support more than 2 dimensions, but got 3 dimensions."),
+            err.contains(
+                "jpeg format does not support more than 2 dimensions, but got 3 dimensions."
+            ),
             "{err}"
         );
     }
@@ -225,12 +227,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("bad.png");
         std::fs::write(&path, b"\x89PNG\r\n\x1a\nthis is not a png").unwrap();
-        let format = ImageFileFormat { kind: ImageKind::Png };
+        let format = ImageFileFormat {
+            kind: ImageKind::Png,
+        };
         let mut reader = format.reader(&layout(vec![2, 2]));
         let err = reader
             .open(&PosixStorage::new(), 0, &path)
             .unwrap_err()
             .to_string();
-        assert!(err.contains("bad.png") && err.contains("cannot decode"), "{err}");
+        assert!(
+            err.contains("bad.png") && err.contains("cannot decode"),
+            "{err}"
+        );
     }
 }

@@ -227,19 +227,20 @@ impl FormatReader for IndexedBinaryReader {
                 ),
             ));
         };
-        let len = usize::try_from(size).map_err(|_| {
-            FormatError::corrupt(&file.path, offset, "a sample larger than memory")
-        })?;
+        let len = usize::try_from(size)
+            .map_err(|_| FormatError::corrupt(&file.path, offset, "a sample larger than memory"))?;
         let alignment = storage.capabilities().alignment;
         if !self.mmap {
             return read_range(&mut *file.handle, &mut self.buffer, alignment, offset, len);
         }
         // Every page the sample spans, as the page faults of a mapped read fetch them.
         let first = offset / PAGE * PAGE;
-        let last = end.div_ceil(PAGE).saturating_mul(PAGE).min(file.handle.len());
-        let span = usize::try_from(last - first).map_err(|_| {
-            FormatError::corrupt(&file.path, offset, "a sample larger than memory")
-        })?;
+        let last = end
+            .div_ceil(PAGE)
+            .saturating_mul(PAGE)
+            .min(file.handle.len());
+        let span = usize::try_from(last - first)
+            .map_err(|_| FormatError::corrupt(&file.path, offset, "a sample larger than memory"))?;
         let pages = read_range(&mut *file.handle, &mut self.buffer, alignment, first, span)?;
         let head = (offset - first) as usize;
         Ok(&pages[head..head + len])
@@ -270,7 +271,10 @@ mod tests {
     fn index_files_hold_native_u64_offsets_and_sizes_of_every_sample() {
         let dir = tempfile::tempdir().unwrap();
         let storage = PosixStorage::new();
-        let format = IndexedBinaryFormat { mmap: false, write_chunk: 1 << 20 };
+        let format = IndexedBinaryFormat {
+            mmap: false,
+            write_chunk: 1 << 20,
+        };
         let path = dir.path().join("f.indexed_binary");
         let l = layout(3, vec![5, 7], ElementType::Float32);
         let written = format
@@ -294,7 +298,10 @@ mod tests {
     fn each_sample_is_one_read_of_exactly_its_bytes() {
         let dir = tempfile::tempdir().unwrap();
         let storage = Metered::new(PosixStorage::new());
-        let format = IndexedBinaryFormat { mmap: false, write_chunk: 1 << 20 };
+        let format = IndexedBinaryFormat {
+            mmap: false,
+            write_chunk: 1 << 20,
+        };
         let path = dir.path().join("f.indexed_binary");
         let l = layout(4, vec![100], ElementType::Uint8);
         format
@@ -317,7 +324,10 @@ mod tests {
     fn mmap_reads_touch_every_page_of_the_sample() {
         let dir = tempfile::tempdir().unwrap();
         let storage = Metered::new(PosixStorage::new());
-        let format = IndexedBinaryFormat { mmap: true, write_chunk: 1 << 20 };
+        let format = IndexedBinaryFormat {
+            mmap: true,
+            write_chunk: 1 << 20,
+        };
         let path = dir.path().join("f.mmap_indexed_binary");
         // 3 samples of 5000 bytes: sample 1 spans bytes 5000..10000, pages 4096..12288.
         let l = layout(3, vec![5000], ElementType::Uint8);
@@ -328,19 +338,28 @@ mod tests {
         let mut reader = format.reader(&l);
         reader.open(&storage, 0, &path).unwrap();
         let before = storage.counters().snapshot();
-        assert_eq!(reader.read_sample(&storage, 0, 1).unwrap(), &data[5000..10000]);
+        assert_eq!(
+            reader.read_sample(&storage, 0, 1).unwrap(),
+            &data[5000..10000]
+        );
         assert_eq!((storage.counters().snapshot() - before).bytes_read, 8192);
         // The last sample's pages end at the end of the file.
         let before = storage.counters().snapshot();
         assert_eq!(reader.read_sample(&storage, 0, 2).unwrap(), &data[10000..]);
-        assert_eq!((storage.counters().snapshot() - before).bytes_read, 15000 - 8192);
+        assert_eq!(
+            (storage.counters().snapshot() - before).bytes_read,
+            15000 - 8192
+        );
     }
 
     #[test]
     fn short_index_and_truncated_data_name_the_file_and_offset() {
         let dir = tempfile::tempdir().unwrap();
         let storage = PosixStorage::new();
-        let format = IndexedBinaryFormat { mmap: false, write_chunk: 1 << 20 };
+        let format = IndexedBinaryFormat {
+            mmap: false,
+            write_chunk: 1 << 20,
+        };
         let path = dir.path().join("f.indexed_binary");
         let l = layout(2, vec![64], ElementType::Uint8);
         format
@@ -351,13 +370,19 @@ mod tests {
         std::fs::write(&off, &bytes[..12]).unwrap();
         let mut reader = format.reader(&l);
         let err = reader.open(&storage, 0, &path).unwrap_err().to_string();
-        assert!(err.contains("f.indexed_binary.off.idx") && err.contains("offset 8"), "{err}");
+        assert!(
+            err.contains("f.indexed_binary.off.idx") && err.contains("offset 8"),
+            "{err}"
+        );
 
         std::fs::write(&off, &bytes).unwrap();
         std::fs::write(&path, vec![0u8; 100]).unwrap();
         let mut reader = format.reader(&l);
         reader.open(&storage, 0, &path).unwrap();
         let err = reader.read_sample(&storage, 0, 1).unwrap_err().to_string();
-        assert!(err.contains("offset 64") && err.contains("sample 1"), "{err}");
+        assert!(
+            err.contains("offset 64") && err.contains("sample 1"),
+            "{err}"
+        );
     }
 }

@@ -90,9 +90,8 @@ impl Format for ParquetFormat {
                 .set_statistics_enabled(parquet::file::properties::EnabledStatistics::None)
                 .build(),
         );
-        let schema = Arc::new(
-            parse_message_type(SCHEMA).map_err(|e| parquet_error(path, "schema", e))?,
-        );
+        let schema =
+            Arc::new(parse_message_type(SCHEMA).map_err(|e| parquet_error(path, "schema", e))?);
         let mut out = storage.create(path)?;
         {
             let sink = HandleWriter::new(&mut *out);
@@ -414,7 +413,11 @@ mod tests {
             reader.open(&storage, 0, &path).unwrap();
             for i in [0u32, 3, 4, 9] {
                 let sample = reader.read_sample(&storage, 0, i).unwrap();
-                assert_eq!(sample, &expected[i as usize * 256..][..256], "{compression:?} {i}");
+                assert_eq!(
+                    sample,
+                    &expected[i as usize * 256..][..256],
+                    "{compression:?} {i}"
+                );
             }
             // Neighbours in a cached row group cost no I/O.
             let before = storage.counters().snapshot();
@@ -442,6 +445,9 @@ mod tests {
             .open(&PosixStorage::new(), 0, &path)
             .unwrap_err()
             .to_string();
-        assert!(err.contains("bad.parquet") && err.contains("parquet"), "{err}");
+        assert!(
+            err.contains("bad.parquet") && err.contains("parquet"),
+            "{err}"
+        );
     }
 }

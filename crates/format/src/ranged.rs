@@ -81,9 +81,8 @@ pub(crate) fn read_small_file(
     buffer: &mut Option<IoBuffer>,
 ) -> Result<Vec<u8>, FormatError> {
     let mut handle = storage.open(path)?;
-    let len = usize::try_from(handle.len()).map_err(|_| {
-        FormatError::corrupt(path, 0, "the file is too large to be an index file")
-    })?;
+    let len = usize::try_from(handle.len())
+        .map_err(|_| FormatError::corrupt(path, 0, "the file is too large to be an index file"))?;
     let alignment = storage.capabilities().alignment;
     Ok(read_range(&mut *handle, buffer, alignment, 0, len)?.to_vec())
 }
@@ -166,10 +165,7 @@ pub(crate) fn list_folder(path: &Path) -> Option<(&Path, &std::ffi::OsStr)> {
             .and_then(|n| n.to_str())
             .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
     };
-    let list_dir = if !is_list(parent)
-        && numeric(parent)
-        && parent.parent().is_some_and(is_list)
-    {
+    let list_dir = if !is_list(parent) && numeric(parent) && parent.parent().is_some_and(is_list) {
         parent.parent()?
     } else {
         parent

@@ -237,7 +237,11 @@ impl Format for TfRecordFormat {
 
 /// Checks the framing of the record at `offset` in `bytes` (which starts at that record) and
 /// returns its payload and the record's full length.
-fn unframe<'a>(path: &Path, offset: u64, bytes: &'a [u8]) -> Result<(&'a [u8], usize), FormatError> {
+fn unframe<'a>(
+    path: &Path,
+    offset: u64,
+    bytes: &'a [u8],
+) -> Result<(&'a [u8], usize), FormatError> {
     let Some(header) = bytes.get(..12) else {
         return Err(FormatError::corrupt(
             path,
@@ -286,7 +290,11 @@ pub fn decode_image(
     image: &mut Vec<u8>,
 ) -> Result<(), FormatError> {
     let example = Example::decode(payload).map_err(|e| {
-        FormatError::corrupt(path, offset, format!("the record is not a tf.train.Example: {e}"))
+        FormatError::corrupt(
+            path,
+            offset,
+            format!("the record is not a tf.train.Example: {e}"),
+        )
     })?;
     let found = example
         .features
@@ -342,8 +350,16 @@ fn load_index(
             line_start += line_len;
             continue;
         }
-        let number = |f: &[u8]| std::str::from_utf8(f).ok().and_then(|s| s.parse::<u64>().ok());
-        match (fields.len(), number(fields[0]), fields.get(1).and_then(|f| number(f))) {
+        let number = |f: &[u8]| {
+            std::str::from_utf8(f)
+                .ok()
+                .and_then(|s| s.parse::<u64>().ok())
+        };
+        match (
+            fields.len(),
+            number(fields[0]),
+            fields.get(1).and_then(|f| number(f)),
+        ) {
             (2, Some(offset), Some(len)) => index.push((offset, len)),
             _ => {
                 return Err(FormatError::corrupt(
@@ -515,7 +531,10 @@ impl RecordStream {
         self.fill(total.min((self.handle.len() - self.file_pos) as usize))?;
         let offset = self.file_pos;
         let (payload, used) = unframe(&self.path, offset, &self.window[self.start..self.end])?;
-        let range = (payload.as_ptr() as usize - self.window.as_ptr() as usize, payload.len());
+        let range = (
+            payload.as_ptr() as usize - self.window.as_ptr() as usize,
+            payload.len(),
+        );
         self.start += used;
         self.file_pos += used as u64;
         Ok(Some((offset, &self.window[range.0..range.0 + range.1])))
@@ -530,10 +549,10 @@ impl RecordStream {
                 self.end -= self.start;
                 self.start = 0;
             }
-            let n = self
-                .transfer
-                .min((self.handle.len() - self.next_read).div_ceil(self.alignment as u64) as usize
-                    * self.alignment);
+            let n = self.transfer.min(
+                (self.handle.len() - self.next_read).div_ceil(self.alignment as u64) as usize
+                    * self.alignment,
+            );
             let len = (n as u64).min(self.handle.len() - self.next_read) as usize;
             let bytes = read_range(
                 &mut *self.handle,
@@ -571,7 +590,10 @@ mod tests {
     fn masked_crc_matches_tensorflow_known_answers() {
         // crc32c("123456789") = 0xE3069283 (RFC 3720); masking rotates right 15 and adds.
         assert_eq!(crc32c::crc32c(b"123456789"), 0xE306_9283);
-        assert_eq!(masked_crc32c(b"123456789"), 0xE306_9283u32.rotate_right(15).wrapping_add(0xa282_ead8));
+        assert_eq!(
+            masked_crc32c(b"123456789"),
+            0xE306_9283u32.rotate_right(15).wrapping_add(0xa282_ead8)
+        );
     }
 
     #[test]
@@ -597,8 +619,8 @@ mod tests {
                 .generate(&storage, &path, &l, &mut DataRng::for_file(3, 0, 1))
                 .unwrap();
             let file_len = std::fs::metadata(&path).unwrap().len();
-            let index = std::fs::read_to_string(dir.path().join("index/train/a.tfrecord.idx"))
-                .unwrap();
+            let index =
+                std::fs::read_to_string(dir.path().join("index/train/a.tfrecord.idx")).unwrap();
             assert_eq!(written, file_len + index.len() as u64);
             assert_eq!(TfRecordFormat.expected_size(&l), Some(file_len));
             let lines: Vec<&str> = index.lines().collect();
@@ -651,7 +673,10 @@ mod tests {
         assert!(reader.read_sample(&storage, 0, 0).is_ok());
         let err = reader.read_sample(&storage, 0, 1).unwrap_err().to_string();
         let crc_at = 2 * record - 4;
-        assert!(err.contains("bad CRC of the record data") && err.contains(&format!("offset {crc_at}")), "{err}");
+        assert!(
+            err.contains("bad CRC of the record data") && err.contains(&format!("offset {crc_at}")),
+            "{err}"
+        );
 
         let mut stream = RecordStream::open(&storage, &path, 0).unwrap();
         assert!(stream.next_record().is_ok());

@@ -12,9 +12,9 @@ pub enum LoaderError {
         path: PathBuf,
         /// The sample within the file.
         index: u64,
-        /// What went wrong.
+        /// What went wrong (boxed: format errors are large, batches are passed by value).
         #[source]
-        source: FormatError,
+        source: Box<FormatError>,
     },
     /// The plan named a file the list does not have (a bug in the caller).
     #[error("the plan names file #{file}, but the file list has only {len} files")]

@@ -30,9 +30,11 @@
 mod error;
 mod reader;
 mod sleep;
+mod stream;
 
 pub use error::LoaderError;
 pub use sleep::TimeSampler;
+pub use stream::StreamOptions;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -110,6 +112,7 @@ pub struct Loader {
     cancel: Arc<AtomicBool>,
     workers: Vec<(SyncSender<EpochWork>, JoinHandle<()>)>,
     inline: Option<SampleReader>,
+    stream_options: StreamOptions,
 }
 
 impl Loader {
@@ -148,7 +151,15 @@ impl Loader {
             cancel,
             workers,
             inline,
+            stream_options: StreamOptions::default(),
         })
+    }
+
+    /// Sets the tf.data TFRecord pipeline's settings (transfer size, shuffle buffer, parse
+    /// threads), used for plans of [`Sampler::FileShards`](dlio_config::Sampler::FileShards).
+    /// Without this call the defaults apply (256 KiB requests, no shuffle, 1 parse thread).
+    pub fn set_stream_options(&mut self, options: StreamOptions) {
+        self.stream_options = options;
     }
 
     /// The format this loader reads.
@@ -157,7 +168,38 @@ impl Loader {
     }
 
     /// Starts reading one epoch (or evaluation pass) of `plan` over `files`.
+    ///
+    /// Plans of [`Sampler::FileShards`](dlio_config::Sampler::FileShards) run the tf.data
+    /// TFRecord pipeline (streamed files, interleave, shuffle buffer, parse threads) instead of
+    /// the per-batch reader threads.
     pub fn start_epoch(&mut self, plan: EpochPlan, files: FileList) -> EpochBatches<'_> {
+        if let Some(shape) = plan.stream() {
+            let prefetch = if self.spec.prefetch_size == 0 {
+                2
+            } else {
+                self.spec.prefetch_size as usize
+            };
+            let stream = stream::StreamEpoch::start(
+                &plan,
+                shape,
+                Arc::clone(&files),
+                Arc::clone(&self.storage),
+                &self.stream_options,
+                prefetch,
+                Arc::clone(&self.cancel),
+            );
+            let (_done, finished) = mpsc::channel();
+            return EpochBatches {
+                loader: self,
+                plan: Arc::new(plan),
+                files,
+                queues: Vec::new(),
+                next_step: 0,
+                stats: Arc::new(Mutex::new(EpochReadStats::default())),
+                finished,
+                stream: Some(stream),
+            };
+        }
         let plan = Arc::new(plan);
         let stats = Arc::new(Mutex::new(EpochReadStats::default()));
         let threads = self.spec.read_threads;
@@ -193,6 +235,7 @@ impl Loader {
             next_step: 0,
             stats,
             finished,
+            stream: None,
         }
     }
 }
@@ -216,6 +259,7 @@ pub struct EpochBatches<'a> {
     next_step: u64,
     stats: Arc<Mutex<EpochReadStats>>,
     finished: Receiver<()>,
+    stream: Option<stream::StreamEpoch>,
 }
 
 impl EpochBatches<'_> {
@@ -234,6 +278,13 @@ impl EpochBatches<'_> {
         }
         let step = self.next_step;
         self.next_step += 1;
+        if let Some(stream) = self.stream.as_mut() {
+            let result = stream.batch(step);
+            if let Ok(b) = &result {
+                lock(&self.stats).samples += b.samples;
+            }
+            return Some(result);
+        }
         if let Some(reader) = self.loader.inline.as_mut() {
             let mut hist = LatencyHistogram::new();
             let result = reader.read_batch(
@@ -265,6 +316,11 @@ impl EpochBatches<'_> {
 
     /// Ends the epoch: stops the reader threads' work on it and returns what reading cost.
     pub fn finish(mut self) -> EpochReadStats {
+        if let Some(stream) = self.stream.take() {
+            let mut read = stream.finish();
+            read.samples = lock(&self.stats).samples;
+            return read;
+        }
         // Dropping the queues makes reader threads that are still ahead stop sending.
         self.queues.clear();
         if let Some(reader) = self.loader.inline.as_mut() {

@@ -46,7 +46,9 @@ impl SampleReader {
         seed: u64,
     ) -> SampleReader {
         let policy = match (spec.sampler, spec.read_type) {
-            (Sampler::Iterative, _) => OpenPolicy::Sequential,
+            // File shards never reach the reader threads (the stream pipeline reads them); a
+            // file-shards plan read sample by sample would open each file once.
+            (Sampler::Iterative | Sampler::FileShards, _) => OpenPolicy::Sequential,
             (Sampler::Index, ReadType::OnDemand) => OpenPolicy::PerSample,
             (Sampler::Index, ReadType::Memory) => OpenPolicy::KeepOpen,
         };
@@ -126,7 +128,7 @@ impl SampleReader {
             let fail = |source| LoaderError::Read {
                 path: path.clone(),
                 index: sample.index_in_file,
-                source,
+                source: Box::new(source),
             };
             match self.policy {
                 OpenPolicy::PerSample => self.reader.open(storage, key, path).map_err(fail)?,
@@ -149,11 +151,11 @@ impl SampleReader {
             let index = u32::try_from(sample.index_in_file).map_err(|_| LoaderError::Read {
                 path: path.clone(),
                 index: sample.index_in_file,
-                source: dlio_format::FormatError::SampleOutOfRange {
+                source: Box::new(dlio_format::FormatError::SampleOutOfRange {
                     path: path.clone(),
                     index: sample.index_in_file,
                     samples: u64::from(u32::MAX),
-                },
+                }),
             })?;
             let len = self
                 .reader

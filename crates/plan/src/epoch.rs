@@ -28,6 +28,9 @@ pub struct SampleRef {
 /// both samplers are contiguous runs of offsets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct ShardMap {
+    /// Set for [`Sampler::FileShards`]: positions are read-order offsets in the rank's record
+    /// stream, not positions in the epoch's global order.
+    stream: Option<StreamShape>,
     /// First position of this rank in the epoch's global order: `rank * samples_per_rank`.
     rank_start: u64,
     samples_per_file: u64,
@@ -37,8 +40,86 @@ struct ShardMap {
     file_order: Option<KeyedPermutation>,
 }
 
+/// The record stream of one rank under [`Sampler::FileShards`] (tf.data's TFRecord pipeline):
+/// the rank's files (slots `phase_file, phase_file + file_step, ...` of the file list) are read
+/// `cycle` at a time, their records interleaved one by one (`TFRecordDataset` with
+/// `num_parallel_reads = cycle`); the rank keeps every `record_step`-th record of that stream
+/// from `record_phase` on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct StreamShape {
+    num_files: u64,
+    world: u32,
+    rank: u32,
+    cycle: u32,
+}
+
+impl StreamShape {
+    fn new(spec: &PlanSpec, rank: u32) -> StreamShape {
+        StreamShape {
+            num_files: spec.num_files,
+            world: spec.world.max(1),
+            rank,
+            cycle: spec.reader_threads(),
+        }
+    }
+
+    /// True when the files are dealt to the ranks (at least as many files as ranks).
+    fn dealt(&self) -> bool {
+        self.num_files >= u64::from(self.world)
+    }
+
+    /// Files in the rank's stream.
+    fn files(&self) -> u64 {
+        if self.dealt() {
+            (self.num_files - u64::from(self.rank)).div_ceil(u64::from(self.world))
+        } else {
+            self.num_files
+        }
+    }
+
+    /// The file-list slot of the rank's `local`-th file.
+    fn slot(&self, local: u64) -> u64 {
+        if self.dealt() {
+            u64::from(self.rank) + local * u64::from(self.world)
+        } else {
+            local
+        }
+    }
+
+    /// `(step, phase)`: the rank keeps stream records `phase + k * step`.
+    fn keep_every(&self) -> (u64, u64) {
+        if self.dealt() {
+            (1, 0)
+        } else {
+            (u64::from(self.world), u64::from(self.rank))
+        }
+    }
+
+    /// (index in the rank's file list, record) of stream position `q`.
+    fn locate(&self, q: u64, samples_per_file: u64) -> (u64, u64) {
+        let cycle = u64::from(self.cycle.max(1));
+        let group_records = cycle * samples_per_file;
+        let group = q / group_records;
+        let within = q % group_records;
+        let in_group = cycle.min(self.files().saturating_sub(group * cycle)).max(1);
+        (group * cycle + within % in_group, within / in_group)
+    }
+}
+
 impl ShardMap {
     fn sample_at(&self, offset: u64) -> SampleRef {
+        if let Some(stream) = &self.stream {
+            let (step, phase) = stream.keep_every();
+            let q = phase + offset * step;
+            let (local, index_in_file) = stream.locate(q, self.samples_per_file);
+            let slot = stream.slot(local);
+            let file = self.file_order.map_or(slot, |order| order.apply(slot));
+            return SampleRef {
+                global: file * self.samples_per_file + index_in_file,
+                file,
+                index_in_file,
+            };
+        }
         let in_shard = self
             .sample_order
             .map_or(offset, |order| order.apply(offset));
@@ -89,10 +170,15 @@ impl EpochPlan {
         let samples_per_rank = trim.samples_per_rank;
         let file_order = shuffle_key(spec, spec.file_shuffle, epoch, FILE_SHUFFLE_PURPOSE)
             .map(|key| KeyedPermutation::new(spec.num_files, key));
+        let file_shards = spec.sampler == Sampler::FileShards;
+        // File shards: the sample shuffle is tf.data's shuffle buffer, which the loader applies
+        // to the stream (it is sequential, not a permutation of the shard).
         let sample_order = shuffle_key(spec, spec.sample_shuffle, epoch, SAMPLE_SHUFFLE_PURPOSE)
+            .filter(|_| !file_shards)
             .map(|key| KeyedPermutation::new(samples_per_rank, mix(key, u64::from(rank))));
         Ok(EpochPlan {
             map: ShardMap {
+                stream: file_shards.then(|| StreamShape::new(spec, rank)),
                 rank_start: u64::from(rank) * samples_per_rank,
                 samples_per_file: spec.samples_per_file,
                 sample_order,
@@ -174,10 +260,28 @@ impl EpochPlan {
         self.reader_threads
     }
 
+    /// The sampler the plan was made for.
+    pub fn sampler(&self) -> Sampler {
+        self.sampler
+    }
+
+    /// For [`Sampler::FileShards`], the rank's record stream: its batches are runs of this
+    /// stream in order (before tf.data's shuffle buffer, which the loader applies).
+    /// `None` for the other samplers.
+    pub fn stream(&self) -> Option<RecordStreamPlan> {
+        let stream = self.map.stream?;
+        Some(RecordStreamPlan {
+            stream,
+            file_order: self.map.file_order,
+            samples_per_file: self.map.samples_per_file,
+            records: self.trim.samples_read_per_rank(self.batch_size),
+        })
+    }
+
     /// Offset (in the rank's read order) of the first sample of step `step < shard_steps`.
     fn first_offset(&self, step: u64) -> u64 {
         match self.sampler {
-            Sampler::Index => step * self.batch_size,
+            Sampler::Index | Sampler::FileShards => step * self.batch_size,
             Sampler::Iterative => self.iterative_first_offset(step),
         }
     }
@@ -206,6 +310,51 @@ impl EpochPlan {
         let offset = (steps_before + batch_in_thread) * batch - shortfall;
         // The offset is below samples_per_rank, a u64.
         u64::try_from(offset).unwrap_or(u64::MAX)
+    }
+}
+
+/// One rank's record stream under [`Sampler::FileShards`]: which files it streams, in which
+/// order, how they are interleaved and which records of the stream it keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RecordStreamPlan {
+    stream: StreamShape,
+    file_order: Option<KeyedPermutation>,
+    samples_per_file: u64,
+    records: u64,
+}
+
+impl RecordStreamPlan {
+    /// Files the rank streams (its own files; every file when there are fewer files than
+    /// ranks).
+    pub fn files(&self) -> u64 {
+        self.stream.files()
+    }
+
+    /// The `i`-th file the rank streams (a file of the list), for `i < files()`.
+    pub fn file(&self, i: u64) -> u64 {
+        let slot = self.stream.slot(i);
+        self.file_order.map_or(slot, |order| order.apply(slot))
+    }
+
+    /// Files read at once, their records interleaved one by one (`num_parallel_reads`).
+    pub fn cycle(&self) -> u64 {
+        u64::from(self.stream.cycle.max(1))
+    }
+
+    /// The rank keeps the stream records at positions `phase + k * step` (step 1 unless there
+    /// are fewer files than ranks): `(step, phase)`.
+    pub fn keep_every(&self) -> (u64, u64) {
+        self.stream.keep_every()
+    }
+
+    /// Records in each file.
+    pub fn samples_per_file(&self) -> u64 {
+        self.samples_per_file
+    }
+
+    /// Records the rank hands out this epoch (its steps times the batch size).
+    pub fn records(&self) -> u64 {
+        self.records
     }
 }
 

@@ -58,6 +58,13 @@
 //!   counter, so ranks above 0 re-read rank 0's files (bug B3), and it pads each thread's last
 //!   batch; here chunks are sized in whole batches and only the shard's last batch may be
 //!   short.
+//! - **File-shards sampler** (tf.data over TFRecord, [`Sampler::FileShards`]): files are dealt
+//!   round-robin to the ranks, as `Dataset.shard(P, r)` over the file list, or, with fewer files
+//!   than ranks, every rank streams every file and keeps every `P`-th record. A rank's
+//!   batches are consecutive runs of its record stream, whose files are read `read_threads` at a
+//!   time with their records interleaved ([`RecordStreamPlan`]). Steps are set by the rank with
+//!   the fewest records, so every rank runs the same number. The sample shuffle is tf.data's
+//!   shuffle buffer, applied by the loader to the stream.
 //! - **drop_last = false** leaves the shard's last batch short instead of padding it.
 //! - **total_training_steps** caps the steps of every epoch; the remaining samples are not
 //!   read that epoch, and the cap never moves a sample to another step.
@@ -116,7 +123,7 @@ mod spec;
 use dlio_config::vocab::{Sampler, Shuffle};
 
 pub use crate::{
-    epoch::{Batch, EpochPlan, SampleRef},
+    epoch::{Batch, EpochPlan, RecordStreamPlan, SampleRef},
     error::PlanError,
     generation::{GenerationFiles, SampleDims, generation_files, sample_dims},
     permutation::KeyedPermutation,

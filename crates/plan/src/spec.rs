@@ -126,6 +126,9 @@ impl Trim {
 /// arithmetic gives (0 used samples for an empty or too small dataset, and `u64::MAX`
 /// samples when `num_files * samples_per_file` overflows).
 pub fn trim(spec: &PlanSpec) -> Trim {
+    if spec.sampler == Sampler::FileShards {
+        return trim_file_shards(spec);
+    }
     let total = u128::from(spec.num_files) * u128::from(spec.samples_per_file);
     let granule = spec.samples_per_step_of_all_ranks();
     let world = u128::from(spec.world.max(1));
@@ -140,6 +143,40 @@ pub fn trim(spec: &PlanSpec) -> Trim {
     Trim {
         total_samples: clamp(total),
         used_samples: clamp(used),
+        samples_per_rank: clamp(per_rank),
+        steps_per_rank: clamp(steps),
+    }
+}
+
+/// [`trim`] for [`Sampler::FileShards`]: every rank reads the records of its own files (files
+/// dealt round-robin, so rank `r` has `ceil((F - r) / P)` of them), or, with fewer files than
+/// ranks, every `P`-th record of the whole stream. The step count is set by the rank with the
+/// fewest records, `floor(F / P) * spf` (or `floor(F * spf / P)`), so every rank runs the same
+/// steps; the others leave their surplus records unread.
+fn trim_file_shards(spec: &PlanSpec) -> Trim {
+    let files = u128::from(spec.num_files);
+    let spf = u128::from(spec.samples_per_file);
+    let world = u128::from(spec.world.max(1));
+    let batch = u128::from(spec.batch_size.max(1));
+    let total = files * spf;
+    let fewest = if files >= world {
+        files / world * spf
+    } else {
+        total / world
+    };
+    let per_rank = if spec.drop_last {
+        fewest / batch * batch
+    } else {
+        fewest
+    };
+    let mut steps = per_rank.div_ceil(batch);
+    if let Some(cap) = spec.total_training_steps {
+        steps = steps.min(u128::from(cap));
+    }
+    let clamp = |v: u128| u64::try_from(v).unwrap_or(u64::MAX);
+    Trim {
+        total_samples: clamp(total),
+        used_samples: clamp(per_rank * world),
         samples_per_rank: clamp(per_rank),
         steps_per_rank: clamp(steps),
     }
@@ -165,6 +202,27 @@ mod tests {
             total_training_steps: None,
             drop_last,
         }
+    }
+
+    #[test]
+    fn file_shards_are_trimmed_to_the_rank_with_the_fewest_records() {
+        let mut s = spec(7, 2, 2, 3, true);
+        s.sampler = Sampler::FileShards;
+        // Ranks hold 3, 2 and 2 files: 4 records each are read, 2 steps.
+        let t = trim(&s);
+        assert_eq!(
+            (t.samples_per_rank, t.steps_per_rank, t.used_samples),
+            (4, 2, 12)
+        );
+        // 2 files, 3 ranks: every rank keeps every third of 10 records, 3 each.
+        let mut s = spec(2, 5, 1, 3, true);
+        s.sampler = Sampler::FileShards;
+        let t = trim(&s);
+        assert_eq!((t.samples_per_rank, t.steps_per_rank), (3, 3));
+        // 5 files x 3 records, batch 1, 2 ranks: rank 1's 2 files give 6 steps (not 7).
+        let mut s = spec(5, 3, 1, 2, true);
+        s.sampler = Sampler::FileShards;
+        assert_eq!(trim(&s).steps_per_rank, 6);
     }
 
     #[test]

@@ -32,9 +32,24 @@ fn a_plain_pytorch_workload_is_valid() {
 }
 
 #[test]
-fn tfrecord_cannot_be_read_by_the_pytorch_loader() {
-    let err = rejected("framework: pytorch\nreader:\n  data_loader: pytorch\n", 1);
-    assert_contains(&err, &["`reader.data_loader`", "tfrecord", "Fix:"]);
+fn tfrecord_is_read_by_the_pytorch_loader_through_its_index() {
+    // DLIO refuses this combination; dlio reads the records through the DALI index files.
+    let c = config("framework: pytorch\nreader:\n  data_loader: pytorch\n");
+    assert_eq!(c.dataset.format, dlio_config::FormatKind::Tfrecord);
+    assert_eq!(c.sampler(), dlio_config::Sampler::Index);
+    assert_eq!(
+        config("framework: tensorflow\n").sampler(),
+        dlio_config::Sampler::FileShards
+    );
+}
+
+#[test]
+fn a_parquet_row_group_of_zero_rows_is_refused() {
+    let err = rejected(
+        "framework: pytorch\ndataset:\n  format: parquet\n  parquet_row_group_size: 0\n",
+        1,
+    );
+    assert_contains(&err, &["dataset.parquet_row_group_size", "1024"]);
 }
 
 #[test]

@@ -51,10 +51,14 @@ fn every_spec_workload_loads_unmodified_and_equals_its_builtin_copy() {
 #[test]
 fn builtin_copies_are_the_spec_files_plus_one_provenance_line() {
     let names = spec_file_names();
-    let builtins: Vec<&str> = builtin_workloads().iter().map(|w| w.name).collect();
+    let builtins: Vec<&str> = builtin_workloads()
+        .iter()
+        .filter(|w| w.upstream)
+        .map(|w| w.name)
+        .collect();
     let expected: Vec<&str> = names.iter().map(|n| n.trim_end_matches(".yaml")).collect();
     assert_eq!(builtins, expected);
-    for w in builtin_workloads() {
+    for w in builtin_workloads().iter().filter(|w| w.upstream) {
         let spec = std::fs::read_to_string(spec_workloads_dir().join(format!("{}.yaml", w.name)))
             .expect("spec file");
         let (first, rest) = w.yaml.split_once('\n').expect("provenance line");
@@ -368,21 +372,89 @@ fn shipped_workloads_pass_validation_on_a_world_that_fits_their_parallelism() {
 }
 
 #[test]
-fn llama_1t_is_broken_standalone_as_upstream_and_says_how_to_fix_it() {
+fn llama_1t_standalone_reads_tfrecord_with_the_pytorch_loader() {
     // No dataset or reader section: tfrecord files and a pytorch loader (the framework's).
-    let err = builtin("llama_1t", &[])
-        .config
-        .validate(1024)
-        .unwrap_err()
-        .to_string();
-    assert_contains(
-        &err,
-        &[
-            "reader.data_loader",
-            "tfrecord",
-            "++workload.dataset.format",
-        ],
-    );
+    // Upstream refuses that combination; dlio reads the records through their index files.
+    let c = builtin("llama_1t", &[]).config;
+    assert_eq!(c.dataset.format, FormatKind::Tfrecord);
+    assert_eq!(c.reader.data_loader, DataLoaderKind::Pytorch);
+    assert_eq!(c.sampler(), Sampler::Index);
+    assert!(c.validate(1024).is_ok());
     let fixed = builtin("llama_1t", &["++workload.workflow.train=False"]).config;
     assert!(fixed.validate(1024).is_ok());
+}
+
+#[test]
+fn dlio_paper_presets_load_with_the_papers_parameters() {
+    let presets: Vec<&str> = builtin_workloads()
+        .iter()
+        .filter(|w| !w.upstream)
+        .map(|w| w.name)
+        .collect();
+    assert_eq!(
+        presets,
+        [
+            "candle",
+            "cosmic_tagger",
+            "cosmoflow_2021",
+            "ffn",
+            "frnn",
+            "imagenet_2021"
+        ]
+    );
+    for name in &presets {
+        let loaded = builtin(name, &[]);
+        let w = builtin_workloads()
+            .iter()
+            .find(|w| w.name == *name)
+            .unwrap();
+        assert!(w.yaml.starts_with("# DLIO paper preset"), "{name}");
+        assert!(w.yaml.contains("CCGrid'21"), "{name}: cites its source");
+        loaded
+            .config
+            .validate(1)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+    let c = builtin("cosmoflow_2021", &[]).config;
+    assert_eq!(c.dataset.format, FormatKind::Tfrecord);
+    assert_eq!(
+        (c.dataset.num_files_train, c.dataset.num_samples_per_file),
+        (1024, 512)
+    );
+    assert_eq!(c.dataset.record_length_bytes, 131072.0);
+    assert_eq!(c.reader.transfer_size, Some(1048576));
+    assert_eq!(
+        (c.reader.read_threads, c.reader.computation_threads),
+        (8, 8)
+    );
+    assert_eq!(c.sampler(), Sampler::FileShards);
+    let c = builtin("imagenet_2021", &[]).config;
+    assert_eq!(
+        (c.dataset.num_files_train, c.dataset.num_samples_per_file),
+        (1024, 1024)
+    );
+    assert_eq!(c.dataset.record_length_bytes, 262144.0);
+    let c = builtin("cosmic_tagger", &[]).config;
+    assert_eq!(c.dataset.format, FormatKind::Hdf5);
+    assert_eq!(c.dataset.num_files_train, 1);
+    assert_eq!(c.dataset.hdf5.chunk_dims, [1, 64, 64]);
+    assert_eq!(c.train.computation_time, constant(0.001));
+    let c = builtin("ffn", &[]).config;
+    assert_eq!(
+        (
+            c.dataset.num_samples_per_file,
+            c.dataset.record_length_bytes
+        ),
+        (43008, 32768.0)
+    );
+    let c = builtin("candle", &[]).config;
+    assert_eq!(c.dataset.format, FormatKind::Csv);
+    assert_eq!(c.dataset.record_dims, [65536]);
+    assert_eq!(c.dataset.num_samples_per_file, 1120);
+    let c = builtin("frnn", &[]).config;
+    assert_eq!(c.dataset.format, FormatKind::Npz);
+    assert_eq!(
+        (c.dataset.num_files_train, c.dataset.num_samples_per_file),
+        (28000, 1024)
+    );
 }

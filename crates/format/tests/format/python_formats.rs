@@ -252,7 +252,12 @@ fn dataset(format: FormatKind) -> DatasetConfig {
     }
 }
 
-fn layout(samples: u32, dims: &[usize], element: ElementType, compression: Compression) -> FileLayout {
+fn layout(
+    samples: u32,
+    dims: &[usize],
+    element: ElementType,
+    compression: Compression,
+) -> FileLayout {
     FileLayout {
         samples,
         sample_dims: dims.to_vec(),
@@ -263,7 +268,12 @@ fn layout(samples: u32, dims: &[usize], element: ElementType, compression: Compr
 
 fn generate(format: &dyn Format, path: &Path, layout: &FileLayout) {
     format
-        .generate(&PosixStorage::new(), path, layout, &mut DataRng::for_file(11, 0, 0))
+        .generate(
+            &PosixStorage::new(),
+            path,
+            layout,
+            &mut DataRng::for_file(11, 0, 0),
+        )
         .expect("generate");
 }
 
@@ -291,7 +301,10 @@ fn tfrecord_parser_checks_both_crcs_and_decodes_examples_of_ours_and_we_read_the
     let l = layout(4, &[16, 20], ElementType::Float32, Compression::None);
     generate(&*format, &path, &l);
     let index = dir.path().join("index/train/img_0_of_1.tfrecord.idx");
-    assert_eq!(python("tfrecord-check", &[s(&path), s(&index), "4", "1280"]), "ok");
+    assert_eq!(
+        python("tfrecord-check", &[s(&path), s(&index), "4", "1280"]),
+        "ok"
+    );
 
     // A file written by the Python writer (with its index), read per record and streamed.
     let theirs = dir.path().join("valid/py.tfrecord");
@@ -324,11 +337,20 @@ fn pandas_reads_our_csv_compressed_or_not_and_we_read_pandas_csv() {
         let path = dir.path().join(format!("a.{}", format.extension()));
         let l = layout(5, &[3, 7], ElementType::Int32, compression);
         generate(&*format, &path, &l);
-        assert_eq!(python("csv-check", &[s(&path), "5", "21"]), "ok", "{compression:?}");
+        assert_eq!(
+            python("csv-check", &[s(&path), "5", "21"]),
+            "ok",
+            "{compression:?}"
+        );
 
         let theirs = dir.path().join(format!("py.{}", format.extension()));
         python("csv-write", &[s(&theirs)]);
-        let rows = read_all(&*format, &theirs, &layout(3, &[4], ElementType::Int64, compression), 3);
+        let rows = read_all(
+            &*format,
+            &theirs,
+            &layout(3, &[4], ElementType::Int64, compression),
+            3,
+        );
         let values: Vec<i64> = rows[2]
             .chunks(8)
             .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
@@ -352,7 +374,10 @@ fn pillow_opens_our_images_and_we_decode_pillows() {
         let mut pixels = vec![0u8; 960];
         DataRng::for_file(11, 0, 0).fill(&mut pixels);
         std::fs::write(&raw, &pixels).unwrap();
-        assert_eq!(python("image-check", &[s(&path), pil, "40", "24", s(&raw)]), "ok");
+        assert_eq!(
+            python("image-check", &[s(&path), pil, "40", "24", s(&raw)]),
+            "ok"
+        );
 
         let theirs = dir.path().join(format!("py.{}", format.extension()));
         python("image-write", &[s(&theirs), pil]);
@@ -390,12 +415,20 @@ fn pyarrow_reads_our_parquet_schema_rows_groups_codec_and_we_read_pyarrows() {
         let mut bytes = vec![0u8; 700];
         DataRng::for_file(11, 0, 0).fill(&mut bytes);
         std::fs::write(&raw, &bytes).unwrap();
-        assert_eq!(python("parquet-check", &[s(&path), "7", "3", "100", name, s(&raw)]), "ok");
+        assert_eq!(
+            python("parquet-check", &[s(&path), "7", "3", "100", name, s(&raw)]),
+            "ok"
+        );
     }
     let format = format_from_config(&dataset(FormatKind::Parquet)).unwrap();
     let theirs = dir.path().join("py.parquet");
     python("parquet-write", &[s(&theirs)]);
-    let rows = read_all(&*format, &theirs, &layout(10, &[100], ElementType::Uint8, Compression::None), 10);
+    let rows = read_all(
+        &*format,
+        &theirs,
+        &layout(10, &[100], ElementType::Uint8, Compression::None),
+        10,
+    );
     assert_eq!(rows[9], vec![9u8; 100]);
     assert_eq!(rows[4], vec![4u8; 100]);
 }
@@ -420,6 +453,20 @@ fn numpy_reads_our_indexed_binary_and_we_read_numpys() {
     }
 }
 
+/// (datasets per record, sample dims, chunk dims, compression, element, h5py's shape, chunks
+/// and compression as printed).
+#[cfg(feature = "hdf5")]
+type H5Case = (
+    u64,
+    &'static [usize],
+    Vec<u64>,
+    Compression,
+    ElementType,
+    &'static str,
+    &'static str,
+    &'static str,
+);
+
 #[cfg(feature = "hdf5")]
 #[test]
 fn h5py_reads_our_hdf5_layouts_and_we_read_h5pys() {
@@ -427,9 +474,27 @@ fn h5py_reads_our_hdf5_layouts_and_we_read_h5pys() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let cases: [(u64, &[usize], Vec<u64>, Compression, ElementType, &str, &str, &str); 3] = [
-        (1, &[8, 6], vec![], Compression::None, ElementType::Float32, "(4, 8, 6)", "None", "None"),
-        (3, &[6, 4, 2], vec![], Compression::None, ElementType::Int8, "(4, 2, 4, 2)", "None", "None"),
+    let cases: [H5Case; 3] = [
+        (
+            1,
+            &[8, 6],
+            vec![],
+            Compression::None,
+            ElementType::Float32,
+            "(4, 8, 6)",
+            "None",
+            "None",
+        ),
+        (
+            3,
+            &[6, 4, 2],
+            vec![],
+            Compression::None,
+            ElementType::Int8,
+            "(4, 2, 4, 2)",
+            "None",
+            "None",
+        ),
         (
             1,
             &[8, 6],
@@ -454,14 +519,26 @@ fn h5py_reads_our_hdf5_layouts_and_we_read_h5pys() {
         generate(&*format, &path, &l);
         let got = python(
             "h5-check",
-            &[s(&path), &k.to_string(), shape, element.name(), chunk_text, comp],
+            &[
+                s(&path),
+                &k.to_string(),
+                shape,
+                element.name(),
+                chunk_text,
+                comp,
+            ],
         );
         assert_eq!(got, "ok");
     }
     let format = format_from_config(&dataset(FormatKind::Hdf5)).unwrap();
     let theirs = dir.path().join("py.hdf5");
     python("h5-write", &[s(&theirs)]);
-    let rows = read_all(&*format, &theirs, &layout(6, &[10, 12], ElementType::Uint8, Compression::None), 6);
+    let rows = read_all(
+        &*format,
+        &theirs,
+        &layout(6, &[10, 12], ElementType::Uint8, Compression::None),
+        6,
+    );
     let want: Vec<u8> = (0..120u32).map(|i| ((5 * 120 + i) % 251) as u8).collect();
     assert_eq!(rows[5], want);
 }

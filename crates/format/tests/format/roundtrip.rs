@@ -152,16 +152,43 @@ fn unsupported_compression_names_the_key() {
 }
 
 #[test]
-fn formats_not_built_in_say_which_are() {
-    let error = format_for(FormatKind::Hdf5).unwrap_err();
-    assert_eq!(
-        error.to_string(),
-        "format 'hdf5' is not built into this version of dlio yet; available: npz, npy, synthetic"
+fn every_dlio_format_is_built_in_and_the_rest_say_which_are() {
+    let error = format_for(FormatKind::Hdf5Opt).unwrap_err().to_string();
+    assert!(
+        error.starts_with(
+            "format 'hdf5_opt' is not built into this version of dlio yet; available: npz, npy, "
+        ),
+        "{error}"
     );
-    for kind in [FormatKind::Npz, FormatKind::Npy, FormatKind::Synthetic] {
+    for kind in [
+        FormatKind::Npz,
+        FormatKind::Npy,
+        FormatKind::Synthetic,
+        FormatKind::Csv,
+        FormatKind::Jpeg,
+        FormatKind::Png,
+        FormatKind::Tfrecord,
+        FormatKind::IndexedBinary,
+        FormatKind::MmapIndexedBinary,
+        FormatKind::Parquet,
+    ] {
         let format = format_for(kind).unwrap();
         assert_eq!(format.name(), kind.name());
         assert_eq!(format.extension(), kind.name());
+    }
+    match format_for(FormatKind::Hdf5) {
+        Ok(format) => {
+            assert!(dlio_format::HDF5_AVAILABLE);
+            assert_eq!(format.extension(), "hdf5");
+        }
+        Err(error) => {
+            assert!(!dlio_format::HDF5_AVAILABLE);
+            let error = error.to_string();
+            assert!(
+                error.contains("--features hdf5") && error.contains("libhdf5-dev"),
+                "{error}"
+            );
+        }
     }
 }
 

@@ -1,0 +1,192 @@
+//! The tf.data TFRecord pipeline (file-shards sampler): files dealt round-robin to ranks (or
+//! records, with fewer files than ranks), streamed in transfer-size requests, interleaved over
+//! the reader threads, shuffled in a buffer, and parsed; every rank runs the planned steps.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use dlio_config::{Compression, ElementType, FormatKind, ReadType, Sampler, Shuffle};
+use dlio_format::{FileLayout, GenerationFile, GenerationJob};
+use dlio_loader::{Loader, LoaderSpec, StreamOptions};
+use dlio_plan::{EpochPlan, PlanSpec};
+use dlio_storage::{Metered, PosixStorage, Storage};
+
+const SPF: u64 = 3;
+
+fn layout() -> FileLayout {
+    FileLayout {
+        samples: SPF as u32,
+        sample_dims: vec![40, 50],
+        element: ElementType::Uint8,
+        compression: Compression::None,
+    }
+}
+
+/// `n` tfrecord files of 3 records of 2000 bytes under `dir/train`.
+fn dataset(dir: &std::path::Path, n: u64) -> Arc<Vec<PathBuf>> {
+    let storage = PosixStorage::new();
+    let format = dlio_format::format_for(FormatKind::Tfrecord).unwrap();
+    let files: Vec<GenerationFile> = (0..n)
+        .map(|i| GenerationFile {
+            path: dir.join(format!("train/f{i:03}.tfrecord")),
+            layout: layout(),
+            list_id: 0,
+            file_index: i,
+        })
+        .collect();
+    let paths = files.iter().map(|f| f.path.clone()).collect();
+    dlio_format::generate(
+        GenerationJob {
+            storage: &storage,
+            format: &*format,
+            files,
+            threads: 2,
+            seed: 1,
+        },
+        &|_| {},
+        &AtomicBool::new(false),
+    )
+    .unwrap();
+    Arc::new(paths)
+}
+
+fn plan_spec(files: u64, world: u32, threads: u32, batch: u64) -> PlanSpec {
+    PlanSpec {
+        num_files: files,
+        samples_per_file: SPF,
+        batch_size: batch,
+        world,
+        sampler: Sampler::FileShards,
+        read_threads: threads,
+        file_shuffle: Shuffle::Off,
+        sample_shuffle: Shuffle::Off,
+        seed: 9,
+        seed_change_epoch: true,
+        random_seed: 0,
+        total_training_steps: None,
+        drop_last: true,
+    }
+}
+
+fn loader(storage: Arc<dyn Storage>, threads: u32, options: StreamOptions) -> Loader {
+    let spec = LoaderSpec {
+        read_threads: threads,
+        prefetch_size: 2,
+        read_type: ReadType::OnDemand,
+        sampler: Sampler::FileShards,
+        preprocess_time: Default::default(),
+        seed: 5,
+        layout: layout(),
+    };
+    let format = Arc::from(dlio_format::format_for(FormatKind::Tfrecord).unwrap());
+    let mut loader = Loader::new(spec, storage, format, Arc::new(AtomicBool::new(false))).unwrap();
+    loader.set_stream_options(options);
+    loader
+}
+
+/// Runs one epoch; returns (steps, samples, sample bytes, bytes read, read requests).
+fn epoch(
+    files: &Arc<Vec<PathBuf>>,
+    spec: &PlanSpec,
+    rank: u32,
+    options: StreamOptions,
+) -> (u64, u64, u64, u64, u64) {
+    let metered = Arc::new(Metered::new(PosixStorage::new()));
+    let counters = Arc::clone(metered.counters());
+    let mut loader = loader(metered, spec.read_threads, options);
+    let plan = EpochPlan::new(spec, 1, rank).unwrap();
+    let mut batches = loader.start_epoch(plan, Arc::clone(files));
+    let (mut steps, mut samples, mut bytes) = (0, 0, 0);
+    while let Some(batch) = batches.next_batch() {
+        let batch = batch.unwrap();
+        assert_eq!(batch.step, steps);
+        steps += 1;
+        samples += batch.samples;
+        bytes += batch.sample_bytes;
+    }
+    let stats = batches.finish();
+    assert_eq!(stats.samples, samples);
+    let io = counters.snapshot();
+    (steps, samples, bytes, io.bytes_read, io.read_requests)
+}
+
+fn file_len(path: &PathBuf) -> u64 {
+    std::fs::metadata(path).unwrap().len()
+}
+
+#[test]
+fn ranks_stream_their_round_robin_files_in_transfer_size_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = dataset(dir.path(), 7);
+    let size = file_len(&files[0]);
+    // 7 files on 3 ranks: ranks hold 3, 2, 2 files; 6 records each are read in 3 steps.
+    let spec = plan_spec(7, 3, 1, 2);
+    for rank in 0..3 {
+        let options = StreamOptions {
+            transfer_size: 1000,
+            ..StreamOptions::default()
+        };
+        let (steps, samples, bytes, read, requests) = epoch(&files, &spec, rank, options);
+        assert_eq!((steps, samples, bytes), (3, 6, 6 * 2000), "rank {rank}");
+        // Two whole files, streamed in 1000-byte requests.
+        assert_eq!(read, 2 * size, "rank {rank}");
+        assert_eq!(requests, 2 * size.div_ceil(1000), "rank {rank}");
+    }
+}
+
+#[test]
+fn with_fewer_files_than_ranks_every_rank_streams_every_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = dataset(dir.path(), 2);
+    let size = file_len(&files[0]);
+    // 6 records, 3 ranks: each keeps every third record, 2 steps of 1.
+    let spec = plan_spec(2, 3, 2, 1);
+    for rank in 0..3 {
+        let (steps, samples, _, read, _) = epoch(&files, &spec, rank, StreamOptions::default());
+        assert_eq!((steps, samples), (2, 2));
+        assert_eq!(read, 2 * size, "rank {rank} reads both files");
+    }
+}
+
+#[test]
+fn the_shuffle_buffer_and_parallel_reads_keep_every_step_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = dataset(dir.path(), 9);
+    let spec = plan_spec(9, 2, 3, 2);
+    let options = StreamOptions {
+        shuffle_size: 5,
+        sample_shuffle: Shuffle::Seed,
+        computation_threads: 3,
+        ..StreamOptions::default()
+    };
+    // Rank 1 holds 4 files (12 records) like rank 0's fewest 4: 6 steps of 2.
+    let (steps, samples, bytes, _, _) = epoch(&files, &spec, 1, options);
+    assert_eq!((steps, samples, bytes), (6, 12, 12 * 2000));
+}
+
+#[test]
+fn a_damaged_record_fails_the_epoch_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = dataset(dir.path(), 2);
+    let mut bytes = std::fs::read(&files[1]).unwrap();
+    bytes[100] ^= 0xff;
+    std::fs::write(&files[1], &bytes).unwrap();
+    let spec = plan_spec(2, 1, 1, 2);
+    let storage: Arc<dyn Storage> = Arc::new(PosixStorage::new());
+    let mut loader = loader(storage, 1, StreamOptions::default());
+    let mut batches = loader.start_epoch(EpochPlan::new(&spec, 1, 0).unwrap(), Arc::clone(&files));
+    let mut error = None;
+    while let Some(batch) = batches.next_batch() {
+        if let Err(e) = batch {
+            error = Some(e.to_string());
+            break;
+        }
+    }
+    batches.finish();
+    let error = error.expect("the damaged file fails a batch");
+    assert!(
+        error.contains("f001.tfrecord") && error.contains("CRC"),
+        "{error}"
+    );
+}
