@@ -153,7 +153,7 @@ pub enum CheckpointError {
     #[error("cannot create checkpoint directory: {source}")]
     CreateDir {
         /// What the storage engine said (it names the path).
-        source: StorageError,
+        source: Box<StorageError>,
     },
 
     /// Writing one file failed (disk full, permissions...). The partial file is removed.
@@ -169,7 +169,7 @@ pub enum CheckpointError {
         /// The file's planned size.
         expected: u64,
         /// What the storage engine said.
-        source: StorageError,
+        source: Box<StorageError>,
     },
 
     /// Reading one file failed.
@@ -185,7 +185,7 @@ pub enum CheckpointError {
         /// The file's planned size.
         expected: u64,
         /// What the storage engine said.
-        source: StorageError,
+        source: Box<StorageError>,
     },
 
     /// A checkpoint file on storage does not have the planned size.

@@ -84,7 +84,9 @@ impl CheckpointWriter {
         let dir = checkpoint_folder.join(checkpoint_name);
         storage
             .create_dir_all(&dir)
-            .map_err(|source| CheckpointError::CreateDir { source })?;
+            .map_err(|source| CheckpointError::CreateDir {
+                source: Box::new(source),
+            })?;
         let mut report = WriteReport {
             files: 0,
             bytes: 0,
@@ -111,7 +113,7 @@ impl CheckpointWriter {
             path: path.to_path_buf(),
             written,
             expected,
-            source,
+            source: Box::new(source),
         };
         let mut handle = storage.create(path).map_err(|e| failed(0, e))?;
         let mut written: u64 = 0;
@@ -280,7 +282,7 @@ impl CheckpointReader {
             path: path.to_path_buf(),
             read,
             expected,
-            source,
+            source: Box::new(source),
         };
         let mut handle = storage.open(path).map_err(|e| failed(0, e))?;
         let found = handle.len();

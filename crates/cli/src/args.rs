@@ -47,6 +47,25 @@ enum Command {
     Workloads,
     /// Print every rank's checkpoint files and sizes and the totals, without writing anything.
     CheckpointPlan(RunArgs),
+    /// Analyse dftracer traces (a run's output folder, or .pfw/.pfw.gz files, ours or those
+    /// dftracer writes for other programs): I/O vs compute, overlap, layers, transfer sizes,
+    /// access pattern, per-file and per-rank figures; writes analysis.json, analysis.html and
+    /// PNG plots.
+    Analyze(AnalyzeArgs),
+}
+
+#[derive(Debug, Args)]
+struct AnalyzeArgs {
+    /// Output folders or trace files.
+    #[arg(required = true, value_name = "PATH")]
+    paths: Vec<PathBuf>,
+    /// Where to write analysis.json, analysis.html and the PNGs (default: the first PATH if it
+    /// is a folder, else the folder of the first trace).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Parsing threads (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
 }
 
 #[derive(Debug, Args)]
@@ -113,7 +132,7 @@ pub fn dispatch(cli: Cli, entry: Entry) -> Result<ExitCode> {
             }
             match args.query {
                 Some(key) => println!("{}", loaded.config.query(&key)?),
-                None => print!("{}", loaded.config.to_yaml()),
+                None => print!("{}", crate::redact_credentials(&loaded.config.to_yaml())),
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -133,6 +152,32 @@ pub fn dispatch(cli: Cli, entry: Entry) -> Result<ExitCode> {
                     )
                 })?;
             print!("{}", dlio_checkpoint::format_plan_table(&plan));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Analyze(args) => {
+            let analysis = dlio_analyze::analyze(
+                &args.paths,
+                &dlio_analyze::AnalyzeOptions {
+                    threads: args.threads,
+                },
+            )?;
+            print!("{}", dlio_analyze::render_terminal(&analysis));
+            let out = match args.out {
+                Some(dir) => dir,
+                None if args.paths[0].is_dir() => args.paths[0].clone(),
+                None => args.paths[0]
+                    .parent()
+                    .map(|p| p.to_path_buf())
+                    .unwrap_or_else(|| PathBuf::from(".")),
+            };
+            let files = dlio_analyze::write_reports(&analysis, &out)
+                .with_context(|| format!("writing the analysis into {}", out.display()))?;
+            println!(
+                "\nWrote {}, {} and {} plots",
+                files.json.display(),
+                files.html.display(),
+                files.pngs.len()
+            );
             Ok(ExitCode::SUCCESS)
         }
         Command::Workloads => {

@@ -56,7 +56,15 @@ pub fn data_root(config: &Config) -> PathBuf {
     let folder = config.dataset.data_folder.trim_end_matches('/');
     let folder = if folder.is_empty() { "." } else { folder };
     let root = config.storage.storage_root.trim();
-    if root.is_empty() || root == "./" || root == "." || Path::new(folder).is_absolute() {
+    // Object stores: `s3://bucket/prefix` is already the whole location (storage_root is the
+    // bucket), as in DLIO.
+    if folder.starts_with("s3://")
+        || config.storage.storage_type == dlio_config::StorageType::S3
+        || root.is_empty()
+        || root == "./"
+        || root == "."
+        || Path::new(folder).is_absolute()
+    {
         PathBuf::from(folder)
     } else {
         Path::new(root).join(folder)

@@ -21,6 +21,23 @@ pub use args::Entry;
 /// Exit code for an interrupted run (128 + SIGINT, as shells report it).
 pub const EXIT_INTERRUPTED: u8 = 130;
 
+/// The config as YAML with S3 credentials replaced by `<redacted>`: credentials never appear in
+/// outputs or logs.
+pub fn redact_credentials(yaml: &str) -> String {
+    yaml.lines()
+        .map(|line| {
+            let key = line.trim_start();
+            for secret in ["access_key_id:", "secret_access_key:"] {
+                if key.starts_with(secret) && !key.ends_with("null") {
+                    let indent = &line[..line.len() - key.len()];
+                    return format!("{indent}{secret} <redacted>\n");
+                }
+            }
+            format!("{line}\n")
+        })
+        .collect()
+}
+
 /// Runs the program with `argv` (including the program name) and returns its exit code.
 pub fn main_with(argv: Vec<OsString>, entry: Entry) -> ExitCode {
     let argv = args::normalise(argv, entry);

@@ -8,9 +8,12 @@ use std::time::{Instant, SystemTime};
 
 use anyhow::{Context, Result, anyhow, bail};
 use dlio_config::{Config, Loaded};
+use dlio_config::{IoEngine, StorageType};
 use dlio_format::{Format, GenerationJob};
 use dlio_metrics::{HostInfo, HostShare, MetricParams, RankReport, RunInfo};
-use dlio_storage::{IoCounters, Metered, PosixStorage, Storage};
+use dlio_storage::{
+    EngineKind, EngineSettings, IoCounters, Metered, S3Settings, SplitReads, Storage,
+};
 use dlio_trace::{Traced, Tracer};
 use dlio_trainer::{CheckpointSetup, LocalGroup, RankSetup, TrainError};
 use indicatif::MultiProgress;
@@ -207,10 +210,19 @@ fn drive(
     } else {
         None
     };
-    let storage: Arc<dyn Storage> = Arc::new(PosixStorage::new());
+    let engine = dlio_storage::engine_for(&engine_settings(config))
+        .context("preparing the I/O engine (storage.io_engine / storage.storage_type)")?;
+    let storage: Arc<dyn Storage> = engine.storage();
 
     if let (true, Some(format)) = (config.workflow.generate_data, &format) {
         generate(cluster, config, &*storage, &**format, log, bars, &cancel)?;
+        if config.storage.drop_page_cache && config.workflow.train {
+            // Between generation and training: what was just written must not be read from
+            // the page cache.
+            for f in dataset::generation_files(config, &**format) {
+                let _ = storage.drop_cache(&f.path);
+            }
+        }
         cluster.barrier();
         if cancel.load(Ordering::SeqCst) {
             bail!("interrupted during generation; complete files are kept and a rerun skips them");
@@ -278,8 +290,13 @@ fn drive(
 
     let host = HostInfo::detect();
     let data_bytes = dataset_bytes(&*storage, &train_files);
-    if !checkpoint_only && let Some(w) = dlio_metrics::caching_warning(&host, data_bytes) {
-        log.warn(&w);
+    let memory = dlio_storage::memory_check(data_bytes);
+    if !checkpoint_only {
+        if memory.meets_rule() {
+            log.output(&memory.message());
+        } else {
+            log.warn(&memory.message());
+        }
     }
     if config.reader.read_threads as usize > available_cores() {
         log.warn(&format!(
@@ -308,9 +325,18 @@ fn drive(
         } else {
             Tracer::disabled()
         };
-        let metered = Metered::new(Traced::new(PosixStorage::new(), tracer.clone()));
-        counters.push(Arc::clone(metered.counters()));
-        storages.push(Arc::new(metered));
+        // Split(Metered(Traced(engine))): metering and tracing see every transfer.
+        let counters_of_rank = Arc::new(IoCounters::default());
+        let metered = Metered::with_counters(
+            Traced::new(engine.raw(), tracer.clone()),
+            Arc::clone(&counters_of_rank),
+        );
+        let rank_storage: Arc<dyn Storage> = match engine.transfer_size() {
+            Some(size) => Arc::new(SplitReads::new(metered, size)),
+            None => Arc::new(metered),
+        };
+        counters.push(counters_of_rank);
+        storages.push(rank_storage);
         tracers.push(tracer);
     }
     let results: Vec<Result<RankReport, TrainError>> = std::thread::scope(|s| {
@@ -408,7 +434,33 @@ fn drive(
         host: host.clone(),
         ranks: (0..local_ranks).map(|r| group.global_rank(r)).collect(),
     };
-    let Some(gathered) = cluster.gather(&(reports, share))? else {
+    // This process's engine figures (requests, bytes and read latencies of all its ranks).
+    let mut latency = dlio_storage::LatencySnapshot::default();
+    let mut io = dlio_storage::IoCountersSnapshot::default();
+    for c in &counters {
+        latency.merge(&c.read_latency());
+        io = io + c.snapshot();
+    }
+    let us = |ns: u64| ns as f64 / 1000.0;
+    let engine_figures = serde_json::json!({
+        "process": cluster.process(),
+        "read_requests": io.read_requests,
+        "bytes_read": io.bytes_read,
+        "write_requests": io.write_requests,
+        "bytes_written": io.bytes_written,
+        "opens": io.opens,
+        "read_latency_us": {
+            "count": latency.count(),
+            "min": us(latency.min_ns()),
+            "mean": latency.mean_ns() / 1000.0,
+            "p50": us(latency.percentile_ns(50.0)),
+            "p90": us(latency.percentile_ns(90.0)),
+            "p99": us(latency.percentile_ns(99.0)),
+            "p99.9": us(latency.percentile_ns(99.9)),
+            "max": us(latency.max_ns()),
+        },
+    });
+    let Some(gathered) = cluster.gather(&(reports, share, engine_figures))? else {
         return Ok(if first_error.is_none() {
             ExitCode::SUCCESS
         } else {
@@ -417,9 +469,11 @@ fn drive(
     };
     let mut reports = Vec::new();
     let mut shares = Vec::new();
-    for (r, s) in gathered {
+    let mut per_process = Vec::new();
+    for (r, s, e) in gathered {
         reports.extend(r);
         shares.push(s);
+        per_process.push(e);
     }
     reports.sort_by_key(|r| r.rank);
     let complete = first_error.is_none();
@@ -434,7 +488,6 @@ fn drive(
         complete,
         hosts: dlio_metrics::group_hosts(shares),
         ours: serde_json::json!({
-            "engine": storage.engine(),
             "format": format.as_ref().map(|f| f.name()),
             "workload": loaded.workload,
             "config_source": loaded.source,
@@ -443,6 +496,19 @@ fn drive(
             "trimmed_samples_per_epoch": trim.used_samples,
             "total_samples_per_epoch": trim.total_samples,
             "steps_per_epoch": trim.steps_per_rank,
+            "io_engine": {
+                "name": engine.name(),
+                "transfer_size": engine.transfer_size(),
+                "io_depth": config.storage.io_depth,
+                "drop_page_cache": config.storage.drop_page_cache,
+                "per_process": per_process,
+            },
+            "memory_check": {
+                "dataset_bytes": memory.dataset_bytes,
+                "memory_bytes": memory.memory_bytes,
+                "ratio": memory.ratio(),
+                "meets_5x_rule": memory.meets_rule(),
+            },
         }),
     };
     if reports.len() == world as usize || !reports.is_empty() {
@@ -486,14 +552,55 @@ fn refuse_unbuilt(config: &Config) -> Result<()> {
              run with ++workload.workflow.profiling=False (iostat can be run beside dlio)"
         );
     }
-    let storage_type = config.storage.storage_type.as_str();
-    if storage_type != "local_fs" {
-        bail!(
-            "storage.storage_type `{storage_type}` is not available in this version of dlio; \
-             only local_fs is (set ++workload.storage.storage_type=local_fs and a local data_folder)"
-        );
+    match config.storage.storage_type {
+        StorageType::LocalFs | StorageType::S3 => Ok(()),
+        // Upstream's storage factory raises for parallel_fs too.
+        StorageType::ParallelFs => bail!(
+            "storage.storage_type `parallel_fs` has no implementation (upstream DLIO rejects it \
+             too); a parallel file system is a local_fs path: set \
+             ++workload.storage.storage_type=local_fs"
+        ),
+        StorageType::Aistore => bail!(
+            "storage.storage_type `aistore` is not available in this version of dlio; AIStore's \
+             S3 API works with ++workload.storage.storage_type=s3 and its endpoint_url"
+        ),
     }
-    Ok(())
+}
+
+/// The engine settings of a run: `storage.io_engine`, `reader.odirect`,
+/// `reader.transfer_size`, `storage.io_depth`, and for S3 the bucket and its options.
+fn engine_settings(config: &Config) -> EngineSettings {
+    let s3 = config.storage.storage_type == StorageType::S3;
+    let engine = if s3 {
+        EngineKind::S3
+    } else {
+        match config.storage.io_engine {
+            IoEngine::Posix => EngineKind::Posix,
+            IoEngine::Direct => EngineKind::Direct,
+            IoEngine::Mmap => EngineKind::Mmap,
+            IoEngine::IoUring => EngineKind::IoUring,
+        }
+    };
+    let s3 = s3.then(|| {
+        let options = config.storage.storage_options.clone().unwrap_or_default();
+        S3Settings {
+            bucket: config.storage.storage_root.trim_matches('/').to_string(),
+            endpoint_url: options.endpoint_url.clone(),
+            region: Some(options.region.clone()),
+            access_key_id: options.access_key_id.clone(),
+            secret_access_key: options.secret_access_key.clone(),
+            force_path_style: options.s3_force_path_style,
+            max_attempts: options.s3_max_attempts,
+            ..S3Settings::default()
+        }
+    });
+    EngineSettings {
+        engine,
+        odirect: config.reader.odirect,
+        transfer_size: config.reader.transfer_size,
+        io_depth: config.storage.io_depth,
+        s3,
+    }
 }
 
 fn check_steps(config: &Config, spec: &dlio_plan::PlanSpec, trim: &dlio_plan::Trim) -> Result<()> {
@@ -609,9 +716,7 @@ fn generate(
 fn write_hydra_files(out: &std::path::Path, loaded: &Loaded) -> Result<()> {
     let dir = out.join(".hydra");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let indented: String = loaded
-        .config
-        .to_yaml()
+    let indented: String = crate::redact_credentials(&loaded.config.to_yaml())
         .lines()
         .map(|l| format!("  {l}\n"))
         .collect();

@@ -125,6 +125,13 @@ impl Engine {
         self.transfer_size
     }
 
+    /// The engine itself, without the transfer-size split: for callers that stack their own
+    /// decorators (tracing, metering) between the engine and [`SplitReads`], so that every
+    /// transfer is seen by them.
+    pub fn raw(&self) -> Arc<dyn Storage> {
+        Arc::clone(&self.raw)
+    }
+
     /// The storage for generation, listing and checkpoints (reads split by the transfer size).
     pub fn storage(&self) -> Arc<dyn Storage> {
         match self.transfer_size {

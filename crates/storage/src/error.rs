@@ -125,11 +125,11 @@ pub enum StorageError {
         /// What was being done.
         op: &'static str,
         /// `s3://bucket/key`.
-        url: String,
+        url: Box<str>,
         /// The endpoint.
-        endpoint: String,
+        endpoint: Box<str>,
         /// The client's message, with credentials removed.
-        message: String,
+        message: Box<str>,
         /// How to fix it.
         hint: &'static str,
     },

@@ -133,9 +133,9 @@ impl Shared {
         };
         StorageError::ObjectStore {
             op,
-            url,
-            endpoint: self.endpoint.clone(),
-            message,
+            url: url.into(),
+            endpoint: self.endpoint.clone().into(),
+            message: message.into(),
             hint,
         }
     }
@@ -455,9 +455,9 @@ impl S3Read {
             Err(join) => {
                 return Err(StorageError::ObjectStore {
                     op: "read (GET)",
-                    url: format!("s3://{}/{}", self.shared.bucket, self.key),
-                    endpoint: self.shared.endpoint.clone(),
-                    message: join.to_string(),
+                    url: format!("s3://{}/{}", self.shared.bucket, self.key).into(),
+                    endpoint: self.shared.endpoint.clone().into(),
+                    message: join.to_string().into(),
                     hint: "the request task failed; retry",
                 });
             }
@@ -560,9 +560,9 @@ impl S3Write {
             Ok(result) => result.map_err(|e| self.shared.error("upload part", &self.key, e)),
             Err(join) => Err(StorageError::ObjectStore {
                 op: "upload part",
-                url: format!("s3://{}/{}", self.shared.bucket, self.key),
-                endpoint: self.shared.endpoint.clone(),
-                message: join.to_string(),
+                url: format!("s3://{}/{}", self.shared.bucket, self.key).into(),
+                endpoint: self.shared.endpoint.clone().into(),
+                message: join.to_string().into(),
                 hint: "the upload task failed; retry",
             }),
         }

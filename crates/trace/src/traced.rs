@@ -136,6 +136,10 @@ impl<S: Storage> Storage for Traced<S> {
     fn partial_path(&self, path: &Path) -> Option<PathBuf> {
         self.inner.partial_path(path)
     }
+
+    fn drop_cache(&self, path: &Path) -> Result<(), StorageError> {
+        self.inner.drop_cache(path)
+    }
 }
 
 struct TracedRead {

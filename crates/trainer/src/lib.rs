@@ -272,6 +272,7 @@ fn run_training(
     let mut next_checkpoint_epoch = setup.checkpoint.map_or(0, |c| c.after_epoch);
     let steps_between = setup.checkpoint.map_or(-1, |c| c.steps_between);
     for epoch in 1..=epochs {
+        drop_page_cache(setup, &setup.train_files)?;
         let _epoch_span = tracer.span(ai::EPOCH_BLOCK).epoch(u64::from(epoch));
         recorder.start_epoch(epoch);
         let plan = EpochPlan::new(&train_spec, epoch, rank).map_err(TrainError::Plan)?;
@@ -463,6 +464,7 @@ fn run_eval(
     rng: &mut Xoshiro256PlusPlus,
 ) -> Result<(), TrainError> {
     let rank = setup.comm.rank();
+    drop_page_cache(setup, &setup.eval_files)?;
     let plan = EpochPlan::new(spec, epoch, rank).map_err(TrainError::Plan)?;
     let pass = Pass::Eval { epoch };
     let _eval_span = setup
@@ -542,6 +544,35 @@ fn record_io(
         },
     );
     recorder.merge_latencies(epoch, phase, &read.sample_read, batch_wait);
+}
+
+/// `storage.drop_page_cache`: rank 0 drops the files' cached pages before a pass so that its
+/// reads reach the storage; the others wait for it. A file whose pages cannot be dropped is a
+/// warning, not an error.
+fn drop_page_cache(setup: &RankSetup<'_>, files: &FileList) -> Result<(), TrainError> {
+    if !setup.config.storage.drop_page_cache {
+        return Ok(());
+    }
+    let rank = setup.comm.rank();
+    if rank == 0 {
+        let mut failed = 0;
+        for file in files.iter() {
+            if setup.storage.drop_cache(file).is_err() {
+                failed += 1;
+            }
+        }
+        if failed > 0 {
+            setup.observer.warn(
+                rank,
+                &format!(
+                    "could not drop the page cache of {failed} of {} files",
+                    files.len()
+                ),
+            );
+        }
+    }
+    setup.comm.barrier()?;
+    Ok(())
 }
 
 fn check_cancel(setup: &RankSetup<'_>) -> Result<(), TrainError> {
