@@ -33,6 +33,8 @@ fn launched_processes() -> Option<u32> {
 pub struct Cluster {
     process: u32,
     processes: u32,
+    /// MPI_THREAD_MULTIPLE was granted (any thread may call MPI at any time).
+    thread_multiple: bool,
     #[cfg(feature = "mpi")]
     mpi: Option<mpi::environment::Universe>,
 }
@@ -59,6 +61,7 @@ impl Cluster {
         Ok(Cluster {
             process: 0,
             processes: 1,
+            thread_multiple: false,
             #[cfg(feature = "mpi")]
             mpi: None,
         })
@@ -79,6 +82,7 @@ impl Cluster {
         Ok(Cluster {
             process: world.rank() as u32,
             processes: world.size() as u32,
+            thread_multiple: matches!(threading, mpi::Threading::Multiple),
             mpi: Some(universe),
         })
     }
@@ -163,6 +167,32 @@ impl Cluster {
         }
         #[cfg(not(feature = "mpi"))]
         unreachable!("several processes need the mpi feature")
+    }
+
+    /// The storage for `reader.collective_io: True`: reads of `inner`'s files become MPI-IO
+    /// collective calls. Every process must call this once (it duplicates the world
+    /// communicator); `reader_threads` is the rank's reader thread count.
+    pub fn collective_storage(
+        &self,
+        inner: Arc<dyn dlio_storage::Storage>,
+        reader_threads: u32,
+    ) -> Result<Arc<dyn dlio_storage::Storage>> {
+        #[cfg(feature = "mpi")]
+        if self.mpi.is_some() {
+            if reader_threads > 0 && !self.thread_multiple {
+                anyhow::bail!(
+                    "reader.collective_io with a reader thread needs MPI_THREAD_MULTIPLE, which \
+                     this MPI library does not grant; set ++workload.reader.read_threads=0"
+                );
+            }
+            return Ok(Arc::new(crate::collective::CollectiveStorage::new(inner)));
+        }
+        let _ = (inner, reader_threads);
+        anyhow::bail!(
+            "reader.collective_io reads through MPI-IO, so dlio must be built with \
+             `--features mpi` and started by mpirun; set ++workload.reader.collective_io=False \
+             for independent reads"
+        )
     }
 
     /// Ends the whole job after an error that the other processes cannot learn of otherwise.

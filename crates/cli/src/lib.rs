@@ -6,6 +6,8 @@
 
 mod args;
 mod cluster;
+#[cfg(feature = "mpi")]
+mod collective;
 mod dataset;
 mod log;
 mod progress;
@@ -17,6 +19,9 @@ use std::process::ExitCode;
 use clap::Parser;
 
 pub use args::Entry;
+pub use cluster::Cluster;
+#[cfg(feature = "mpi")]
+pub use collective::CollectiveStorage;
 
 /// Exit code for an interrupted run (128 + SIGINT, as shells report it).
 pub const EXIT_INTERRUPTED: u8 = 130;

@@ -166,6 +166,9 @@ fn drive(
         log.warn(w);
     }
     refuse_unbuilt(config)?;
+    if config.reader.collective_io {
+        check_collective(config, local_ranks)?;
+    }
 
     let cancel = Arc::new(AtomicBool::new(false));
     let group = match cluster.link() {
@@ -327,8 +330,13 @@ fn drive(
         };
         // Split(Metered(Traced(engine))): metering and tracing see every transfer.
         let counters_of_rank = Arc::new(IoCounters::default());
+        let raw = if config.reader.collective_io {
+            cluster.collective_storage(engine.raw(), config.reader.read_threads)?
+        } else {
+            engine.raw()
+        };
         let metered = Metered::with_counters(
-            Traced::new(engine.raw(), tracer.clone()),
+            Traced::new(raw, tracer.clone()),
             Arc::clone(&counters_of_rank),
         );
         let rank_storage: Arc<dyn Storage> = match engine.transfer_size() {
@@ -601,6 +609,52 @@ fn engine_settings(config: &Config) -> EngineSettings {
         io_depth: config.storage.io_depth,
         s3,
     }
+}
+
+/// Collective calls must be made by every process in the same order and number: one rank per
+/// process, one reader thread at most, one shared file, equal request counts.
+fn check_collective(config: &Config, local_ranks: u32) -> Result<()> {
+    let fix = "or set ++workload.reader.collective_io=False";
+    if local_ranks != 1 {
+        bail!(
+            "reader.collective_io needs one rank per MPI process (--ranks 1), not {local_ranks}; {fix}"
+        );
+    }
+    if config.reader.read_threads > 1 {
+        bail!(
+            "reader.collective_io needs reader.read_threads of 0 or 1 (collective calls must be \
+             issued in step order), not {}; {fix}",
+            config.reader.read_threads
+        );
+    }
+    if config.dataset.num_files_train != 1
+        || (config.workflow.evaluation && config.dataset.num_files_eval > 1)
+    {
+        bail!(
+            "reader.collective_io is for data sets that every rank reads from one shared file, but \
+             dataset.num_files_train is {}; {fix}",
+            config.dataset.num_files_train
+        );
+    }
+    if config.reader.transfer_size.is_some() {
+        bail!(
+            "reader.collective_io leaves the request sizes to MPI-IO (its two-phase I/O \
+             aggregates them); unset reader.transfer_size, {fix}"
+        );
+    }
+    if config.storage.io_engine != IoEngine::Posix
+        || config.storage.storage_type != StorageType::LocalFs
+    {
+        bail!(
+            "reader.collective_io reads local files through MPI-IO; it replaces storage.io_engine, which must stay posix; {fix}"
+        );
+    }
+    if config.dataset.format == dlio_config::FormatKind::Hdf5 {
+        bail!(
+            "reader.collective_io cannot apply to hdf5: the HDF5 library does its own I/O; {fix}"
+        );
+    }
+    Ok(())
 }
 
 fn check_steps(config: &Config, spec: &dlio_plan::PlanSpec, trim: &dlio_plan::Trim) -> Result<()> {

@@ -211,3 +211,145 @@ fn two_processes_of_two_ranks_equal_four_ranks_in_one_process() {
     assert_eq!(per_rank_bytes(&a), per_rank_bytes(&b));
     assert_eq!(a["dlio_rs"]["bytes_read"], b["dlio_rs"]["bytes_read"]);
 }
+
+/// Runs inside `mpirun` (started by the test below): every process reads its regions of one
+/// shared file through MPI-IO collective calls and compares them with plain preads.
+#[test]
+#[ignore = "runs under mpirun, started by collective_reads_return_the_same_bytes_as_independent_reads"]
+fn collective_reads_inner() {
+    use dlio_storage::{PosixStorage, Storage};
+    use std::sync::Arc;
+    let Ok(path) = std::env::var("DLIO_COLLECTIVE_FILE") else {
+        return;
+    };
+    let cluster = dlio::Cluster::detect().unwrap();
+    let rank = u64::from(cluster.process());
+    let posix: Arc<dyn Storage> = Arc::new(PosixStorage::new());
+    let collective = dlio::CollectiveStorage::new(Arc::clone(&posix));
+    let path = PathBuf::from(path);
+    let mut shared = collective.open(&path).unwrap();
+    let mut plain = posix.open(&path).unwrap();
+    assert_eq!(shared.len(), plain.len());
+    for i in 0..8u64 {
+        // Different regions and sizes per rank, the same number of calls on every rank.
+        let len = 1000 + 37 * (rank as usize) + i as usize;
+        let offset = (rank * 8 + i) * 4099;
+        let mut a = vec![0u8; len];
+        let mut b = vec![0u8; len];
+        shared.read_exact_at(&mut a, offset).unwrap();
+        plain.read_exact_at(&mut b, offset).unwrap();
+        assert!(a == b, "rank {rank}: region {i} differs");
+    }
+    drop(shared);
+    cluster.barrier();
+    println!("collective-check rank {rank} ok");
+}
+
+#[test]
+fn collective_reads_return_the_same_bytes_as_independent_reads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("shared.bin");
+    let bytes: Vec<u8> = (0..300_000u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    std::fs::write(&file, &bytes).unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new("mpirun")
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("DLIO_COLLECTIVE_FILE", &file)
+        .args(["--oversubscribe", "-np", "4"])
+        .arg(exe)
+        .args([
+            "--ignored",
+            "--exact",
+            "collective_reads_inner",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stdout.matches("collective-check rank").count(),
+        4,
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_run_with_collective_io_reads_what_independent_reads_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = |out: &str| -> Vec<String> {
+        vec![
+            "run".into(),
+            "workload=default".into(),
+            "++workload.dataset.format=indexed_binary".into(),
+            format!(
+                "++workload.dataset.data_folder={}",
+                tmp.path().join("data").display()
+            ),
+            "++workload.dataset.num_files_train=1".into(),
+            "++workload.dataset.num_subfolders_train=0".into(),
+            "++workload.dataset.num_samples_per_file=64".into(),
+            "++workload.dataset.record_length_bytes=4096".into(),
+            "++workload.workflow.evaluation=False".into(),
+            "++workload.reader.batch_size=2".into(),
+            "++workload.reader.read_threads=1".into(),
+            "++workload.train.computation_time=0".into(),
+            "++workload.train.epochs=1".into(),
+            format!(
+                "++workload.output.folder={}",
+                tmp.path().join(out).display()
+            ),
+        ]
+    };
+    let mut gen_args = base("gen");
+    gen_args.push("++workload.workflow.generate_data=True".into());
+    gen_args.push("++workload.workflow.train=False".into());
+    check(Command::new(dlio_path()).args(&gen_args).output().unwrap());
+    check(mpirun(4, &base("independent")).output().unwrap());
+    let mut collective = base("collective");
+    collective.push("++workload.reader.collective_io=True".into());
+    check(mpirun(4, &collective).output().unwrap());
+    let a = json(&tmp.path().join("independent/summary.json"));
+    let b = json(&tmp.path().join("collective/summary.json"));
+    assert_eq!(per_rank_bytes(&a), per_rank_bytes(&b));
+    // 16 samples of 4 KiB per rank, plus the two 64-entry uint64 index files read at open.
+    assert!(
+        per_rank_bytes(&b)
+            .iter()
+            .all(|&x| x == 16 * 4096 + 2 * 64 * 8),
+        "{:?}",
+        per_rank_bytes(&b)
+    );
+}
+
+#[test]
+fn collective_io_with_several_ranks_per_process_is_refused_with_the_fix() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = mpirun(
+        2,
+        &[
+            "run".into(),
+            "--ranks".into(),
+            "2".into(),
+            "workload=default".into(),
+            "++workload.reader.collective_io=True".into(),
+            format!(
+                "++workload.output.folder={}",
+                tmp.path().join("out").display()
+            ),
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--ranks 1"), "{stderr}");
+}

@@ -487,6 +487,10 @@ pub struct ReaderConfig {
     /// O_DIRECT: selects `storage.io_engine: direct` (as upstream), or O_DIRECT files for
     /// `io_uring`. Default false.
     pub odirect: bool,
+    /// Ours: read the shared file of the data set through MPI-IO collective calls
+    /// (`MPI_File_read_at_all`), with the same plan. Needs `mpirun`, the `mpi` build feature,
+    /// one rank per process, at most one reader thread and one training file. Default false.
+    pub collective_io: bool,
     /// DALI readers: do not mmap. Default false.
     pub dont_use_mmap: bool,
     /// Shape of the sample tensor handed to the training loop. Default empty.
@@ -516,6 +520,7 @@ impl Default for ReaderConfig {
             pin_memory: true,
             multiprocessing_context: MultiprocessingContext::Fork,
             odirect: false,
+            collective_io: false,
             dont_use_mmap: false,
             transformed_record_dims: Vec::new(),
             transformed_record_element_type: ElementType::Uint8,
