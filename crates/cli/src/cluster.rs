@@ -34,6 +34,7 @@ pub struct Cluster {
     process: u32,
     processes: u32,
     /// MPI_THREAD_MULTIPLE was granted (any thread may call MPI at any time).
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     thread_multiple: bool,
     #[cfg(feature = "mpi")]
     mpi: Option<mpi::environment::Universe>,
