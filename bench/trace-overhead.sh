@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Trace overhead: samples/s of `dlio run` with and without `--trace` on a small-record
+# workload (target: <= 3 % lower with the trace), alternating runs, medians; then the
+# trace is analysed with `dlio analyze` to report its size and event count.
+#   bash bench/trace-overhead.sh     # NFILES=4096 RECLEN=4096 BATCH=32 THREADS=2 EPOCHS=3 REPS=5
+# Needs the `--trace` flag on `dlio run` (wired by the integrator; see crates/trace).
+set -euo pipefail
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+NFILES=${NFILES:-4096}
+RECLEN=${RECLEN:-4096}
+BATCH=${BATCH:-32}
+THREADS=${THREADS:-2}
+EPOCHS=${EPOCHS:-3}
+REPS=${REPS:-5}
+WORK=${WORK:-/tmp/dlio-bench-trace}
+(cd "$REPO" && cargo build --release --locked -q --bin dlio)
+DLIO=${CARGO_TARGET_DIR:-$REPO/target}/release/dlio
+if ! "$DLIO" run --help 2>&1 | grep -q -- "--trace"; then
+  echo "dlio run has no --trace flag yet: wire dlio-trace into crates/cli first" >&2
+  exit 2
+fi
+mkdir -p "$WORK"
+data=$WORK/data
+C=(workload=unet3d_a100 ++workload.workflow.checkpoint=False ++workload.dataset.format=npy
+   ++workload.dataset.num_files_train="$NFILES" ++workload.dataset.num_samples_per_file=1
+   ++workload.dataset.record_length_bytes="$RECLEN" ++workload.dataset.record_length_bytes_stdev=0
+   ++workload.dataset.record_length_bytes_resize=0 ++workload.dataset.data_folder="$data"
+   ++workload.reader.batch_size="$BATCH" ++workload.reader.read_threads="$THREADS"
+   ++workload.train.epochs="$EPOCHS" ++workload.train.computation_time=0)
+if [ ! -d "$data/train" ]; then
+  "$DLIO" generate "${C[@]}" ++workload.output.folder="$WORK/out/gen" > "$WORK/gen.log" 2>&1
+fi
+cat "$data"/train/* > /dev/null
+echo "== $NFILES x $RECLEN B npy, batch $BATCH, read_threads $THREADS, $EPOCHS epochs, no compute; loadavg $(cut -d' ' -f1-3 /proc/loadavg)"
+sps() { python3 -c "import json;print(json.load(open('$1/summary.json'))['metric']['train_throughput_mean_samples_per_second'])"; }
+: > "$WORK/plain.txt"; : > "$WORK/traced.txt"
+for r in $(seq 1 "$REPS"); do
+  o=$WORK/out/plain$r; rm -rf "$o"
+  "$DLIO" run "${C[@]}" ++workload.output.folder="$o" > "$o.log" 2>&1
+  sps "$o" >> "$WORK/plain.txt"
+  o=$WORK/out/traced$r; rm -rf "$o"
+  "$DLIO" run --trace "${C[@]}" ++workload.output.folder="$o" > "$o.log" 2>&1
+  sps "$o" >> "$WORK/traced.txt"
+  echo "run $r: without $(tail -1 "$WORK/plain.txt") samples/s, with --trace $(tail -1 "$WORK/traced.txt") samples/s"
+done
+python3 - "$WORK/plain.txt" "$WORK/traced.txt" <<'PY'
+import statistics as st, sys
+p = [float(x) for x in open(sys.argv[1])]; t = [float(x) for x in open(sys.argv[2])]
+mp, mt = st.median(p), st.median(t)
+print(f"median samples/s: without {mp:.1f}, with --trace {mt:.1f}: overhead {100*(mp-mt)/mp:.2f}% (target <= 3%)")
+PY
+ls -l "$WORK/out/traced$REPS"/trace-*.pfw.gz
+/usr/bin/time -f "dlio analyze: wall=%es maxrss=%MKB" "$DLIO" analyze "$WORK/out/traced$REPS" | head -12
