@@ -504,5 +504,10 @@ fn trace_flag_writes_dftracer_events_for_every_step_and_io_call() {
         assert_eq!(n("POSIX", "open"), 12, "{c:?}");
         assert_eq!(n("POSIX", "pread"), 12);
         assert_eq!(n("POSIX", "close"), 12);
+        assert_eq!(
+            n("data", "item"),
+            12,
+            "one per sample this rank read in 2 epochs"
+        );
     }
 }

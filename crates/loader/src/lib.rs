@@ -68,6 +68,9 @@ pub struct LoaderSpec {
     /// The dataset's nominal file layout (formats that read nothing, like `synthetic`, hand out
     /// samples of this size).
     pub layout: dlio_format::FileLayout,
+    /// The rank's trace: reader threads record `data.item` and `data.preprocess` spans
+    /// (disabled by default).
+    pub tracer: dlio_trace::Tracer,
 }
 
 /// One batch as the trainer sees it.

@@ -9,6 +9,7 @@ use dlio_format::{FileKey, Format, FormatReader};
 use dlio_metrics::LatencyHistogram;
 use dlio_plan::EpochPlan;
 use dlio_storage::Storage;
+use dlio_trace::{Tracer, ai};
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -26,6 +27,8 @@ pub(crate) struct SampleReader {
     rng: Xoshiro256PlusPlus,
     /// Reader threads of the loader: this thread owns every `threads`-th batch.
     threads: u64,
+    /// Records `data.item` / `data.preprocess` spans.
+    tracer: Tracer,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +63,7 @@ impl SampleReader {
             preprocess,
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
             threads: u64::from(spec.read_threads.max(1)),
+            tracer: spec.tracer.clone(),
         }
     }
 
@@ -123,6 +127,11 @@ impl SampleReader {
                     file: sample.file,
                     len: files.len(),
                 })?;
+            let item = self
+                .tracer
+                .span(ai::DATA_ITEM)
+                .epoch(u64::from(plan.epoch()))
+                .arg("image_idx", sample.global as i64);
             let started = Instant::now();
             let key = sample.file;
             let fail = |source| LoaderError::Read {
@@ -166,7 +175,8 @@ impl SampleReader {
                 self.reader.close(key);
             }
             hist.record_duration(started.elapsed());
-            self.preprocess_sleep();
+            drop(item);
+            self.preprocess_sleep(plan.epoch(), sample.global);
             samples += 1;
             sample_bytes += len as u64;
         }
@@ -177,8 +187,13 @@ impl SampleReader {
         })
     }
 
-    fn preprocess_sleep(&mut self) {
+    fn preprocess_sleep(&mut self, epoch: u32, global: u64) {
         if let Some(d) = self.preprocess.draw(&mut self.rng) {
+            let _span = self
+                .tracer
+                .span(ai::DATA_PREPROCESS)
+                .epoch(u64::from(epoch))
+                .arg("image_idx", global as i64);
             std::thread::sleep(d);
         }
     }

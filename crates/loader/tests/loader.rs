@@ -61,6 +61,7 @@ fn spec(sampler: Sampler, read_type: ReadType, threads: u32) -> LoaderSpec {
         preprocess_time: TimeDistribution::default(),
         seed: 5,
         layout: layout(),
+        tracer: dlio_trace::Tracer::disabled(),
     }
 }
 

@@ -78,6 +78,7 @@ fn loader(storage: Arc<dyn Storage>, threads: u32, options: StreamOptions) -> Lo
         preprocess_time: Default::default(),
         seed: 5,
         layout: layout(),
+        tracer: dlio_trace::Tracer::disabled(),
     };
     let format = Arc::from(dlio_format::format_for(FormatKind::Tfrecord).unwrap());
     let mut loader = Loader::new(spec, storage, format, Arc::new(AtomicBool::new(false))).unwrap();

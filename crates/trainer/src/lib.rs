@@ -154,6 +154,7 @@ pub fn loader_spec(config: &Config, rank: u32) -> LoaderSpec {
         preprocess_time: config.reader.preprocess_time,
         seed: config.train.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(rank),
         layout: nominal_layout(config),
+        tracer: dlio_trace::Tracer::disabled(),
     }
 }
 
@@ -246,7 +247,10 @@ fn run_training(
         eval_spec.validate().map_err(TrainError::Plan)?;
     }
     let mut loader = Loader::new(
-        loader_spec(config, rank),
+        LoaderSpec {
+            tracer: setup.tracer.clone(),
+            ..loader_spec(config, rank)
+        },
         Arc::clone(&setup.storage),
         setup.format.clone().ok_or_else(|| {
             TrainError::Setting("training needs the dataset's format, and none was given".into())
