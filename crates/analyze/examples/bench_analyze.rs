@@ -94,7 +94,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         ["run", path, rest @ ..] => {
             let t = Instant::now();
-            let a = dlio_analyze::analyze(&[PathBuf::from(path)], &Default::default())?;
+            // THREADS=n sets the parsing threads (default: one per core).
+            let threads = std::env::var("THREADS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            let opts = dlio_analyze::AnalyzeOptions { threads };
+            let a = dlio_analyze::analyze(&[PathBuf::from(path)], &opts)?;
             let secs = t.elapsed().as_secs_f64();
             print!("{}", dlio_analyze::render_terminal(&a));
             println!(

@@ -10,7 +10,8 @@ use crate::model::{Analysis, Corrupt, InputFile};
 /// How to analyse.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AnalyzeOptions {
-    /// Parsing threads; 0 uses one per available core (minus the reading thread, at least 1).
+    /// Parsing threads (besides the thread that reads and decompresses); 0 uses one per
+    /// available core.
     pub threads: usize,
 }
 
@@ -65,7 +66,7 @@ pub fn analyze(paths: &[PathBuf], opts: &AnalyzeOptions) -> Result<Analysis, Ana
     let threads = if opts.threads > 0 {
         opts.threads
     } else {
-        std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1).max(1))
+        std::thread::available_parallelism().map_or(1, |n| n.get())
     };
     let ingested = ingest(&inputs, threads)?;
     if ingested.events == 0 {

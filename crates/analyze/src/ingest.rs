@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
@@ -391,7 +391,7 @@ fn trim(b: &[u8]) -> &[u8] {
 }
 
 /// Opens a trace, decompressing when it starts with gzip's magic bytes.
-fn open_lines(path: &Path) -> Result<Box<dyn BufRead + Send>, AnalyzeError> {
+fn open_lines(path: &Path) -> Result<Box<dyn Read + Send>, AnalyzeError> {
     let io_err = |source| AnalyzeError::Io {
         op: "read",
         path: path.to_path_buf(),
@@ -403,10 +403,7 @@ fn open_lines(path: &Path) -> Result<Box<dyn BufRead + Send>, AnalyzeError> {
     file.seek(SeekFrom::Start(0)).map_err(io_err)?;
     let buffered = BufReader::with_capacity(1 << 18, file);
     if n == 2 && magic == [0x1f, 0x8b] {
-        Ok(Box::new(BufReader::with_capacity(
-            1 << 18,
-            flate2::bufread::MultiGzDecoder::new(buffered),
-        )))
+        Ok(Box::new(flate2::bufread::MultiGzDecoder::new(buffered)))
     } else {
         Ok(Box::new(buffered))
     }
@@ -454,25 +451,39 @@ pub(crate) fn ingest(inputs: &[Input], workers: usize) -> Result<Ingested, Analy
                         break;
                     }
                 };
+                // Whole blocks, cut after their last newline; the rest starts the next chunk.
                 let mut line_no = 1u64;
+                let mut carry: Vec<u8> = Vec::new();
                 loop {
-                    let mut data = Vec::with_capacity(CHUNK_BYTES + 4096);
-                    let first_line = line_no;
+                    let mut data = std::mem::take(&mut carry);
+                    data.reserve(CHUNK_BYTES);
                     let mut eof = false;
                     while data.len() < CHUNK_BYTES {
-                        match reader.read_until(b'\n', &mut data) {
+                        let have = data.len();
+                        data.resize(have + (CHUNK_BYTES - have).max(64 * 1024), 0);
+                        match reader.read(&mut data[have..]) {
                             Ok(0) => {
+                                data.truncate(have);
                                 eof = true;
                                 break;
                             }
-                            Ok(_) => line_no += 1,
+                            Ok(n) => data.truncate(have + n),
+                            Err(e) if e.kind() == io::ErrorKind::Interrupted => data.truncate(have),
                             Err(e) => {
-                                read_errors.push((i, line_no, format!("cannot read further: {e}")));
+                                data.truncate(have);
+                                let at =
+                                    line_no + data.iter().filter(|&&b| b == b'\n').count() as u64;
+                                read_errors.push((i, at, format!("cannot read further: {e}")));
                                 eof = true;
                                 break;
                             }
                         }
                     }
+                    if !eof && let Some(cut) = data.iter().rposition(|&b| b == b'\n') {
+                        carry = data.split_off(cut + 1);
+                    }
+                    let first_line = line_no;
+                    line_no += data.iter().filter(|&&b| b == b'\n').count() as u64;
                     if !data.is_empty()
                         && tx
                             .send(Chunk {
