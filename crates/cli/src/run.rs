@@ -322,7 +322,10 @@ fn drive(
     let mut tracers = Vec::new();
     for local in 0..local_ranks {
         let tracer = if tracing {
-            let opts = dlio_trace::TraceOptions::new(&out, group.global_rank(local), world);
+            let opts = dlio_trace::TraceOptions {
+                compress: dlio_trace::dftracer_compression_from_env().unwrap_or(true),
+                ..dlio_trace::TraceOptions::new(&out, group.global_rank(local), world)
+            };
             Tracer::create(&opts)
                 .with_context(|| format!("starting the trace {}", opts.path().display()))?
         } else {
@@ -407,7 +410,7 @@ fn drive(
     if tracing {
         log.output(&format!(
             "Trace: {traced_events} events in {} (read it with `dlio analyze {}`)",
-            out.join("trace-*-of-*.pfw.gz").display(),
+            out.join("trace-*-of-*.pfw*").display(),
             out.display()
         ));
     }
