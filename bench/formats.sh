@@ -8,7 +8,8 @@
 #   FORMATS="npz hdf5" bash bench/formats.sh      # some formats
 #   SKIP_REFERENCE=1 bash bench/formats.sh        # dlio only
 #
-# Knobs: NFILES=32 SPF=4 RECLEN=65536 WORK=/tmp/dlio-bench-formats
+# Knobs: NFILES=16 SPF=2 RECLEN=65536 WORK=/tmp/dlio-bench-formats SKIP_BUILD=1 (use the
+# binary already in $CARGO_TARGET_DIR or target/)
 # The Python side runs the venv of ../shared/bench/reference-dlio.sh (create it with
 # `bash ../shared/bench/reference-dlio.sh setup`). Python DLIO has no parquet: that row is ours
 # only. tfrecord uses the tensorflow loader (Python DLIO refuses pytorch + tfrecord), every
@@ -17,14 +18,16 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
 VENV=${DLIO_VENV:-/opt/dlio-reference/venv}
-NFILES=${NFILES:-32}; SPF=${SPF:-4}; RECLEN=${RECLEN:-65536}
+NFILES=${NFILES:-16}; SPF=${SPF:-2}; RECLEN=${RECLEN:-65536}
 WORK=${WORK:-/tmp/dlio-bench-formats}
 FORMATS=${FORMATS:-npz npy hdf5 csv jpeg png tfrecord indexed_binary mmap_indexed_binary parquet}
 mkdir -p "$WORK"
 
-echo "== building dlio (release, with HDF5)"
-(cd "$REPO" && cargo build --release --quiet -p dlio --features dlio-format/hdf5)
-DLIO=$REPO/target/release/dlio
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+  echo "== building dlio (release, with HDF5)"
+  (cd "$REPO" && cargo build --release --quiet -p dlio --features dlio-format/hdf5)
+fi
+DLIO=${CARGO_TARGET_DIR:-$REPO/target}/release/dlio
 
 # The same overrides for both tools (DLIO 2.0.0 reads the legacy record_length names; dlio
 # accepts them too).
@@ -50,7 +53,8 @@ run_tool() {  # tool format -> prints "gen_s MB read_sps"
   [ "$fmt" = tfrecord ] && fw=tensorflow
   local d="$WORK/$tool/$fmt"; rm -rf "$d"; mkdir -p "$d"
   local cmd
-  if [ "$tool" = dlio ]; then cmd=("$DLIO" run); else cmd=("$VENV/bin/dlio_benchmark"); fi
+  # Python DLIO's tfrecord generator runs `tfrecord2idx` from the venv's bin folder.
+  if [ "$tool" = dlio ]; then cmd=("$DLIO" run); else cmd=(env PATH="$VENV/bin:$PATH" "$VENV/bin/dlio_benchmark"); fi
   local s e
   s=$(now)
   # shellcheck disable=SC2046
