@@ -303,6 +303,13 @@ impl ReadHandle for UringRead {
         if n == 0 {
             return Ok(0);
         }
+        // At the end of a file whose size is not a block multiple the request shrinks to an
+        // unaligned length, which O_DIRECT refuses (EINVAL): take the bounce path for it.
+        if let Some(bounce) = &mut self.bounce
+            && !n.is_multiple_of(DIRECT_ALIGNMENT)
+        {
+            return direct_read_at(&self.file, &self.path, bounce, &mut buf[..n], offset);
+        }
         self.run(&mut [ReadRequest {
             offset,
             buf: &mut buf[..n],
