@@ -154,10 +154,11 @@ pub fn list_files(
     };
     let matches = |p: &Path| {
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        // The whole ending, not `Path::extension`: compressed csv files end in `.csv.gz`.
         !name.starts_with('.')
-            && p.extension()
-                .and_then(|e| e.to_str())
-                .is_some_and(|e| e.eq_ignore_ascii_case(ext))
+            && name
+                .to_ascii_lowercase()
+                .ends_with(&format!(".{}", ext.to_ascii_lowercase()))
     };
     let mut files: Vec<PathBuf> = Vec::new();
     let dirs: Vec<_> = entries.iter().filter(|e| e.is_dir).collect();

@@ -209,7 +209,7 @@ fn drive(
     // dataset section at DLIO's tfrecord default).
     let needs_data = config.workflow.generate_data || !config.checkpoint_only();
     let format: Option<Arc<dyn Format>> = if needs_data {
-        Some(Arc::from(dlio_format::format_for(config.dataset.format)?))
+        Some(Arc::from(dlio_format::format_from_config(&config.dataset)?))
     } else {
         None
     };

@@ -71,6 +71,12 @@ pub struct LoaderSpec {
     /// The rank's trace: reader threads record `data.item` and `data.preprocess` spans
     /// (disabled by default).
     pub tracer: dlio_trace::Tracer,
+    /// Bytes of the sample handed to the training loop, when the workload sets it
+    /// (`dataset.record_length_bytes_resize`, `reader.transformed_record_dims`): each sample is
+    /// then copied (cut or zero-padded) into the reader thread's batch buffer, as a framework's
+    /// collate step copies the transformed sample into the batch tensor. `None`: the batch
+    /// refers to the samples as read.
+    pub sample_out_bytes: Option<usize>,
 }
 
 /// One batch as the trainer sees it.

@@ -29,6 +29,10 @@ pub(crate) struct SampleReader {
     threads: u64,
     /// Records `data.item` / `data.preprocess` spans.
     tracer: Tracer,
+    /// Size of each sample handed to the loop, when resized (see `LoaderSpec`).
+    sample_out_bytes: Option<usize>,
+    /// The batch the resized samples are copied into; allocated once, reused.
+    batch: Vec<u8>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +68,8 @@ impl SampleReader {
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
             threads: u64::from(spec.read_threads.max(1)),
             tracer: spec.tracer.clone(),
+            sample_out_bytes: spec.sample_out_bytes,
+            batch: Vec::new(),
         }
     }
 
@@ -166,11 +172,22 @@ impl SampleReader {
                     samples: u64::from(u32::MAX),
                 }),
             })?;
-            let len = self
-                .reader
-                .read_sample(storage, key, index)
-                .map_err(fail)?
-                .len();
+            let data = self.reader.read_sample(storage, key, index).map_err(fail)?;
+            let len = match self.sample_out_bytes {
+                None => data.len(),
+                Some(out) => {
+                    // The collate copy: the sample, cut or zero-padded to the transformed size,
+                    // into its slot of the batch.
+                    let slot = samples as usize * out;
+                    if self.batch.len() < slot + out {
+                        self.batch.resize(slot + out, 0);
+                    }
+                    let n = data.len().min(out);
+                    self.batch[slot..slot + n].copy_from_slice(&data[..n]);
+                    self.batch[slot + n..slot + out].fill(0);
+                    out
+                }
+            };
             if self.policy == OpenPolicy::PerSample {
                 self.reader.close(key);
             }

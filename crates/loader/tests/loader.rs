@@ -62,6 +62,7 @@ fn spec(sampler: Sampler, read_type: ReadType, threads: u32) -> LoaderSpec {
         seed: 5,
         layout: layout(),
         tracer: dlio_trace::Tracer::disabled(),
+        sample_out_bytes: None,
     }
 }
 
@@ -234,4 +235,29 @@ fn cancel_stops_the_epoch() {
         Some(Err(LoaderError::Interrupted))
     ));
     batches.finish();
+}
+
+#[test]
+fn a_resized_sample_is_what_the_batch_hands_out() {
+    let tmp = tempfile::tempdir().unwrap();
+    let files = dataset(tmp.path(), 4);
+    for out in [100usize, 1000] {
+        let spec = LoaderSpec {
+            sample_out_bytes: Some(out),
+            ..spec(Sampler::Index, ReadType::OnDemand, 1)
+        };
+        let storage: Arc<dyn Storage> = Arc::new(PosixStorage::new());
+        let format: Arc<dyn dlio_format::Format> =
+            Arc::from(dlio_format::format_for(FormatKind::Npz).unwrap());
+        let mut loader =
+            Loader::new(spec, storage, format, Arc::new(AtomicBool::new(false))).unwrap();
+        let mut batches =
+            loader.start_epoch(plan(4, Sampler::Index, 1, Shuffle::Off), Arc::clone(&files));
+        while let Some(b) = batches.next_batch() {
+            let b = b.unwrap();
+            // Samples of 256 bytes are cut to 100 or padded to 1000.
+            assert_eq!(b.sample_bytes, b.samples * out as u64);
+        }
+        batches.finish();
+    }
 }

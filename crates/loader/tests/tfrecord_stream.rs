@@ -79,6 +79,7 @@ fn loader(storage: Arc<dyn Storage>, threads: u32, options: StreamOptions) -> Lo
         seed: 5,
         layout: layout(),
         tracer: dlio_trace::Tracer::disabled(),
+        sample_out_bytes: None,
     };
     let format = Arc::from(dlio_format::format_for(FormatKind::Tfrecord).unwrap());
     let mut loader = Loader::new(spec, storage, format, Arc::new(AtomicBool::new(false))).unwrap();

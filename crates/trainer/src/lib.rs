@@ -122,7 +122,7 @@ pub fn train_plan_spec(config: &Config, world: u32, num_files: u64, random_seed:
         samples_per_file: config.dataset.num_samples_per_file.max(1),
         batch_size: config.reader.batch_size.max(1),
         world,
-        sampler: config.reader.sampler(),
+        sampler: config.sampler(),
         read_threads: config.reader.read_threads,
         file_shuffle: config.reader.file_shuffle,
         sample_shuffle: config.reader.sample_shuffle,
@@ -150,12 +150,29 @@ pub fn loader_spec(config: &Config, rank: u32) -> LoaderSpec {
         read_threads: config.reader.read_threads,
         prefetch_size: config.reader.prefetch_size,
         read_type: config.reader.read_type,
-        sampler: config.reader.sampler(),
+        sampler: config.sampler(),
         preprocess_time: config.reader.preprocess_time,
         seed: config.train.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(rank),
         layout: nominal_layout(config),
         tracer: dlio_trace::Tracer::disabled(),
+        sample_out_bytes: sample_out_bytes(config),
     }
+}
+
+/// The size of the sample the training loop gets, as DLIO sizes its `resized_image`:
+/// `reader.transformed_record_dims` x the transformed element type, else a
+/// `int(sqrt(resize))`-square uint8 array for `dataset.record_length_bytes_resize`.
+pub fn sample_out_bytes(config: &Config) -> Option<usize> {
+    let dims = &config.reader.transformed_record_dims;
+    if !dims.is_empty() {
+        let elements: u64 = dims.iter().product();
+        return Some(elements as usize * config.reader.transformed_record_element_type.size());
+    }
+    let resize = config.dataset.record_length_bytes_resize;
+    (resize >= 1.0).then(|| {
+        let side = resize.sqrt() as usize;
+        side * side
+    })
 }
 
 /// The layout of a file of the dataset's nominal sample size (no size spread).
@@ -257,6 +274,12 @@ fn run_training(
         })?,
         Arc::clone(&setup.cancel),
     )?;
+    // The tf.data pipeline of TFRecord (file shards, streamed reads, shuffle buffer) takes its
+    // settings from the reader section.
+    loader.set_stream_options(dlio_loader::StreamOptions::from_config(
+        config,
+        setup.random_seed,
+    ));
     // Draws of the emulated compute time: reproducible per rank from the seed.
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(
         config.train.seed ^ (u64::from(rank) << 32) ^ 0x00C0_FFEE,
