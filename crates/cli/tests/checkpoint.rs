@@ -2,29 +2,11 @@
 //! mode, asynchronous saves and bounded memory.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use serde_json::Value;
 
-fn dlio() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_dlio"))
-}
-
-fn run_ok(cmd: &mut Command) -> Output {
-    let out = cmd.output().expect("dlio starts");
-    assert!(
-        out.status.success(),
-        "dlio failed ({:?})\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn json(path: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
+mod common;
+use common::{dlio, json, run_ok};
 
 /// Every file below `dir`, recursively.
 fn files(dir: &Path) -> Vec<PathBuf> {

@@ -1,40 +1,12 @@
 //! End-to-end behaviour of the `dlio` binary: what a user runs, what lands on disk.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::Value;
 
-fn dlio() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_dlio"))
-}
-
-fn run_ok(cmd: &mut Command) -> Output {
-    let out = cmd.output().expect("dlio starts");
-    assert!(
-        out.status.success(),
-        "dlio failed ({:?})\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn run_err(cmd: &mut Command) -> String {
-    let out = cmd.output().expect("dlio starts");
-    assert!(
-        !out.status.success(),
-        "dlio should have failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn json(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
+mod common;
+use common::{dlio, json, run_err, run_ok};
 
 /// Files below `dir` (recursively) ending in `.ext`.
 fn files_with_ext(dir: &Path, ext: &str) -> Vec<PathBuf> {

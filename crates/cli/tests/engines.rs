@@ -2,13 +2,11 @@
 //! figures are in summary.json.
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value;
 
-fn dlio() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_dlio"))
-}
+mod common;
+use common::dlio;
 
 fn run(args: &[String]) -> Value {
     let out = dlio().arg("run").args(args).output().unwrap();

@@ -1,0 +1,42 @@
+//! What the end-to-end test files share: starting the binary, checking its exit, reading JSON.
+#![allow(dead_code)] // each test file uses its own subset
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// The `dlio` binary under test.
+pub fn dlio() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_dlio"))
+}
+
+/// Runs `cmd` and fails the test, with both outputs, unless it exits 0.
+pub fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("dlio starts");
+    assert!(
+        out.status.success(),
+        "dlio failed ({:?})\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Runs `cmd`, which must fail; returns its stderr.
+pub fn run_err(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("dlio starts");
+    assert!(
+        !out.status.success(),
+        "dlio should have failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A JSON file, parsed.
+pub fn json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
