@@ -31,6 +31,7 @@ C=(workload=unet3d_a100 ++workload.workflow.checkpoint=False ++workload.dataset.
 if [ ! -d "$data/train" ]; then
   "$DLIO" generate "${C[@]}" ++workload.output.folder="$WORK/out-gen" > /dev/null 2>&1
 fi
+mkdir -p "$data/valid"   # Python DLIO lists valid/ even without evaluation
 cat "$data"/train/* > /dev/null
 field() { grep -E "$2" "$1" | head -1 | sed -E 's/.*: //'; }
 sps() { python3 -c "import json,sys;print(json.load(open(sys.argv[1]))['metric']['train_throughput_mean_samples_per_second'])" "$1"; }

@@ -131,8 +131,8 @@ pub fn dispatch(cli: Cli, entry: Entry) -> Result<ExitCode> {
                 eprintln!("warning: {w}");
             }
             match args.query {
-                Some(key) => println!("{}", loaded.config.query(&key)?),
-                None => print!("{}", crate::redact_credentials(&loaded.config.to_yaml())),
+                Some(key) => emit(&format!("{}\n", loaded.config.query(&key)?))?,
+                None => emit(&crate::redact_credentials(&loaded.config.to_yaml()))?,
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -151,7 +151,7 @@ pub fn dispatch(cli: Cli, entry: Entry) -> Result<ExitCode> {
                         loaded.workload, args.ranks
                     )
                 })?;
-            print!("{}", dlio_checkpoint::format_plan_table(&plan));
+            emit(&dlio_checkpoint::format_plan_table(&plan))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Analyze(args) => {
@@ -161,7 +161,7 @@ pub fn dispatch(cli: Cli, entry: Entry) -> Result<ExitCode> {
                     threads: args.threads,
                 },
             )?;
-            print!("{}", dlio_analyze::render_terminal(&analysis));
+            emit(&dlio_analyze::render_terminal(&analysis))?;
             let out = match args.out {
                 Some(dir) => dir,
                 None if args.paths[0].is_dir() => args.paths[0].clone(),
@@ -172,18 +172,29 @@ pub fn dispatch(cli: Cli, entry: Entry) -> Result<ExitCode> {
             };
             let files = dlio_analyze::write_reports(&analysis, &out)
                 .with_context(|| format!("writing the analysis into {}", out.display()))?;
-            println!(
-                "\nWrote {}, {} and {} plots",
+            emit(&format!(
+                "\nWrote {}, {} and {} plots\n",
                 files.json.display(),
                 files.html.display(),
                 files.pngs.len()
-            );
+            ))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Workloads => {
             let table = dlio_config::workload_table().context("listing the built-in workloads")?;
-            print!("{table}");
+            emit(&table)?;
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+/// Writes `text` to stdout. A reader that went away (`dlio analyze ... | head`) is not an
+/// error: the output is simply not wanted any more.
+fn emit(text: &str) -> Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("writing to standard output"),
     }
 }

@@ -37,7 +37,9 @@ impl RunLog {
     fn emit(&self, level: &str, msg: &str) {
         let stamp = chrono::Local::now().format("%Y-%m-%dT%H:%M:%S%.6f");
         let line = format!("[{level}] {stamp} {msg}");
-        self.bars.suspend(|| eprintln!("{line}"));
+        self.bars.suspend(|| {
+            let _ = writeln!(std::io::stderr(), "{line}");
+        });
         self.to_file(&line);
     }
 
@@ -64,7 +66,10 @@ impl RunLog {
         if !self.speaks {
             return;
         }
-        self.bars.suspend(|| println!("{line}"));
+        self.bars.suspend(|| {
+            // A closed stdout (`| head`) must not stop the run.
+            let _ = writeln!(std::io::stdout(), "{line}");
+        });
         self.to_file(line);
     }
 

@@ -483,3 +483,21 @@ fn trace_flag_writes_dftracer_events_for_every_step_and_io_call() {
         );
     }
 }
+
+#[test]
+fn the_analysis_of_a_traced_run_counts_the_bytes_and_reads_the_summary_counts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args = small(tmp.path(), 12, 2);
+    args.push("++workload.workflow.generate_data=True".into());
+    args.push("++workload.train.epochs=2".into());
+    args.push("++workload.reader.transfer_size=1024".into());
+    run_ok(dlio().args(["run", "--trace", "--ranks", "2"]).args(&args));
+    let out = tmp.path().join("out");
+    run_ok(dlio().arg("analyze").arg(&out));
+    let summary = json(&out.join("summary.json"));
+    let analysis = json(&out.join("analysis.json"));
+    let reads = &analysis["transfer_sizes"]["read"];
+    assert_eq!(reads["bytes"], summary["dlio_rs"]["bytes_read"], "{reads}");
+    assert_eq!(reads["ops"], summary["dlio_rs"]["read_ops"], "{reads}");
+    assert!(out.join("analysis.html").exists());
+}
