@@ -166,6 +166,9 @@ fn drive(
         log.warn(w);
     }
     refuse_unbuilt(config)?;
+    for w in no_effect_warnings(config) {
+        log.warn(&w);
+    }
     if config.reader.collective_io {
         check_collective(config, local_ranks)?;
     }
@@ -612,6 +615,41 @@ fn engine_settings(config: &Config) -> EngineSettings {
         io_depth: config.storage.io_depth,
         s3,
     }
+}
+
+/// Settings of Python's machinery that have nothing to act on here: said once, never silently
+/// dropped.
+fn no_effect_warnings(config: &Config) -> Vec<String> {
+    let mut out = Vec::new();
+    if !config.reader.pin_memory {
+        out.push(
+            "reader.pin_memory: False has no effect in dlio: batches are never copied to pinned \
+             (page-locked) memory, so the setting's memory saving is already the default"
+                .into(),
+        );
+    }
+    if config.reader.multiprocessing_context != dlio_config::MultiprocessingContext::Fork {
+        out.push(
+            "reader.multiprocessing_context has no effect in dlio: reader threads are threads, \
+             not Python worker processes"
+                .into(),
+        );
+    }
+    if config.reader.dont_use_mmap {
+        out.push(
+            "reader.dont_use_mmap is a DALI reader setting and has no effect in dlio; choose how \
+             files are read with storage.io_engine (posix, direct, mmap, io_uring)"
+                .into(),
+        );
+    }
+    if config.checkpoint.ksm.is_some() && config.workflow.checkpoint {
+        out.push(
+            "checkpoint.ksm has no effect in dlio: checkpoints are streamed from a generator, \
+             so there are no resident tensors for KSM to merge"
+                .into(),
+        );
+    }
+    out
 }
 
 /// Collective calls must be made by every process in the same order and number: one rank per

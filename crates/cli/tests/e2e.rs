@@ -501,3 +501,22 @@ fn the_analysis_of_a_traced_run_counts_the_bytes_and_reads_the_summary_counts() 
     assert_eq!(reads["ops"], summary["dlio_rs"]["read_ops"], "{reads}");
     assert!(out.join("analysis.html").exists());
 }
+
+#[test]
+fn python_only_settings_are_said_to_have_no_effect() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args = small(tmp.path(), 4, 2);
+    args.push("++workload.workflow.generate_data=True".into());
+    args.push("++workload.reader.dont_use_mmap=True".into());
+    args.push("++workload.reader.multiprocessing_context=spawn".into());
+    let out = run_ok(dlio().arg("run").args(&args));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("reader.dont_use_mmap") && stderr.contains("no effect"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("reader.multiprocessing_context"),
+        "{stderr}"
+    );
+}
