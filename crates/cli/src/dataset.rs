@@ -193,7 +193,8 @@ pub fn list_files(
             .filter(|e| !e.is_dir && matches(&e.path))
             .map(|e| e.path)
             .collect();
-        files.sort();
+        // One folder: byte order of the paths is their component order (and much cheaper).
+        files.sort_unstable_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
     }
     let found = files.len() as u64;
     if found < wanted {

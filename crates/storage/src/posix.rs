@@ -98,7 +98,9 @@ impl Storage for PosixStorage {
             };
             entries.push(DirEntry { path, is_dir, len });
         }
-        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        // One directory: the entries share their parent, so comparing the raw bytes gives the
+        // same order as comparing paths component by component, far faster for big folders.
+        entries.sort_unstable_by(|a, b| a.path.as_os_str().cmp(b.path.as_os_str()));
         Ok(entries)
     }
 
