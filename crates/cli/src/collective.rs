@@ -140,6 +140,12 @@ impl Storage for CollectiveStorage {
     fn remove_dir_all(&self, dir: &Path) -> Result<(), StorageError> {
         self.inner.remove_dir_all(dir)
     }
+    fn partial_path(&self, path: &Path) -> Option<PathBuf> {
+        self.inner.partial_path(path)
+    }
+    fn drop_cache(&self, path: &Path) -> Result<(), StorageError> {
+        self.inner.drop_cache(path)
+    }
 }
 
 /// A file opened collectively.

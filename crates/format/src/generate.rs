@@ -302,6 +302,10 @@ impl Storage for StoppableStorage<'_> {
     fn partial_path(&self, path: &Path) -> Option<PathBuf> {
         self.inner.partial_path(path)
     }
+
+    fn drop_cache(&self, path: &Path) -> Result<(), StorageError> {
+        self.inner.drop_cache(path)
+    }
 }
 
 /// A write handle that refuses to go on once generation stops.
