@@ -8,10 +8,12 @@ use std::sync::atomic::AtomicBool;
 use dlio_config::{
     Compression, ElementType, FormatKind, ReadType, Sampler, Shuffle, TimeDistribution,
 };
-use dlio_format::{FileLayout, GenerationFile, GenerationJob};
+use dlio_format::FileLayout;
 use dlio_loader::{Loader, LoaderError, LoaderSpec};
 use dlio_plan::{EpochPlan, PlanSpec};
 use dlio_storage::{Metered, PosixStorage, Storage};
+
+mod common;
 
 const SPF: u32 = 3;
 
@@ -26,30 +28,9 @@ fn layout() -> FileLayout {
 
 /// `n` npz files of 3 samples each.
 fn dataset(dir: &std::path::Path, n: u64) -> Arc<Vec<PathBuf>> {
-    let storage = PosixStorage::new();
-    let format = dlio_format::format_for(FormatKind::Npz).unwrap();
-    let files: Vec<GenerationFile> = (0..n)
-        .map(|i| GenerationFile {
-            path: dir.join(format!("f{i:03}.npz")),
-            layout: layout(),
-            list_id: 0,
-            file_index: i,
-        })
-        .collect();
-    let paths = files.iter().map(|f| f.path.clone()).collect();
-    dlio_format::generate(
-        GenerationJob {
-            storage: &storage,
-            format: &*format,
-            files,
-            threads: 2,
-            seed: 1,
-        },
-        &|_| {},
-        &AtomicBool::new(false),
-    )
-    .unwrap();
-    Arc::new(paths)
+    common::generate_files(FormatKind::Npz, &layout(), n, |i| {
+        dir.join(format!("f{i:03}.npz"))
+    })
 }
 
 fn spec(sampler: Sampler, read_type: ReadType, threads: u32) -> LoaderSpec {

@@ -7,10 +7,12 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use dlio_config::{Compression, ElementType, FormatKind, ReadType, Sampler, Shuffle};
-use dlio_format::{FileLayout, GenerationFile, GenerationJob};
+use dlio_format::FileLayout;
 use dlio_loader::{Loader, LoaderSpec, StreamOptions};
 use dlio_plan::{EpochPlan, PlanSpec};
 use dlio_storage::{Metered, PosixStorage, Storage};
+
+mod common;
 
 const SPF: u64 = 3;
 
@@ -25,30 +27,9 @@ fn layout() -> FileLayout {
 
 /// `n` tfrecord files of 3 records of 2000 bytes under `dir/train`.
 fn dataset(dir: &std::path::Path, n: u64) -> Arc<Vec<PathBuf>> {
-    let storage = PosixStorage::new();
-    let format = dlio_format::format_for(FormatKind::Tfrecord).unwrap();
-    let files: Vec<GenerationFile> = (0..n)
-        .map(|i| GenerationFile {
-            path: dir.join(format!("train/f{i:03}.tfrecord")),
-            layout: layout(),
-            list_id: 0,
-            file_index: i,
-        })
-        .collect();
-    let paths = files.iter().map(|f| f.path.clone()).collect();
-    dlio_format::generate(
-        GenerationJob {
-            storage: &storage,
-            format: &*format,
-            files,
-            threads: 2,
-            seed: 1,
-        },
-        &|_| {},
-        &AtomicBool::new(false),
-    )
-    .unwrap();
-    Arc::new(paths)
+    common::generate_files(FormatKind::Tfrecord, &layout(), n, |i| {
+        dir.join(format!("train/f{i:03}.tfrecord"))
+    })
 }
 
 fn plan_spec(files: u64, world: u32, threads: u32, batch: u64) -> PlanSpec {
