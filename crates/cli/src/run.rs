@@ -405,15 +405,28 @@ fn drive(
     });
     progress.finish();
     let mut traced_events = 0u64;
-    for tracer in &tracers {
-        if let Some(summary) = tracer.finish().context("finishing the trace")? {
+    let finishing = std::time::Instant::now();
+    // Each rank's writer turns its spill into JSON on its own thread: finish them together.
+    let finished: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = tracers.iter().map(|t| s.spawn(|| t.finish())).collect();
+        handles
+            .into_iter()
+            .map(|h| match h.join() {
+                Ok(result) => result.context("finishing the trace"),
+                Err(_) => Err(anyhow!("finishing the trace: the thread panicked")),
+            })
+            .collect()
+    });
+    for summary in finished {
+        if let Some(summary) = summary? {
             traced_events += summary.events;
         }
     }
     if tracing {
         log.output(&format!(
-            "Trace: {traced_events} events in {} (read it with `dlio analyze {}`)",
+            "Trace: {traced_events} events in {}, written in {:.2} s after the run (read it with `dlio analyze {}`)",
             out.join("trace-*-of-*.pfw*").display(),
+            finishing.elapsed().as_secs_f64(),
             out.display()
         ));
     }

@@ -3,7 +3,6 @@
 //! keeps them free of counters).
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use dlio_storage::{
     Capabilities, DirEntry, ReadHandle, ReadRequest, Storage, StorageError, WriteHandle,
@@ -50,12 +49,12 @@ impl<S: Storage> Traced<S> {
         file: FileId,
         call: impl FnOnce() -> Result<T, StorageError>,
     ) -> Result<T, StorageError> {
-        let start = Instant::now();
+        let start = self.tracer.now_ns();
         let result = call();
-        let dur = start.elapsed();
+        let end = self.tracer.now_ns();
         match &result {
-            Ok(_) => self.tracer.io(op, file, None, None, start, dur),
-            Err(_) => self.tracer.io_failed(op, file, None, start, dur),
+            Ok(_) => self.tracer.io_ns(op, file, None, None, start, end),
+            Err(_) => self.tracer.io_failed_ns(op, file, None, start, end),
         }
         result
     }
@@ -74,8 +73,13 @@ impl<S: Storage> Storage for Traced<S> {
         if !self.tracer.is_enabled() {
             return self.inner.open(path);
         }
-        let file = self.tracer.file(path);
-        let inner = self.timed(IoOp::Open, file, || self.inner.open(path))?;
+        let start = self.tracer.now_ns();
+        let opened = self.inner.open(path);
+        let end = self.tracer.now_ns();
+        let file = self
+            .tracer
+            .opened(IoOp::Open, path, opened.is_ok(), start, end);
+        let inner = opened?;
         Ok(Box::new(TracedRead {
             file,
             inner: Some(inner),
@@ -92,8 +96,13 @@ impl<S: Storage> Storage for Traced<S> {
         if !self.tracer.is_enabled() {
             return self.inner.create(path);
         }
-        let file = self.tracer.file(path);
-        let inner = self.timed(IoOp::Create, file, || self.inner.create(path))?;
+        let start = self.tracer.now_ns();
+        let created = self.inner.create(path);
+        let end = self.tracer.now_ns();
+        let file = self
+            .tracer
+            .opened(IoOp::Create, path, created.is_ok(), start, end);
+        let inner = created?;
         Ok(Box::new(TracedWrite {
             file,
             inner,
@@ -151,14 +160,14 @@ struct TracedRead {
 }
 
 impl TracedRead {
-    fn record(&self, offset: u64, result: Result<u64, ()>, start: Instant, dur: Duration) {
+    fn record(&self, offset: u64, result: Result<u64, ()>, start: u64, end: u64) {
         match result {
             Ok(n) => self
                 .tracer
-                .io(self.read_op, self.file, Some(offset), Some(n), start, dur),
+                .io_ns(self.read_op, self.file, Some(offset), Some(n), start, end),
             Err(()) => self
                 .tracer
-                .io_failed(self.read_op, self.file, Some(offset), start, dur),
+                .io_failed_ns(self.read_op, self.file, Some(offset), start, end),
         }
     }
 }
@@ -183,27 +192,27 @@ impl ReadHandle for TracedRead {
     }
 
     fn read_at(&mut self, buf: &mut [u8], offset: u64) -> Result<usize, StorageError> {
-        let start = Instant::now();
+        let start = self.tracer.now_ns();
         let result = inner!(self).read_at(buf, offset);
-        let dur = start.elapsed();
+        let end = self.tracer.now_ns();
         self.record(
             offset,
             result.as_ref().map(|&n| n as u64).map_err(|_| ()),
             start,
-            dur,
+            end,
         );
         result
     }
 
     fn read_exact_at(&mut self, buf: &mut [u8], offset: u64) -> Result<(), StorageError> {
-        let start = Instant::now();
+        let start = self.tracer.now_ns();
         let result = inner!(self).read_exact_at(buf, offset);
-        let dur = start.elapsed();
+        let end = self.tracer.now_ns();
         self.record(
             offset,
             result.as_ref().map(|_| buf.len() as u64).map_err(|_| ()),
             start,
-            dur,
+            end,
         );
         result
     }
@@ -211,15 +220,15 @@ impl ReadHandle for TracedRead {
     /// One event per request; the batch's time is split evenly among them, in order,
     /// so the union of their intervals is the batch's interval.
     fn read_batch(&mut self, requests: &mut [ReadRequest<'_>]) -> Result<(), StorageError> {
-        let start = Instant::now();
+        let start = self.tracer.now_ns();
         let result = inner!(self).read_batch(requests);
-        let dur = start.elapsed();
-        let n = u32::try_from(requests.len().max(1)).unwrap_or(u32::MAX);
-        let slice = dur / n;
+        let end = self.tracer.now_ns();
+        let n = requests.len().max(1) as u64;
+        let slice = end.saturating_sub(start) / n;
         for (i, r) in requests.iter().enumerate() {
-            let at = start + slice * u32::try_from(i).unwrap_or(u32::MAX);
+            let at = start + slice * i as u64;
             let outcome = result.as_ref().map(|_| r.buf.len() as u64).map_err(|_| ());
-            self.record(r.offset, outcome, at, slice);
+            self.record(r.offset, outcome, at, at + slice);
         }
         result
     }
@@ -228,10 +237,11 @@ impl ReadHandle for TracedRead {
 impl Drop for TracedRead {
     fn drop(&mut self) {
         if let Some(inner) = self.inner.take() {
-            let start = Instant::now();
+            let start = self.tracer.now_ns();
             drop(inner);
+            let end = self.tracer.now_ns();
             self.tracer
-                .io(IoOp::Close, self.file, None, None, start, start.elapsed());
+                .io_ns(IoOp::Close, self.file, None, None, start, end);
         }
     }
 }
@@ -250,41 +260,41 @@ impl WriteHandle for TracedWrite {
     }
 
     fn write_all(&mut self, data: &[u8]) -> Result<(), StorageError> {
-        let start = Instant::now();
+        let start = self.tracer.now_ns();
         let result = self.inner.write_all(data);
-        let dur = start.elapsed();
+        let end = self.tracer.now_ns();
         match &result {
             Ok(()) => {
                 let n = data.len() as u64;
-                self.tracer.io(
+                self.tracer.io_ns(
                     self.write_op,
                     self.file,
                     Some(self.written),
                     Some(n),
                     start,
-                    dur,
+                    end,
                 );
                 self.written += n;
             }
             Err(_) => {
                 self.tracer
-                    .io_failed(self.write_op, self.file, Some(self.written), start, dur)
+                    .io_failed_ns(self.write_op, self.file, Some(self.written), start, end)
             }
         }
         result
     }
 
     fn sync(&mut self) -> Result<(), StorageError> {
-        let start = Instant::now();
+        let start = self.tracer.now_ns();
         let result = self.inner.sync();
-        let dur = start.elapsed();
+        let end = self.tracer.now_ns();
         match &result {
             Ok(()) => self
                 .tracer
-                .io(IoOp::Fsync, self.file, None, None, start, dur),
+                .io_ns(IoOp::Fsync, self.file, None, None, start, end),
             Err(_) => self
                 .tracer
-                .io_failed(IoOp::Fsync, self.file, None, start, dur),
+                .io_failed_ns(IoOp::Fsync, self.file, None, start, end),
         }
         result
     }
@@ -296,12 +306,12 @@ impl WriteHandle for TracedWrite {
             tracer,
             ..
         } = *self;
-        let start = Instant::now();
+        let start = tracer.now_ns();
         let result = inner.commit();
-        let dur = start.elapsed();
+        let end = tracer.now_ns();
         match &result {
-            Ok(_) => tracer.io(IoOp::Close, file, None, None, start, dur),
-            Err(_) => tracer.io_failed(IoOp::Close, file, None, start, dur),
+            Ok(_) => tracer.io_ns(IoOp::Close, file, None, None, start, end),
+            Err(_) => tracer.io_failed_ns(IoOp::Close, file, None, start, end),
         }
         result
     }

@@ -1,10 +1,13 @@
 //! [`Tracer`]: the cheap hot-path API. Every call appends one fixed-size [`Record`] to a
 //! buffer owned by the calling thread; full buffers go to the background writer
-//! (`writer.rs`), which formats JSON and compresses it. The hot path never formats, never
-//! allocates per event and never takes a contended lock.
+//! (`writer.rs`), which packs them into a spill file during the run and writes the JSON
+//! trace when the trace is finished. The hot path never formats, never allocates per
+//! event and never takes a contended lock; timestamps are raw `CLOCK_MONOTONIC`
+//! nanoseconds (the clock `Instant` reads), without `Instant`'s checked arithmetic.
 
 use std::cell::RefCell;
 use std::collections::HashSet;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, SyncSender};
@@ -14,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::error::TraceError;
 use crate::names::{IoOp, SpanName, name_hash};
-use crate::writer::{self, Header, Msg, WriterStats};
+use crate::writer::{self, CheapBuild, Header, Msg, Paths, WriterStats};
 
 /// Events a thread buffers before handing them to the writer.
 const BUFFER_EVENTS: usize = 2048;
@@ -56,6 +59,13 @@ impl TraceOptions {
     /// Full path of the trace file.
     pub fn path(&self) -> PathBuf {
         self.dir.join(self.file_name())
+    }
+
+    /// The spill file the writer packs events into while the run goes on
+    /// (`trace-{rank}-of-{size}.pfw.spill`); removed when the trace is finished.
+    pub fn spill_path(&self) -> PathBuf {
+        self.dir
+            .join(format!("trace-{}-of-{}.pfw.spill", self.rank, self.size))
     }
 }
 
@@ -99,6 +109,9 @@ pub struct TraceSummary {
     pub metadata_events: u64,
     /// Bytes of the file on disk.
     pub bytes: u64,
+    /// How long finishing took (writing the JSON trace from the spill): time after the
+    /// run, not inside it.
+    pub finish_time: Duration,
 }
 
 /// One event as recorded on the hot path: fixed size, no heap data.
@@ -118,12 +131,18 @@ const NO_ARGS: [(&str, i64); MAX_ARGS] = [("", 0); MAX_ARGS];
 struct ThreadBuf {
     tid: u32,
     records: Vec<Record>,
+    /// Files whose name this thread has sent to the writer (hashes; the writer
+    /// deduplicates across threads). Per thread, so naming a file takes no shared lock.
+    files_sent: HashSet<u64, CheapBuild>,
+    /// Names of files first seen since the last hand-over; they travel with the records,
+    /// so naming a file costs no channel message (and no wake-up of the writer).
+    new_files: Vec<(u64, String)>,
     tx: SyncSender<Msg>,
 }
 
 impl ThreadBuf {
     fn hand_over(&mut self) {
-        if self.records.is_empty() {
+        if self.records.is_empty() && self.new_files.is_empty() {
             return;
         }
         let full = std::mem::replace(&mut self.records, Vec::with_capacity(BUFFER_EVENTS));
@@ -131,7 +150,23 @@ impl ThreadBuf {
         let _ = self.tx.send(Msg::Events {
             tid: self.tid,
             records: full,
+            files: std::mem::take(&mut self.new_files),
         });
+    }
+
+    fn push(&mut self, rec: Record) {
+        self.records.push(rec);
+        if self.records.len() >= BUFFER_EVENTS {
+            self.hand_over();
+        }
+    }
+
+    /// Notes `path`'s name for the writer the first time this thread sees `hash`.
+    fn name_file(&mut self, hash: u64, path: &Path) {
+        if self.files_sent.insert(hash) {
+            self.new_files
+                .push((hash, path.to_string_lossy().into_owned()));
+        }
     }
 }
 
@@ -139,10 +174,11 @@ struct Shared {
     id: u64,
     path: PathBuf,
     base: Instant,
+    /// [`mono_ns`] at `base`.
+    base_ns: u64,
     open: AtomicBool,
     tx: SyncSender<Msg>,
     buffers: Mutex<Vec<Arc<Mutex<ThreadBuf>>>>,
-    files: Mutex<HashSet<u64>>,
     writer: Mutex<Option<JoinHandle<Result<WriterStats, std::io::Error>>>>,
     summary: Mutex<Option<TraceSummary>>,
 }
@@ -164,33 +200,53 @@ fn os_tid() -> u32 {
     u32::try_from(tid).unwrap_or(0)
 }
 
+/// `CLOCK_MONOTONIC` in nanoseconds: the clock `Instant` reads, as a plain number.
+fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call, and
+    // CLOCK_MONOTONIC exists on every Linux kernel, so the call only writes `ts`.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
+}
+
 impl Shared {
+    /// Runs `f` on this thread's buffer for this tracer (registering the thread the first
+    /// time); `None` when the thread is exiting and its buffers are gone.
+    fn with_buf<R>(&self, f: impl FnOnce(&mut ThreadBuf) -> R) -> Option<R> {
+        BUFFERS
+            .try_with(|cell| {
+                let mut bufs = cell.borrow_mut();
+                let idx = match bufs.iter().position(|(id, _)| *id == self.id) {
+                    Some(i) => i,
+                    None => {
+                        // Forget buffers of tracers that are gone (only this thread holds them).
+                        bufs.retain(|(_, b)| Arc::strong_count(b) > 1);
+                        bufs.push((self.id, self.register_thread()));
+                        bufs.len() - 1
+                    }
+                };
+                let mut buf = lock(&bufs[idx].1);
+                f(&mut buf)
+            })
+            .ok()
+    }
+
     fn push(&self, rec: Record) {
         if !self.open.load(Ordering::Relaxed) {
             return;
         }
-        let pushed = BUFFERS.try_with(|cell| {
-            let mut bufs = cell.borrow_mut();
-            let idx = match bufs.iter().position(|(id, _)| *id == self.id) {
-                Some(i) => i,
-                None => {
-                    // Forget buffers of tracers that are gone (only this thread holds them).
-                    bufs.retain(|(_, b)| Arc::strong_count(b) > 1);
-                    bufs.push((self.id, self.register_thread()));
-                    bufs.len() - 1
-                }
-            };
-            let mut buf = lock(&bufs[idx].1);
-            buf.records.push(rec);
-            if buf.records.len() >= BUFFER_EVENTS {
-                buf.hand_over();
-            }
-        });
-        if pushed.is_err() {
+        let pushed = self.with_buf(|buf| buf.push(rec));
+        if pushed.is_none() {
             // The thread is exiting and its buffers are gone: send the event on its own.
             let _ = self.tx.send(Msg::Events {
                 tid: os_tid(),
                 records: vec![rec],
+                files: Vec::new(),
             });
         }
     }
@@ -205,6 +261,8 @@ impl Shared {
         let buf = Arc::new(Mutex::new(ThreadBuf {
             tid,
             records: Vec::with_capacity(BUFFER_EVENTS),
+            files_sent: HashSet::default(),
+            new_files: Vec::new(),
             tx: self.tx.clone(),
         }));
         lock(&self.buffers).push(Arc::clone(&buf));
@@ -215,10 +273,15 @@ impl Shared {
         u64::try_from(t.saturating_duration_since(self.base).as_nanos()).unwrap_or(u64::MAX)
     }
 
+    fn now_ns(&self) -> u64 {
+        mono_ns().saturating_sub(self.base_ns)
+    }
+
     fn finish(&self) -> Result<TraceSummary, TraceError> {
         if let Some(done) = lock(&self.summary).clone() {
             return Ok(done);
         }
+        let finishing = Instant::now();
         self.open.store(false, Ordering::SeqCst);
         for buf in lock(&self.buffers).iter() {
             lock(buf).hand_over();
@@ -256,6 +319,7 @@ impl Shared {
             events: stats.events,
             metadata_events: stats.metadata_events,
             bytes,
+            finish_time: finishing.elapsed(),
         };
         *lock(&self.summary) = Some(summary.clone());
         Ok(summary)
@@ -303,8 +367,14 @@ impl Tracer {
             source,
         };
         std::fs::create_dir_all(&opts.dir).map_err(|e| io_err("create", e))?;
-        let file = std::fs::File::create(&path).map_err(|e| io_err("create", e))?;
+        let spill = opts.spill_path();
+        let spill_file = File::create(&spill).map_err(|source| TraceError::Io {
+            op: "create",
+            path: spill.clone(),
+            source,
+        })?;
         let base = Instant::now();
+        let base_ns = mono_ns();
         let base_unix_ns = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
@@ -317,20 +387,25 @@ impl Tracer {
             base_unix_ns,
         };
         let (tx, rx) = mpsc::sync_channel(QUEUE_BUFFERS);
-        let compress = opts.compress;
+        let paths = Paths {
+            spill_file: Some(spill_file),
+            spill,
+            trace: path.clone(),
+            compress: opts.compress,
+        };
         let handle = std::thread::Builder::new()
             .name(format!("trace-writer-{}", opts.rank))
-            .spawn(move || writer::run(rx, file, compress, header))
+            .spawn(move || writer::run(rx, paths, header))
             .map_err(|e| io_err("create", e))?;
         Ok(Tracer {
             shared: Some(Arc::new(Shared {
                 id: NEXT_TRACER_ID.fetch_add(1, Ordering::Relaxed),
                 path,
                 base,
+                base_ns,
                 open: AtomicBool::new(true),
                 tx,
                 buffers: Mutex::new(Vec::new()),
-                files: Mutex::new(HashSet::new()),
                 writer: Mutex::new(Some(handle)),
                 summary: Mutex::new(None),
             })),
@@ -358,7 +433,7 @@ impl Tracer {
         SpanGuard {
             shared: self.shared.as_deref(),
             span,
-            start: self.shared.as_ref().map(|_| Instant::now()),
+            start_ns: self.now_ns(),
             nargs: 0,
             args: NO_ARGS,
         }
@@ -392,21 +467,85 @@ impl Tracer {
         shared.push(rec);
     }
 
-    /// Names a file: hashes its path and, the first time, writes the `FH` metadata event
-    /// that maps the hash to the path. Call once per open, not per read.
+    /// Names a file: hashes its path and, the first time this thread sees it, sends the
+    /// name to the writer for the `FH` metadata event that maps the hash to the path. Call
+    /// once per open, not per read.
     pub fn file(&self, path: &Path) -> FileId {
         let Some(shared) = self.shared.as_deref() else {
             return FileId::NONE;
         };
-        let text = path.to_string_lossy();
-        let hash = name_hash(text.as_bytes());
-        if shared.open.load(Ordering::Relaxed) && lock(&shared.files).insert(hash) {
-            let _ = shared.tx.send(Msg::File {
-                hash,
-                name: text.into_owned(),
-            });
+        let hash = name_hash(path.as_os_str().as_encoded_bytes());
+        if shared.open.load(Ordering::Relaxed) {
+            shared.with_buf(|buf| buf.name_file(hash, path));
         }
         FileId(hash)
+    }
+
+    /// Records an open-like call on `path` (`op` is `Open` or `Create`) that ran from
+    /// `start_ns` to `end_ns` and returns the file's id for the calls on its handle:
+    /// [`Tracer::file`] and [`Tracer::io_ns`] in one visit to the thread's buffer.
+    pub fn opened(&self, op: IoOp, path: &Path, ok: bool, start_ns: u64, end_ns: u64) -> FileId {
+        let Some(shared) = self.shared.as_deref() else {
+            return FileId::NONE;
+        };
+        let file = FileId(name_hash(path.as_os_str().as_encoded_bytes()));
+        if !shared.open.load(Ordering::Relaxed) {
+            return file;
+        }
+        let rec = if ok {
+            io_record(op, file, None, None, start_ns, end_ns)
+        } else {
+            failed_record(op, file, None, start_ns, end_ns)
+        };
+        let pushed = shared.with_buf(|buf| {
+            buf.name_file(file.0, path);
+            buf.push(rec);
+        });
+        if pushed.is_none() {
+            shared.push(rec);
+        }
+        file
+    }
+
+    /// Now, in the trace's clock (nanoseconds since the tracer started; 0 when disabled).
+    /// Cheaper than `Instant::now` plus `elapsed`; pair it with [`Tracer::io_ns`].
+    #[inline]
+    pub fn now_ns(&self) -> u64 {
+        match self.shared.as_deref() {
+            Some(s) => s.now_ns(),
+            None => 0,
+        }
+    }
+
+    /// [`Tracer::io`] with start and end taken from [`Tracer::now_ns`].
+    pub fn io_ns(
+        &self,
+        op: IoOp,
+        file: FileId,
+        offset: Option<u64>,
+        bytes: Option<u64>,
+        start_ns: u64,
+        end_ns: u64,
+    ) {
+        let Some(shared) = self.shared.as_deref() else {
+            return;
+        };
+        shared.push(io_record(op, file, offset, bytes, start_ns, end_ns));
+    }
+
+    /// [`Tracer::io_failed`] with start and end taken from [`Tracer::now_ns`].
+    pub fn io_failed_ns(
+        &self,
+        op: IoOp,
+        file: FileId,
+        offset: Option<u64>,
+        start_ns: u64,
+        end_ns: u64,
+    ) {
+        let Some(shared) = self.shared.as_deref() else {
+            return;
+        };
+        shared.push(failed_record(op, file, offset, start_ns, end_ns));
     }
 
     /// Records one successful I/O call: `bytes` moved (`count` and `ret` in args) at
@@ -423,22 +562,9 @@ impl Tracer {
         let Some(shared) = self.shared.as_deref() else {
             return;
         };
-        let mut rec = io_record(shared, op, file, start, dur);
-        if let Some(n) = bytes {
-            let n = i64::try_from(n).unwrap_or(i64::MAX);
-            rec.args[0] = ("count", n);
-            rec.args[1] = ("ret", n);
-            rec.nargs = 2;
-        }
-        if let Some(off) = offset {
-            rec.args[usize::from(rec.nargs)] = ("offset", i64::try_from(off).unwrap_or(i64::MAX));
-            rec.nargs += 1;
-        }
-        if op == IoOp::Create {
-            rec.args[usize::from(rec.nargs)] = ("create", 1);
-            rec.nargs += 1;
-        }
-        shared.push(rec);
+        let start_ns = shared.since_base(start);
+        let end_ns = start_ns.saturating_add(duration_ns(dur));
+        shared.push(io_record(op, file, offset, bytes, start_ns, end_ns));
     }
 
     /// Records a failed I/O call (`ret` is -1, as dftracer writes it).
@@ -453,14 +579,9 @@ impl Tracer {
         let Some(shared) = self.shared.as_deref() else {
             return;
         };
-        let mut rec = io_record(shared, op, file, start, dur);
-        rec.args[0] = ("ret", -1);
-        rec.nargs = 1;
-        if let Some(off) = offset {
-            rec.args[1] = ("offset", i64::try_from(off).unwrap_or(i64::MAX));
-            rec.nargs = 2;
-        }
-        shared.push(rec);
+        let start_ns = shared.since_base(start);
+        let end_ns = start_ns.saturating_add(duration_ns(dur));
+        shared.push(failed_record(op, file, offset, start_ns, end_ns));
     }
 
     /// Writes every buffered event, closes the file and returns what it holds. Later
@@ -473,16 +594,63 @@ impl Tracer {
     }
 }
 
-fn io_record(shared: &Shared, op: IoOp, file: FileId, start: Instant, dur: Duration) -> Record {
+fn duration_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+fn bare_record(op: IoOp, file: FileId, start_ns: u64, end_ns: u64) -> Record {
     Record {
-        start_ns: shared.since_base(start),
-        dur_ns: u64::try_from(dur.as_nanos()).unwrap_or(u64::MAX),
+        start_ns,
+        dur_ns: end_ns.saturating_sub(start_ns),
         cat: op.category(),
         name: op.event_name(),
         file: file.0,
         nargs: 0,
         args: NO_ARGS,
     }
+}
+
+fn io_record(
+    op: IoOp,
+    file: FileId,
+    offset: Option<u64>,
+    bytes: Option<u64>,
+    start_ns: u64,
+    end_ns: u64,
+) -> Record {
+    let mut rec = bare_record(op, file, start_ns, end_ns);
+    if let Some(n) = bytes {
+        let n = i64::try_from(n).unwrap_or(i64::MAX);
+        rec.args[0] = ("count", n);
+        rec.args[1] = ("ret", n);
+        rec.nargs = 2;
+    }
+    if let Some(off) = offset {
+        rec.args[usize::from(rec.nargs)] = ("offset", i64::try_from(off).unwrap_or(i64::MAX));
+        rec.nargs += 1;
+    }
+    if op == IoOp::Create {
+        rec.args[usize::from(rec.nargs)] = ("create", 1);
+        rec.nargs += 1;
+    }
+    rec
+}
+
+fn failed_record(
+    op: IoOp,
+    file: FileId,
+    offset: Option<u64>,
+    start_ns: u64,
+    end_ns: u64,
+) -> Record {
+    let mut rec = bare_record(op, file, start_ns, end_ns);
+    rec.args[0] = ("ret", -1);
+    rec.nargs = 1;
+    if let Some(off) = offset {
+        rec.args[1] = ("offset", i64::try_from(off).unwrap_or(i64::MAX));
+        rec.nargs = 2;
+    }
+    rec
 }
 
 fn hostname() -> String {
@@ -499,7 +667,8 @@ fn hostname() -> String {
 pub struct SpanGuard<'a> {
     shared: Option<&'a Shared>,
     span: SpanName,
-    start: Option<Instant>,
+    /// [`Shared::now_ns`] at the start.
+    start_ns: u64,
     nargs: u8,
     args: [(&'static str, i64); MAX_ARGS],
 }
@@ -535,12 +704,12 @@ impl SpanGuard<'_> {
 
 impl Drop for SpanGuard<'_> {
     fn drop(&mut self) {
-        let (Some(shared), Some(start)) = (self.shared, self.start) else {
+        let Some(shared) = self.shared else {
             return;
         };
         shared.push(Record {
-            start_ns: shared.since_base(start),
-            dur_ns: u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX),
+            start_ns: self.start_ns,
+            dur_ns: shared.now_ns().saturating_sub(self.start_ns),
             cat: self.span.cat,
             name: self.span.name,
             file: 0,

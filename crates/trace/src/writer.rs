@@ -1,31 +1,46 @@
-//! The background writer: formats the records of full thread buffers as JSON lines and
-//! compresses them, off the hot path.
+//! The background writer. While the run goes on it only *spills*: the records of full
+//! thread buffers are packed into a compact binary form (a few bytes per field) and
+//! appended to a spill file beside the trace. When the trace is finished, after the
+//! measured phase, it turns the spill into the JSON lines of the `.pfw(.gz)` file.
 //!
-//! The file is one JSON array (`[`, one event per line with a trailing comma except the
-//! last, `]`), so Chrome's trace viewer and Perfetto load it as is, and line-oriented
+//! Why two phases: a small-record run makes over a million events per second, and
+//! formatting JSON and gzipping it costs a few thousand instructions per event, which on
+//! a small machine takes a core from the reader threads whose speed is being measured.
+//! Packing costs about a tenth of that, and the expensive part moves to after the run, as
+//! dftracer does when it compresses at finalisation. Memory stays bounded either way: the
+//! spill lives in the file system, not in this process.
+//!
+//! The trace file is one JSON array (`[`, one event per line with a trailing comma except
+//! the last, `]`), so Chrome's trace viewer and Perfetto load it as is, and line-oriented
 //! readers (dftracer's tools, `dlio analyze`) read one event per line after dropping the
-//! trailing comma.
+//! trailing comma. It is written under a temporary name and renamed when complete, so a
+//! crash never leaves a truncated trace under the final name.
 
-use std::fmt::Write as _;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::Receiver;
 
 use flate2::Compression;
 use flate2::write::GzEncoder;
 
 use crate::names::name_hash;
-use crate::tracer::Record;
+use crate::tracer::{MAX_ARGS, Record};
 
 /// What the hot path sends to the writer.
 pub(crate) enum Msg {
-    /// A full (or final) thread buffer.
-    Events { tid: u32, records: Vec<Record> },
-    /// A new file name (FH metadata).
-    File { hash: u64, name: String },
+    /// A full (or final) thread buffer, with the names of files the thread saw for the
+    /// first time (FH metadata; deduplicated across threads here).
+    Events {
+        tid: u32,
+        records: Vec<Record>,
+        files: Vec<(u64, String)>,
+    },
     /// A new thread (thread_name metadata).
     Thread { tid: u32, name: String },
-    /// Close the array and the file.
+    /// Stop spilling and write the trace file.
     Finish,
 }
 
@@ -38,10 +53,235 @@ pub(crate) struct Header {
     pub base_unix_ns: u64,
 }
 
+/// Where the writer spills and what it finally writes.
+pub(crate) struct Paths {
+    /// The open spill file (created by `Tracer::create`, so errors surface early); taken
+    /// by the spilling phase.
+    pub spill_file: Option<File>,
+    pub spill: PathBuf,
+    /// The finished trace.
+    pub trace: PathBuf,
+    pub compress: bool,
+}
+
 /// What was written.
 pub(crate) struct WriterStats {
     pub events: u64,
     pub metadata_events: u64,
+}
+
+// Spill entry tags.
+const TAG_EVENTS: u8 = 1;
+const TAG_FILE: u8 = 2;
+const TAG_THREAD: u8 = 3;
+/// Flag in an event's argument-count byte: an 8-byte file hash follows.
+const HAS_FILE: u8 = 0x80;
+
+/// Hashes a key that is already a hash, or a pair of pointers, with one multiply; the
+/// interning maps below are looked up once per event, so SipHash would be most of it.
+#[derive(Default)]
+pub(crate) struct CheapHasher(u64);
+
+impl Hasher for CheapHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(26) ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+}
+
+pub(crate) type CheapBuild = BuildHasherDefault<CheapHasher>;
+
+/// Identity of a `&'static str` by address and length (all names are static, so equal
+/// addresses mean equal text; equal text at two addresses just gets two ids).
+type StrKey = (usize, usize);
+
+fn str_key(s: &'static str) -> StrKey {
+    (s.as_ptr() as usize, s.len())
+}
+
+/// Maps the static strings of records (category + name pairs, argument keys) to small
+/// numbers for the spill, and back when the trace is written (same process, so the
+/// strings are still there).
+#[derive(Default)]
+struct Interner {
+    pair_ids: HashMap<(StrKey, StrKey), u32, CheapBuild>,
+    pairs: Vec<(&'static str, &'static str)>,
+    key_ids: HashMap<StrKey, u32, CheapBuild>,
+    keys: Vec<&'static str>,
+}
+
+impl Interner {
+    fn pair(&mut self, cat: &'static str, name: &'static str) -> u32 {
+        let next = self.pairs.len() as u32;
+        let id = *self
+            .pair_ids
+            .entry((str_key(cat), str_key(name)))
+            .or_insert(next);
+        if id == next {
+            self.pairs.push((cat, name));
+        }
+        id
+    }
+
+    fn key(&mut self, key: &'static str) -> u32 {
+        let next = self.keys.len() as u32;
+        let id = *self.key_ids.entry(str_key(key)).or_insert(next);
+        if id == next {
+            self.keys.push(key);
+        }
+        id
+    }
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    put_varint(out, s.len() as u64);
+    out.extend_from_slice(s.as_bytes());
+}
+
+/// Phase 1: packs records into the spill.
+struct Spiller {
+    file: BufWriter<File>,
+    buf: Vec<u8>,
+    interner: Interner,
+    files_seen: HashSet<u64, CheapBuild>,
+}
+
+impl Spiller {
+    fn events(&mut self, tid: u32, records: &[Record]) -> io::Result<()> {
+        let out = &mut self.buf;
+        out.clear();
+        out.push(TAG_EVENTS);
+        put_varint(out, u64::from(tid));
+        put_varint(out, records.len() as u64);
+        let mut prev_start = 0u64;
+        for r in records {
+            put_varint(out, u64::from(self.interner.pair(r.cat, r.name)));
+            put_varint(out, zigzag(r.start_ns.wrapping_sub(prev_start) as i64));
+            prev_start = r.start_ns;
+            put_varint(out, r.dur_ns);
+            let nargs = r.nargs.min(MAX_ARGS as u8);
+            if r.file != 0 {
+                out.push(nargs | HAS_FILE);
+                out.extend_from_slice(&r.file.to_le_bytes());
+            } else {
+                out.push(nargs);
+            }
+            for &(k, v) in &r.args[..usize::from(nargs)] {
+                put_varint(out, u64::from(self.interner.key(k)));
+                put_varint(out, zigzag(v));
+            }
+        }
+        // One write per thread buffer: the spill is on disk (not in a buffer of ours) as
+        // soon as a buffer is full; names written before are flushed with it.
+        self.file.write_all(out)?;
+        self.file.flush()
+    }
+
+    fn file_name(&mut self, hash: u64, name: &str) -> io::Result<()> {
+        if !self.files_seen.insert(hash) {
+            return Ok(());
+        }
+        self.buf.clear();
+        self.buf.push(TAG_FILE);
+        self.buf.extend_from_slice(&hash.to_le_bytes());
+        put_str(&mut self.buf, name);
+        self.file.write_all(&self.buf)
+    }
+
+    fn thread(&mut self, tid: u32, name: &str) -> io::Result<()> {
+        self.buf.clear();
+        self.buf.push(TAG_THREAD);
+        put_varint(&mut self.buf, u64::from(tid));
+        put_str(&mut self.buf, name);
+        self.file.write_all(&self.buf)
+    }
+}
+
+/// Reads the spill back.
+struct SpillReader<R: Read> {
+    inner: R,
+}
+
+impl<R: Read> SpillReader<R> {
+    /// One byte, or `None` at a clean end of the spill.
+    fn tag(&mut self) -> io::Result<Option<u8>> {
+        let mut b = [0u8; 1];
+        loop {
+            match self.inner.read(&mut b) {
+                Ok(0) => return Ok(None),
+                Ok(_) => return Ok(Some(b[0])),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn byte(&mut self) -> io::Result<u8> {
+        let mut b = [0u8; 1];
+        self.inner.read_exact(&mut b)?;
+        Ok(b[0])
+    }
+
+    fn varint(&mut self) -> io::Result<u64> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.byte()?;
+            v |= u64::from(b & 0x7f) << shift;
+            if b < 0x80 {
+                return Ok(v);
+            }
+        }
+        Err(corrupt("a number longer than 10 bytes"))
+    }
+
+    fn u64_le(&mut self) -> io::Result<u64> {
+        let mut b = [0u8; 8];
+        self.inner.read_exact(&mut b)?;
+        Ok(u64::from_le_bytes(b))
+    }
+
+    fn string(&mut self) -> io::Result<String> {
+        let len = usize::try_from(self.varint()?).map_err(|_| corrupt("a string length"))?;
+        let mut b = vec![0u8; len];
+        self.inner.read_exact(&mut b)?;
+        Ok(String::from_utf8_lossy(&b).into_owned())
+    }
+}
+
+fn corrupt(what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("the trace spill file is damaged ({what})"),
+    )
 }
 
 enum Sink {
@@ -63,111 +303,229 @@ impl Sink {
             Sink::Gzip(w) => w.finish()?,
             Sink::Plain(w) => w,
         };
-        inner.flush()
+        inner.flush()?;
+        inner.get_ref().sync_data()
     }
 }
 
+/// Phase 2: JSON lines. Formatting is by hand (`itoa` for numbers, a table for hex)
+/// because `core::fmt` was most of the writer's cost per event.
 struct Out {
     sink: Sink,
-    line: String,
+    line: Vec<u8>,
     next_id: u64,
     stats: WriterStats,
-    pid: u32,
+    /// `"pid":N,` ready to paste.
+    pid_field: Vec<u8>,
+    /// `"hhash":"…"` ready to paste.
+    hhash_field: Vec<u8>,
     hhash: String,
     base_unix_ns: u64,
+    ints: itoa::Buffer,
 }
 
 impl Out {
+    fn int(&mut self, v: impl itoa::Integer) {
+        self.line.extend_from_slice(self.ints.format(v).as_bytes());
+    }
+
     /// Starts an event line: the separator after the previous event, then `{"id":N,`.
     fn begin(&mut self) {
         if self.next_id > 0 {
-            self.line.push_str(",\n");
+            self.line.extend_from_slice(b",\n");
         }
-        let _ = write!(self.line, "{{\"id\":{},", self.next_id);
+        self.line.extend_from_slice(b"{\"id\":");
+        let id = self.next_id;
+        self.int(id);
+        self.line.push(b',');
         self.next_id += 1;
     }
 
     fn metadata(&mut self, tid: u32, name: &str, key: &str, value: &str) {
         self.begin();
-        let _ = write!(
-            self.line,
-            "\"name\":\"{name}\",\"cat\":\"dftracer\",\"pid\":{},\"tid\":{tid},\"ph\":\"M\",\"args\":{{\"hhash\":\"{}\",\"name\":{},\"value\":{}}}}}",
-            self.pid,
-            self.hhash,
-            json_string(key),
-            json_string(value),
-        );
+        self.line.extend_from_slice(b"\"name\":\"");
+        self.line.extend_from_slice(name.as_bytes());
+        self.line.extend_from_slice(b"\",\"cat\":\"dftracer\",");
+        self.line.extend_from_slice(&self.pid_field);
+        self.line.extend_from_slice(b"\"tid\":");
+        self.int(tid);
+        self.line.extend_from_slice(b",\"ph\":\"M\",\"args\":{");
+        self.line.extend_from_slice(&self.hhash_field);
+        self.line.extend_from_slice(b",\"name\":");
+        push_json_string(&mut self.line, key);
+        self.line.extend_from_slice(b",\"value\":");
+        push_json_string(&mut self.line, value);
+        self.line.extend_from_slice(b"}}");
         self.stats.metadata_events += 1;
     }
 
     fn thread_name(&mut self, tid: u32, name: &str) {
         self.begin();
-        let _ = write!(
-            self.line,
-            "\"name\":\"thread_name\",\"cat\":\"dftracer\",\"pid\":{},\"tid\":{tid},\"ph\":\"M\",\"args\":{{\"name\":{}}}}}",
-            self.pid,
-            json_string(name),
-        );
+        self.line
+            .extend_from_slice(b"\"name\":\"thread_name\",\"cat\":\"dftracer\",");
+        self.line.extend_from_slice(&self.pid_field);
+        self.line.extend_from_slice(b"\"tid\":");
+        self.int(tid);
+        self.line
+            .extend_from_slice(b",\"ph\":\"M\",\"args\":{\"name\":");
+        push_json_string(&mut self.line, name);
+        self.line.extend_from_slice(b"}}");
         self.stats.metadata_events += 1;
     }
 
-    fn event(&mut self, tid: u32, r: &Record) {
+    #[allow(clippy::too_many_arguments)]
+    fn event(
+        &mut self,
+        tid: u32,
+        cat: &str,
+        name: &str,
+        start_ns: u64,
+        dur_ns: u64,
+        file: u64,
+        args: &[(&str, i64)],
+    ) {
         self.begin();
-        let _ = write!(
-            self.line,
-            "\"name\":\"{}\",\"cat\":\"{}\",\"pid\":{},\"tid\":{tid},\"ts\":",
-            r.name, r.cat, self.pid
-        );
-        push_micros(&mut self.line, self.base_unix_ns.saturating_add(r.start_ns));
-        self.line.push_str(",\"dur\":");
-        push_micros(&mut self.line, r.dur_ns);
-        let _ = write!(
-            self.line,
-            ",\"ph\":\"X\",\"args\":{{\"hhash\":\"{}\"",
-            self.hhash
-        );
-        if r.file != 0 {
-            let _ = write!(self.line, ",\"fhash\":\"{:016x}\"", r.file);
+        self.line.extend_from_slice(b"\"name\":\"");
+        self.line.extend_from_slice(name.as_bytes());
+        self.line.extend_from_slice(b"\",\"cat\":\"");
+        self.line.extend_from_slice(cat.as_bytes());
+        self.line.extend_from_slice(b"\",");
+        self.line.extend_from_slice(&self.pid_field);
+        self.line.extend_from_slice(b"\"tid\":");
+        self.int(tid);
+        self.line.extend_from_slice(b",\"ts\":");
+        self.micros(self.base_unix_ns.saturating_add(start_ns));
+        self.line.extend_from_slice(b",\"dur\":");
+        self.micros(dur_ns);
+        self.line.extend_from_slice(b",\"ph\":\"X\",\"args\":{");
+        self.line.extend_from_slice(&self.hhash_field);
+        if file != 0 {
+            self.line.extend_from_slice(b",\"fhash\":\"");
+            push_hex16(&mut self.line, file);
+            self.line.push(b'"');
         }
-        for (k, v) in &r.args[..usize::from(r.nargs)] {
-            let _ = write!(self.line, ",\"{k}\":{v}");
+        for &(k, v) in args {
+            self.line.extend_from_slice(b",\"");
+            self.line.extend_from_slice(k.as_bytes());
+            self.line.extend_from_slice(b"\":");
+            self.int(v);
         }
-        self.line.push_str("}}");
+        self.line.extend_from_slice(b"}}");
         self.stats.events += 1;
+    }
+
+    /// Microseconds with up to three decimals (nanosecond precision), as Chrome traces allow.
+    fn micros(&mut self, ns: u64) {
+        let (us, frac) = (ns / 1000, ns % 1000);
+        self.int(us);
+        if frac != 0 {
+            let frac = frac as u16;
+            self.line.extend_from_slice(&[
+                b'.',
+                b'0' + (frac / 100) as u8,
+                b'0' + (frac / 10 % 10) as u8,
+                b'0' + (frac % 10) as u8,
+            ]);
+        }
     }
 
     fn flush_line(&mut self) -> io::Result<()> {
         if self.line.len() >= 1 << 16 {
-            self.sink.write_all(self.line.as_bytes())?;
+            self.sink.write_all(&self.line)?;
             self.line.clear();
         }
         Ok(())
     }
 }
 
-/// Microseconds with up to three decimals (nanosecond precision), as Chrome traces allow.
-fn push_micros(out: &mut String, ns: u64) {
-    let (us, frac) = (ns / 1000, ns % 1000);
-    if frac == 0 {
-        let _ = write!(out, "{us}");
-    } else {
-        let _ = write!(out, "{us}.{frac:03}");
+fn push_hex16(out: &mut Vec<u8>, v: u64) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut digits = [0u8; 16];
+    for (i, d) in digits.iter_mut().enumerate() {
+        *d = HEX[((v >> (60 - 4 * i)) & 0xf) as usize];
     }
+    out.extend_from_slice(&digits);
 }
 
-fn json_string(s: &str) -> String {
-    serde_json::Value::String(s.to_string()).to_string()
+fn push_json_string(out: &mut Vec<u8>, s: &str) {
+    // Rare (metadata only): serde_json gets the escaping right.
+    out.extend_from_slice(
+        serde_json::Value::String(s.to_string())
+            .to_string()
+            .as_bytes(),
+    );
 }
 
-/// The writer thread's body: runs until [`Msg::Finish`] (or until every sender is gone).
-pub(crate) fn run(
-    rx: Receiver<Msg>,
-    file: File,
-    compress: bool,
-    header: Header,
+/// The writer thread's body: spills until [`Msg::Finish`] (or until every sender is
+/// gone), then writes the trace file from the spill and removes the spill.
+pub(crate) fn run(rx: Receiver<Msg>, mut paths: Paths, header: Header) -> io::Result<WriterStats> {
+    let spill_file = paths
+        .spill_file
+        .take()
+        .ok_or_else(|| corrupt("no spill file"))?;
+    let mut spiller = Spiller {
+        file: BufWriter::with_capacity(1 << 20, spill_file),
+        buf: Vec::with_capacity(1 << 16),
+        interner: Interner::default(),
+        files_seen: HashSet::default(),
+    };
+    let spilled = (|| -> io::Result<()> {
+        for msg in rx.iter() {
+            match msg {
+                Msg::Events {
+                    tid,
+                    records,
+                    files,
+                } => {
+                    for (hash, name) in &files {
+                        spiller.file_name(*hash, name)?;
+                    }
+                    spiller.events(tid, &records)?;
+                }
+                Msg::Thread { tid, name } => spiller.thread(tid, &name)?,
+                Msg::Finish => break,
+            }
+        }
+        spiller.file.flush()
+    })();
+    // Keep draining so recording threads never block on a writer that failed.
+    if spilled.is_err() {
+        for msg in rx.iter() {
+            if matches!(msg, Msg::Finish) {
+                break;
+            }
+        }
+    }
+    let result = spilled.and_then(|()| write_trace(&paths, &header, &spiller.interner));
+    let _ = std::fs::remove_file(&paths.spill);
+    result
+}
+
+/// The temporary name the trace is written under before it is renamed into place.
+fn partial_name(trace: &Path) -> PathBuf {
+    let mut name = trace.as_os_str().to_owned();
+    name.push(".partial");
+    PathBuf::from(name)
+}
+
+fn write_trace(paths: &Paths, header: &Header, interner: &Interner) -> io::Result<WriterStats> {
+    let partial = partial_name(&paths.trace);
+    let result = write_trace_to(&partial, paths, header, interner)
+        .and_then(|stats| std::fs::rename(&partial, &paths.trace).map(|()| stats));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+    result
+}
+
+fn write_trace_to(
+    partial: &Path,
+    paths: &Paths,
+    header: &Header,
+    interner: &Interner,
 ) -> io::Result<WriterStats> {
-    let buffered = BufWriter::with_capacity(1 << 20, file);
-    let sink = if compress {
+    let buffered = BufWriter::with_capacity(1 << 20, File::create(partial)?);
+    let sink = if paths.compress {
         Sink::Gzip(Box::new(GzEncoder::new(buffered, Compression::fast())))
     } else {
         Sink::Plain(buffered)
@@ -175,45 +533,110 @@ pub(crate) fn run(
     let hhash = format!("{:016x}", name_hash(header.hostname.as_bytes()));
     let mut out = Out {
         sink,
-        line: String::with_capacity(1 << 17),
+        line: Vec::with_capacity(1 << 17),
         next_id: 0,
         stats: WriterStats {
             events: 0,
             metadata_events: 0,
         },
-        pid: header.pid,
-        hhash: hhash.clone(),
+        pid_field: format!("\"pid\":{},", header.pid).into_bytes(),
+        hhash_field: format!("\"hhash\":\"{hhash}\"").into_bytes(),
+        hhash,
         base_unix_ns: header.base_unix_ns,
+        ints: itoa::Buffer::new(),
     };
     out.sink.write_all(b"[\n")?;
     let pid_tid = header.pid;
+    let hhash = out.hhash.clone();
     out.metadata(pid_tid, "HH", &header.hostname, &hhash);
     out.metadata(pid_tid, "PR", "rank", &header.rank.to_string());
     out.metadata(pid_tid, "PR", "size", &header.size.to_string());
-    let mut result = Ok(());
-    for msg in rx.iter() {
-        match msg {
-            Msg::Events { tid, records } => {
-                for r in &records {
-                    out.event(tid, r);
-                    if let Err(e) = out.flush_line() {
-                        result = Err(e);
-                        break;
+
+    let mut spill = SpillReader {
+        inner: BufReader::with_capacity(1 << 20, File::open(&paths.spill)?),
+    };
+    let mut args: [(&str, i64); MAX_ARGS] = [("", 0); MAX_ARGS];
+    while let Some(tag) = spill.tag()? {
+        match tag {
+            TAG_EVENTS => {
+                let tid = u32::try_from(spill.varint()?).map_err(|_| corrupt("a thread id"))?;
+                let count = spill.varint()?;
+                let mut start = 0u64;
+                for _ in 0..count {
+                    let pair = usize::try_from(spill.varint()?).unwrap_or(usize::MAX);
+                    let &(cat, name) = interner
+                        .pairs
+                        .get(pair)
+                        .ok_or_else(|| corrupt("an event name"))?;
+                    start = start.wrapping_add(unzigzag(spill.varint()?) as u64);
+                    let dur = spill.varint()?;
+                    let flags = spill.byte()?;
+                    let file = if flags & HAS_FILE != 0 {
+                        spill.u64_le()?
+                    } else {
+                        0
+                    };
+                    let nargs = usize::from(flags & !HAS_FILE);
+                    if nargs > MAX_ARGS {
+                        return Err(corrupt("an argument count"));
                     }
+                    for slot in &mut args[..nargs] {
+                        let key = usize::try_from(spill.varint()?).unwrap_or(usize::MAX);
+                        let key = *interner
+                            .keys
+                            .get(key)
+                            .ok_or_else(|| corrupt("an argument name"))?;
+                        *slot = (key, unzigzag(spill.varint()?));
+                    }
+                    out.event(tid, cat, name, start, dur, file, &args[..nargs]);
+                    out.flush_line()?;
                 }
             }
-            Msg::File { hash, name } => out.metadata(pid_tid, "FH", &name, &format!("{hash:016x}")),
-            Msg::Thread { tid, name } => out.thread_name(tid, &name),
-            Msg::Finish => break,
+            TAG_FILE => {
+                let hash = spill.u64_le()?;
+                let name = spill.string()?;
+                out.metadata(pid_tid, "FH", &name, &format!("{hash:016x}"));
+            }
+            TAG_THREAD => {
+                let tid = u32::try_from(spill.varint()?).map_err(|_| corrupt("a thread id"))?;
+                let name = spill.string()?;
+                out.thread_name(tid, &name);
+            }
+            _ => return Err(corrupt("an unknown entry")),
         }
-        if result.is_err() {
-            break;
-        }
+        out.flush_line()?;
     }
-    result?;
-    out.line.push_str("\n]\n");
-    out.sink.write_all(out.line.as_bytes())?;
+    out.line.extend_from_slice(b"\n]\n");
+    out.sink.write_all(&out.line)?;
     let stats = out.stats;
     out.sink.finish()?;
     Ok(stats)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varints_and_zigzag_round_trip() {
+        for v in [0i64, 1, -1, 63, -64, 1 << 40, i64::MAX, i64::MIN] {
+            let mut buf = Vec::new();
+            put_varint(&mut buf, zigzag(v));
+            let mut r = SpillReader { inner: &buf[..] };
+            assert_eq!(unzigzag(r.varint().unwrap()), v);
+        }
+        for v in [0u64, 127, 128, 300, u64::MAX] {
+            let mut buf = Vec::new();
+            put_varint(&mut buf, v);
+            let mut r = SpillReader { inner: &buf[..] };
+            assert_eq!(r.varint().unwrap(), v);
+        }
+    }
+
+    #[test]
+    fn hex_is_sixteen_lowercase_digits() {
+        let mut out = Vec::new();
+        push_hex16(&mut out, 0x00ab_cdef_0123_4567);
+        assert_eq!(out, b"00abcdef01234567");
+    }
 }

@@ -328,3 +328,57 @@ fn an_unwritable_folder_is_a_clear_error() {
         "{msg}"
     );
 }
+
+#[test]
+fn the_trace_appears_only_when_finished_and_the_spill_is_removed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = TraceOptions::new(dir.path(), 0, 1);
+    let tracer = Tracer::create(&opts).expect("tracer");
+    let file = tracer.file(Path::new("/data/train/img_0.npy"));
+    // More events than one thread buffer holds, so some reach the spill during the run.
+    for i in 0..5000u64 {
+        let start = tracer.now_ns();
+        tracer.io_ns(
+            IoOp::Read,
+            file,
+            Some(i * 4096),
+            Some(4096),
+            start,
+            start + 7,
+        );
+    }
+    // The writer packs full buffers in the background: wait until it has spilled some.
+    let spill = opts.spill_path();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::metadata(&spill).map_or(0, |m| m.len()) == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(std::fs::metadata(&spill).expect("spill").len() > 0);
+    assert!(
+        !opts.path().exists(),
+        "no trace under the final name before it is complete"
+    );
+    let summary = tracer.finish().expect("finish").expect("enabled");
+    assert!(!spill.exists(), "the spill is removed");
+    let events = load(&opts.path());
+    let reads: Vec<_> = complete_events(&events)
+        .into_iter()
+        .filter(|e| e["name"] == "pread")
+        .collect();
+    assert_eq!(reads.len(), 5000);
+    assert_eq!(summary.events, 5000);
+    // Offsets and sizes survive the packing, in order.
+    for (i, e) in reads.iter().enumerate() {
+        assert_eq!(e["args"]["offset"], (i as u64 * 4096));
+        assert_eq!(e["args"]["count"], 4096);
+        assert_eq!(e["dur"].as_f64(), Some(0.007));
+    }
+    let names = metadata(&events, "FH");
+    assert_eq!(names.len(), 1);
+    assert_eq!(names[0]["args"]["name"], "/data/train/img_0.npy");
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(leftovers, vec![opts.file_name()]);
+}
