@@ -96,12 +96,14 @@
 
 #![deny(missing_docs)]
 
+mod clock;
 mod error;
 mod names;
 mod traced;
 mod tracer;
 mod writer;
 
+pub use clock::Stamp;
 pub use error::TraceError;
 pub use names::{CAT_OBJECT, CAT_POSIX, CAT_STDIO, IO_CATEGORIES, IoOp, SpanName, ai, name_hash};
 pub use traced::Traced;

@@ -8,8 +8,9 @@ use dlio_storage::{
     Capabilities, DirEntry, ReadHandle, ReadRequest, Storage, StorageError, WriteHandle,
 };
 
+use crate::clock::Stamp;
 use crate::names::IoOp;
-use crate::tracer::{FileId, Tracer};
+use crate::tracer::{FileId, IoRecord, Tracer, failed_record, io_record};
 
 /// Wraps an engine and records each call in a [`Tracer`]: `open`, `pread` (one per
 /// request, with `offset` and `count`), `close`, `open` with `create`, `write`, `fsync`,
@@ -49,12 +50,12 @@ impl<S: Storage> Traced<S> {
         file: FileId,
         call: impl FnOnce() -> Result<T, StorageError>,
     ) -> Result<T, StorageError> {
-        let start = self.tracer.now_ns();
+        let start = self.tracer.stamp();
         let result = call();
-        let end = self.tracer.now_ns();
+        let end = self.tracer.stamp();
         match &result {
-            Ok(_) => self.tracer.io_ns(op, file, None, None, start, end),
-            Err(_) => self.tracer.io_failed_ns(op, file, None, start, end),
+            Ok(_) => self.tracer.io_between(op, file, None, None, start, end),
+            Err(_) => self.tracer.io_failed_between(op, file, None, start, end),
         }
         result
     }
@@ -73,14 +74,21 @@ impl<S: Storage> Storage for Traced<S> {
         if !self.tracer.is_enabled() {
             return self.inner.open(path);
         }
-        let start = self.tracer.now_ns();
+        let start = self.tracer.stamp();
         let opened = self.inner.open(path);
-        let end = self.tracer.now_ns();
-        let file = self
-            .tracer
-            .opened(IoOp::Open, path, opened.is_ok(), start, end);
-        let inner = opened?;
-        Ok(Box::new(TracedRead {
+        let end = self.tracer.stamp();
+        // Hashes the path and names the file for the writer (the first time this
+        // thread opens it); the handle's events follow when it closes.
+        let file = self.tracer.file(path);
+        let inner = match opened {
+            Ok(inner) => inner,
+            Err(e) => {
+                self.tracer
+                    .io_failed_between(IoOp::Open, file, None, start, end);
+                return Err(e);
+            }
+        };
+        let mut handle = TracedRead {
             file,
             inner: Some(inner),
             tracer: self.tracer.clone(),
@@ -89,20 +97,33 @@ impl<S: Storage> Storage for Traced<S> {
             } else {
                 IoOp::Read
             },
-        }))
+            pending: [IoRecord::EMPTY; PENDING],
+            npending: 0,
+        };
+        handle.hold(io_record(IoOp::Open, file, None, None, start, end));
+        Ok(Box::new(handle))
     }
 
     fn create(&self, path: &Path) -> Result<Box<dyn WriteHandle>, StorageError> {
         if !self.tracer.is_enabled() {
             return self.inner.create(path);
         }
-        let start = self.tracer.now_ns();
+        let start = self.tracer.stamp();
         let created = self.inner.create(path);
-        let end = self.tracer.now_ns();
-        let file = self
-            .tracer
-            .opened(IoOp::Create, path, created.is_ok(), start, end);
-        let inner = created?;
+        let end = self.tracer.stamp();
+        let file = self.tracer.file(path);
+        let inner = match created {
+            Ok(inner) => {
+                self.tracer
+                    .io_between(IoOp::Create, file, None, None, start, end);
+                inner
+            }
+            Err(e) => {
+                self.tracer
+                    .io_failed_between(IoOp::Create, file, None, start, end);
+                return Err(e);
+            }
+        };
         Ok(Box::new(TracedWrite {
             file,
             inner,
@@ -151,24 +172,43 @@ impl<S: Storage> Storage for Traced<S> {
     }
 }
 
+/// Events a read handle holds before it hands them to the thread's buffer: `open`,
+/// a `pread` or two and `close` of a small sample reach it in one visit instead of four.
+const PENDING: usize = 4;
+
 struct TracedRead {
     file: FileId,
     /// `None` only while being dropped (so the close can be timed).
     inner: Option<Box<dyn ReadHandle>>,
     tracer: Tracer,
     read_op: IoOp,
+    /// Events of this handle not yet in the thread's buffer (the first `npending`).
+    pending: [IoRecord; PENDING],
+    npending: usize,
 }
 
 impl TracedRead {
-    fn record(&self, offset: u64, result: Result<u64, ()>, start: u64, end: u64) {
-        match result {
-            Ok(n) => self
-                .tracer
-                .io_ns(self.read_op, self.file, Some(offset), Some(n), start, end),
-            Err(()) => self
-                .tracer
-                .io_failed_ns(self.read_op, self.file, Some(offset), start, end),
+    fn record(&mut self, offset: u64, result: Result<u64, ()>, start: Stamp, end: Stamp) {
+        let rec = match result {
+            Ok(n) => io_record(self.read_op, self.file, Some(offset), Some(n), start, end),
+            Err(()) => failed_record(self.read_op, self.file, Some(offset), start, end),
+        };
+        self.hold(rec);
+    }
+
+    fn hold(&mut self, rec: IoRecord) {
+        if self.npending == PENDING {
+            self.hand_over();
         }
+        self.pending[self.npending] = rec;
+        self.npending += 1;
+    }
+
+    fn hand_over(&mut self) {
+        if let Some(shared) = self.tracer.shared() {
+            shared.push_ios(&self.pending[..self.npending]);
+        }
+        self.npending = 0;
     }
 }
 
@@ -192,9 +232,9 @@ impl ReadHandle for TracedRead {
     }
 
     fn read_at(&mut self, buf: &mut [u8], offset: u64) -> Result<usize, StorageError> {
-        let start = self.tracer.now_ns();
+        let start = self.tracer.stamp();
         let result = inner!(self).read_at(buf, offset);
-        let end = self.tracer.now_ns();
+        let end = self.tracer.stamp();
         self.record(
             offset,
             result.as_ref().map(|&n| n as u64).map_err(|_| ()),
@@ -205,9 +245,9 @@ impl ReadHandle for TracedRead {
     }
 
     fn read_exact_at(&mut self, buf: &mut [u8], offset: u64) -> Result<(), StorageError> {
-        let start = self.tracer.now_ns();
+        let start = self.tracer.stamp();
         let result = inner!(self).read_exact_at(buf, offset);
-        let end = self.tracer.now_ns();
+        let end = self.tracer.stamp();
         self.record(
             offset,
             result.as_ref().map(|_| buf.len() as u64).map_err(|_| ()),
@@ -220,15 +260,15 @@ impl ReadHandle for TracedRead {
     /// One event per request; the batch's time is split evenly among them, in order,
     /// so the union of their intervals is the batch's interval.
     fn read_batch(&mut self, requests: &mut [ReadRequest<'_>]) -> Result<(), StorageError> {
-        let start = self.tracer.now_ns();
+        let start = self.tracer.stamp();
         let result = inner!(self).read_batch(requests);
-        let end = self.tracer.now_ns();
+        let end = self.tracer.stamp();
         let n = requests.len().max(1) as u64;
-        let slice = end.saturating_sub(start) / n;
+        let slice = end.0.saturating_sub(start.0) / n;
         for (i, r) in requests.iter().enumerate() {
-            let at = start + slice * i as u64;
+            let at = start.0 + slice * i as u64;
             let outcome = result.as_ref().map(|_| r.buf.len() as u64).map_err(|_| ());
-            self.record(r.offset, outcome, at, at + slice);
+            self.record(r.offset, outcome, Stamp(at), Stamp(at + slice));
         }
         result
     }
@@ -237,11 +277,11 @@ impl ReadHandle for TracedRead {
 impl Drop for TracedRead {
     fn drop(&mut self) {
         if let Some(inner) = self.inner.take() {
-            let start = self.tracer.now_ns();
+            let start = self.tracer.stamp();
             drop(inner);
-            let end = self.tracer.now_ns();
-            self.tracer
-                .io_ns(IoOp::Close, self.file, None, None, start, end);
+            let end = self.tracer.stamp();
+            self.hold(io_record(IoOp::Close, self.file, None, None, start, end));
+            self.hand_over();
         }
     }
 }
@@ -260,13 +300,13 @@ impl WriteHandle for TracedWrite {
     }
 
     fn write_all(&mut self, data: &[u8]) -> Result<(), StorageError> {
-        let start = self.tracer.now_ns();
+        let start = self.tracer.stamp();
         let result = self.inner.write_all(data);
-        let end = self.tracer.now_ns();
+        let end = self.tracer.stamp();
         match &result {
             Ok(()) => {
                 let n = data.len() as u64;
-                self.tracer.io_ns(
+                self.tracer.io_between(
                     self.write_op,
                     self.file,
                     Some(self.written),
@@ -276,25 +316,28 @@ impl WriteHandle for TracedWrite {
                 );
                 self.written += n;
             }
-            Err(_) => {
-                self.tracer
-                    .io_failed_ns(self.write_op, self.file, Some(self.written), start, end)
-            }
+            Err(_) => self.tracer.io_failed_between(
+                self.write_op,
+                self.file,
+                Some(self.written),
+                start,
+                end,
+            ),
         }
         result
     }
 
     fn sync(&mut self) -> Result<(), StorageError> {
-        let start = self.tracer.now_ns();
+        let start = self.tracer.stamp();
         let result = self.inner.sync();
-        let end = self.tracer.now_ns();
+        let end = self.tracer.stamp();
         match &result {
             Ok(()) => self
                 .tracer
-                .io_ns(IoOp::Fsync, self.file, None, None, start, end),
+                .io_between(IoOp::Fsync, self.file, None, None, start, end),
             Err(_) => self
                 .tracer
-                .io_failed_ns(IoOp::Fsync, self.file, None, start, end),
+                .io_failed_between(IoOp::Fsync, self.file, None, start, end),
         }
         result
     }
@@ -306,12 +349,12 @@ impl WriteHandle for TracedWrite {
             tracer,
             ..
         } = *self;
-        let start = tracer.now_ns();
+        let start = tracer.stamp();
         let result = inner.commit();
-        let end = tracer.now_ns();
+        let end = tracer.stamp();
         match &result {
-            Ok(_) => tracer.io_ns(IoOp::Close, file, None, None, start, end),
-            Err(_) => tracer.io_failed_ns(IoOp::Close, file, None, start, end),
+            Ok(_) => tracer.io_between(IoOp::Close, file, None, None, start, end),
+            Err(_) => tracer.io_failed_between(IoOp::Close, file, None, start, end),
         }
         result
     }

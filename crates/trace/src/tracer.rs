@@ -1,9 +1,9 @@
-//! [`Tracer`]: the cheap hot-path API. Every call appends one fixed-size [`Record`] to a
+//! [`Tracer`]: the cheap hot-path API. Every call appends one fixed-size record to a
 //! buffer owned by the calling thread; full buffers go to the background writer
 //! (`writer.rs`), which packs them into a spill file during the run and writes the JSON
 //! trace when the trace is finished. The hot path never formats, never allocates per
-//! event and never takes a contended lock; timestamps are raw `CLOCK_MONOTONIC`
-//! nanoseconds (the clock `Instant` reads), without `Instant`'s checked arithmetic.
+//! event and never takes a contended lock; timestamps come from the cheapest trustworthy
+//! clock (`clock.rs`), and the events of one file handle reach the buffer together.
 
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -15,12 +15,18 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::clock::{Clock, Stamp};
 use crate::error::TraceError;
 use crate::names::{IoOp, SpanName, name_hash};
 use crate::writer::{self, CheapBuild, Header, Msg, Paths, WriterStats};
 
-/// Events a thread buffers before handing them to the writer.
+/// I/O events a thread buffers before handing them to the writer.
 const BUFFER_EVENTS: usize = 2048;
+/// Spans a thread buffers before handing them to the writer (a sample makes one span
+/// and three or four I/O events).
+const BUFFER_SPANS: usize = BUFFER_EVENTS / 4;
+/// Emptied buffers kept for reuse.
+const POOLED_BUFFERS: usize = 16;
 /// Full buffers that may wait for the writer before recording threads block.
 const QUEUE_BUFFERS: usize = 64;
 /// Most arguments one event carries; further `arg` calls are ignored.
@@ -114,23 +120,102 @@ pub struct TraceSummary {
     pub finish_time: Duration,
 }
 
-/// One event as recorded on the hot path: fixed size, no heap data.
+/// A span as recorded on the hot path: fixed size, no heap data.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Record {
-    pub start_ns: u64,
-    pub dur_ns: u64,
-    pub cat: &'static str,
-    pub name: &'static str,
-    pub file: u64,
+pub(crate) struct SpanRecord {
+    /// Since the trace started, in [`Stamp`] units (or nanoseconds when `in_ns`).
+    pub start: u64,
+    pub dur: u64,
+    /// `start` and `dur` are nanoseconds (spans timed with `Instant`s elsewhere).
+    pub in_ns: bool,
     pub nargs: u8,
+    pub span: SpanName,
     pub args: [(&'static str, i64); MAX_ARGS],
 }
 
 const NO_ARGS: [(&str, i64); MAX_ARGS] = [("", 0); MAX_ARGS];
 
+/// An I/O call as recorded on the hot path: 48 bytes, because a small-record run makes
+/// three or four per sample and copies them around; its arguments (`count`, `ret`,
+/// `offset`, `create`) follow from these fields.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IoRecord {
+    /// Since the trace started, in [`Stamp`] units (or nanoseconds when `in_ns`).
+    pub start: u64,
+    pub dur: u64,
+    /// The file's hash (`fhash`), or 0.
+    pub file: u64,
+    pub offset: u64,
+    /// Bytes moved, [`IoRecord::FAILED`] for a failed call, [`IoRecord::NO_BYTES`] for a
+    /// call that moves none (open, close, ...).
+    pub bytes: i64,
+    pub op: IoOp,
+    pub has_offset: bool,
+    pub in_ns: bool,
+}
+
+impl IoRecord {
+    pub(crate) const FAILED: i64 = -1;
+    pub(crate) const NO_BYTES: i64 = i64::MIN;
+
+    /// A placeholder (fills unused slots of fixed arrays).
+    pub(crate) const EMPTY: IoRecord = IoRecord {
+        start: 0,
+        dur: 0,
+        file: 0,
+        offset: 0,
+        bytes: IoRecord::NO_BYTES,
+        op: IoOp::Close,
+        has_offset: false,
+        in_ns: false,
+    };
+}
+
+/// Buffers the writer has emptied, for threads to fill again: a fresh 100 KiB buffer per
+/// hand-over would be fresh pages, and page faults on the recording thread.
+#[derive(Default)]
+pub(crate) struct Pool {
+    spans: Mutex<Vec<Vec<SpanRecord>>>,
+    ios: Mutex<Vec<Vec<IoRecord>>>,
+}
+
+impl Pool {
+    fn spans(&self) -> Vec<SpanRecord> {
+        lock(&self.spans)
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(BUFFER_SPANS))
+    }
+
+    fn ios(&self) -> Vec<IoRecord> {
+        lock(&self.ios)
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(BUFFER_EVENTS))
+    }
+
+    /// Takes emptied buffers back.
+    pub(crate) fn give_back(&self, mut spans: Vec<SpanRecord>, mut ios: Vec<IoRecord>) {
+        spans.clear();
+        ios.clear();
+        if spans.capacity() >= BUFFER_SPANS {
+            let mut pool = lock(&self.spans);
+            if pool.len() < POOLED_BUFFERS {
+                pool.push(spans);
+            }
+        }
+        if ios.capacity() >= BUFFER_EVENTS {
+            let mut pool = lock(&self.ios);
+            if pool.len() < POOLED_BUFFERS {
+                pool.push(ios);
+            }
+        }
+    }
+}
+
 struct ThreadBuf {
     tid: u32,
-    records: Vec<Record>,
+    pool: Arc<Pool>,
+    spans: Vec<SpanRecord>,
+    ios: Vec<IoRecord>,
     /// Files whose name this thread has sent to the writer (hashes; the writer
     /// deduplicates across threads). Per thread, so naming a file takes no shared lock.
     files_sent: HashSet<u64, CheapBuild>,
@@ -142,21 +227,30 @@ struct ThreadBuf {
 
 impl ThreadBuf {
     fn hand_over(&mut self) {
-        if self.records.is_empty() && self.new_files.is_empty() {
+        if self.spans.is_empty() && self.ios.is_empty() && self.new_files.is_empty() {
             return;
         }
-        let full = std::mem::replace(&mut self.records, Vec::with_capacity(BUFFER_EVENTS));
+        let spans = std::mem::replace(&mut self.spans, self.pool.spans());
+        let ios = std::mem::replace(&mut self.ios, self.pool.ios());
         // A writer that stopped has recorded its error; finish() reports it.
         let _ = self.tx.send(Msg::Events {
             tid: self.tid,
-            records: full,
+            spans,
+            ios,
             files: std::mem::take(&mut self.new_files),
         });
     }
 
-    fn push(&mut self, rec: Record) {
-        self.records.push(rec);
-        if self.records.len() >= BUFFER_EVENTS {
+    fn push_span(&mut self, rec: SpanRecord) {
+        self.spans.push(rec);
+        if self.spans.len() >= BUFFER_SPANS {
+            self.hand_over();
+        }
+    }
+
+    fn push_ios(&mut self, recs: &[IoRecord]) {
+        self.ios.extend_from_slice(recs);
+        if self.ios.len() >= BUFFER_EVENTS {
             self.hand_over();
         }
     }
@@ -170,15 +264,16 @@ impl ThreadBuf {
     }
 }
 
-struct Shared {
+pub(crate) struct Shared {
     id: u64,
     path: PathBuf,
     base: Instant,
-    /// [`mono_ns`] at `base`.
-    base_ns: u64,
+    /// Read at `base`.
+    clock: Clock,
     open: AtomicBool,
     tx: SyncSender<Msg>,
     buffers: Mutex<Vec<Arc<Mutex<ThreadBuf>>>>,
+    pool: Arc<Pool>,
     writer: Mutex<Option<JoinHandle<Result<WriterStats, std::io::Error>>>>,
     summary: Mutex<Option<TraceSummary>>,
 }
@@ -198,20 +293,6 @@ fn os_tid() -> u32 {
     // SAFETY: gettid has no preconditions and cannot fail.
     let tid = unsafe { libc::gettid() };
     u32::try_from(tid).unwrap_or(0)
-}
-
-/// `CLOCK_MONOTONIC` in nanoseconds: the clock `Instant` reads, as a plain number.
-fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec for the duration of the call, and
-    // CLOCK_MONOTONIC exists on every Linux kernel, so the call only writes `ts`.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(ts.tv_nsec as u64)
 }
 
 impl Shared {
@@ -236,19 +317,34 @@ impl Shared {
             .ok()
     }
 
-    fn push(&self, rec: Record) {
+    fn push_span(&self, rec: SpanRecord) {
         if !self.open.load(Ordering::Relaxed) {
             return;
         }
-        let pushed = self.with_buf(|buf| buf.push(rec));
-        if pushed.is_none() {
-            // The thread is exiting and its buffers are gone: send the event on its own.
-            let _ = self.tx.send(Msg::Events {
-                tid: os_tid(),
-                records: vec![rec],
-                files: Vec::new(),
-            });
+        if self.with_buf(|buf| buf.push_span(rec)).is_none() {
+            self.send_alone(vec![rec], Vec::new());
         }
+    }
+
+    /// Records I/O calls (one, or the events of one handle) in one visit to the thread's
+    /// buffer.
+    pub(crate) fn push_ios(&self, recs: &[IoRecord]) {
+        if !self.open.load(Ordering::Relaxed) {
+            return;
+        }
+        if self.with_buf(|buf| buf.push_ios(recs)).is_none() {
+            self.send_alone(Vec::new(), recs.to_vec());
+        }
+    }
+
+    /// The thread is exiting and its buffers are gone: send the events on their own.
+    fn send_alone(&self, spans: Vec<SpanRecord>, ios: Vec<IoRecord>) {
+        let _ = self.tx.send(Msg::Events {
+            tid: os_tid(),
+            spans,
+            ios,
+            files: Vec::new(),
+        });
     }
 
     fn register_thread(&self) -> Arc<Mutex<ThreadBuf>> {
@@ -260,7 +356,9 @@ impl Shared {
         let _ = self.tx.send(Msg::Thread { tid, name });
         let buf = Arc::new(Mutex::new(ThreadBuf {
             tid,
-            records: Vec::with_capacity(BUFFER_EVENTS),
+            pool: Arc::clone(&self.pool),
+            spans: self.pool.spans(),
+            ios: self.pool.ios(),
             files_sent: HashSet::default(),
             new_files: Vec::new(),
             tx: self.tx.clone(),
@@ -273,8 +371,9 @@ impl Shared {
         u64::try_from(t.saturating_duration_since(self.base).as_nanos()).unwrap_or(u64::MAX)
     }
 
-    fn now_ns(&self) -> u64 {
-        mono_ns().saturating_sub(self.base_ns)
+    #[inline]
+    pub(crate) fn now(&self) -> Stamp {
+        self.clock.now()
     }
 
     fn finish(&self) -> Result<TraceSummary, TraceError> {
@@ -286,7 +385,9 @@ impl Shared {
         for buf in lock(&self.buffers).iter() {
             lock(buf).hand_over();
         }
-        let _ = self.tx.send(Msg::Finish);
+        let _ = self.tx.send(Msg::Finish {
+            ns_per_unit: self.clock.ns_per_unit(),
+        });
         let handle = lock(&self.writer).take();
         let stats = match handle {
             Some(h) => h
@@ -374,7 +475,7 @@ impl Tracer {
             source,
         })?;
         let base = Instant::now();
-        let base_ns = mono_ns();
+        let clock = Clock::start();
         let base_unix_ns = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
@@ -393,19 +494,22 @@ impl Tracer {
             trace: path.clone(),
             compress: opts.compress,
         };
+        let pool = Arc::new(Pool::default());
+        let writer_pool = Arc::clone(&pool);
         let handle = std::thread::Builder::new()
             .name(format!("trace-writer-{}", opts.rank))
-            .spawn(move || writer::run(rx, paths, header))
+            .spawn(move || writer::run(rx, paths, header, &writer_pool))
             .map_err(|e| io_err("create", e))?;
         Ok(Tracer {
             shared: Some(Arc::new(Shared {
                 id: NEXT_TRACER_ID.fetch_add(1, Ordering::Relaxed),
                 path,
                 base,
-                base_ns,
+                clock,
                 open: AtomicBool::new(true),
                 tx,
                 buffers: Mutex::new(Vec::new()),
+                pool,
                 writer: Mutex::new(Some(handle)),
                 summary: Mutex::new(None),
             })),
@@ -433,7 +537,7 @@ impl Tracer {
         SpanGuard {
             shared: self.shared.as_deref(),
             span,
-            start_ns: self.now_ns(),
+            start: self.stamp(),
             nargs: 0,
             args: NO_ARGS,
         }
@@ -450,24 +554,22 @@ impl Tracer {
         let Some(shared) = self.shared.as_deref() else {
             return;
         };
-        let mut rec = Record {
-            start_ns: shared.since_base(start),
-            dur_ns: u64::try_from(end.saturating_duration_since(start).as_nanos())
-                .unwrap_or(u64::MAX),
-            cat: span.cat,
-            name: span.name,
-            file: 0,
+        let mut rec = SpanRecord {
+            start: shared.since_base(start),
+            dur: duration_ns(end.saturating_duration_since(start)),
+            in_ns: true,
             nargs: 0,
+            span,
             args: NO_ARGS,
         };
         for &(k, v) in args.iter().take(MAX_ARGS) {
             rec.args[usize::from(rec.nargs)] = (k, v);
             rec.nargs += 1;
         }
-        shared.push(rec);
+        shared.push_span(rec);
     }
 
-    /// Names a file: hashes its path and, the first time this thread sees it, sends the
+    /// Names a file: hashes its path and, the first time this thread sees it, passes the
     /// name to the writer for the `FH` metadata event that maps the hash to the path. Call
     /// once per open, not per read.
     pub fn file(&self, path: &Path) -> FileId {
@@ -481,71 +583,43 @@ impl Tracer {
         FileId(hash)
     }
 
-    /// Records an open-like call on `path` (`op` is `Open` or `Create`) that ran from
-    /// `start_ns` to `end_ns` and returns the file's id for the calls on its handle:
-    /// [`Tracer::file`] and [`Tracer::io_ns`] in one visit to the thread's buffer.
-    pub fn opened(&self, op: IoOp, path: &Path, ok: bool, start_ns: u64, end_ns: u64) -> FileId {
-        let Some(shared) = self.shared.as_deref() else {
-            return FileId::NONE;
-        };
-        let file = FileId(name_hash(path.as_os_str().as_encoded_bytes()));
-        if !shared.open.load(Ordering::Relaxed) {
-            return file;
-        }
-        let rec = if ok {
-            io_record(op, file, None, None, start_ns, end_ns)
-        } else {
-            failed_record(op, file, None, start_ns, end_ns)
-        };
-        let pushed = shared.with_buf(|buf| {
-            buf.name_file(file.0, path);
-            buf.push(rec);
-        });
-        if pushed.is_none() {
-            shared.push(rec);
-        }
-        file
-    }
-
-    /// Now, in the trace's clock (nanoseconds since the tracer started; 0 when disabled).
-    /// Cheaper than `Instant::now` plus `elapsed`; pair it with [`Tracer::io_ns`].
+    /// Now, on the trace's clock (see [`Stamp`]); a zero stamp when disabled. Cheaper than
+    /// `Instant::now`; pair it with [`Tracer::io_between`].
     #[inline]
-    pub fn now_ns(&self) -> u64 {
+    pub fn stamp(&self) -> Stamp {
         match self.shared.as_deref() {
-            Some(s) => s.now_ns(),
-            None => 0,
+            Some(s) => s.now(),
+            None => Stamp::default(),
         }
     }
 
-    /// [`Tracer::io`] with start and end taken from [`Tracer::now_ns`].
-    pub fn io_ns(
+    /// [`Tracer::io`] for a call that ran from `start` to `end` ([`Tracer::stamp`]s).
+    pub fn io_between(
         &self,
         op: IoOp,
         file: FileId,
         offset: Option<u64>,
         bytes: Option<u64>,
-        start_ns: u64,
-        end_ns: u64,
+        start: Stamp,
+        end: Stamp,
     ) {
-        let Some(shared) = self.shared.as_deref() else {
-            return;
-        };
-        shared.push(io_record(op, file, offset, bytes, start_ns, end_ns));
+        if let Some(shared) = self.shared.as_deref() {
+            shared.push_ios(&[io_record(op, file, offset, bytes, start, end)]);
+        }
     }
 
-    /// [`Tracer::io_failed`] with start and end taken from [`Tracer::now_ns`].
-    pub fn io_failed_ns(
+    /// [`Tracer::io_failed`] for a call that ran from `start` to `end`.
+    pub fn io_failed_between(
         &self,
         op: IoOp,
         file: FileId,
         offset: Option<u64>,
-        start_ns: u64,
-        end_ns: u64,
+        start: Stamp,
+        end: Stamp,
     ) {
-        let Some(shared) = self.shared.as_deref() else {
-            return;
-        };
-        shared.push(failed_record(op, file, offset, start_ns, end_ns));
+        if let Some(shared) = self.shared.as_deref() {
+            shared.push_ios(&[failed_record(op, file, offset, start, end)]);
+        }
     }
 
     /// Records one successful I/O call: `bytes` moved (`count` and `ret` in args) at
@@ -559,12 +633,11 @@ impl Tracer {
         start: Instant,
         dur: Duration,
     ) {
-        let Some(shared) = self.shared.as_deref() else {
-            return;
-        };
-        let start_ns = shared.since_base(start);
-        let end_ns = start_ns.saturating_add(duration_ns(dur));
-        shared.push(io_record(op, file, offset, bytes, start_ns, end_ns));
+        if let Some(shared) = self.shared.as_deref() {
+            let mut rec = io_record(op, file, offset, bytes, Stamp(0), Stamp(0));
+            shared.in_ns(&mut rec, start, dur);
+            shared.push_ios(&[rec]);
+        }
     }
 
     /// Records a failed I/O call (`ret` is -1, as dftracer writes it).
@@ -576,12 +649,11 @@ impl Tracer {
         start: Instant,
         dur: Duration,
     ) {
-        let Some(shared) = self.shared.as_deref() else {
-            return;
-        };
-        let start_ns = shared.since_base(start);
-        let end_ns = start_ns.saturating_add(duration_ns(dur));
-        shared.push(failed_record(op, file, offset, start_ns, end_ns));
+        if let Some(shared) = self.shared.as_deref() {
+            let mut rec = failed_record(op, file, offset, Stamp(0), Stamp(0));
+            shared.in_ns(&mut rec, start, dur);
+            shared.push_ios(&[rec]);
+        }
     }
 
     /// Writes every buffered event, closes the file and returns what it holds. Later
@@ -592,65 +664,61 @@ impl Tracer {
             None => Ok(None),
         }
     }
+
+    pub(crate) fn shared(&self) -> Option<&Shared> {
+        self.shared.as_deref()
+    }
+}
+
+impl Shared {
+    /// Times `rec` with an `Instant` and a duration (nanoseconds since the trace started).
+    fn in_ns(&self, rec: &mut IoRecord, start: Instant, dur: Duration) {
+        rec.start = self.since_base(start);
+        rec.dur = duration_ns(dur);
+        rec.in_ns = true;
+    }
 }
 
 fn duration_ns(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-fn bare_record(op: IoOp, file: FileId, start_ns: u64, end_ns: u64) -> Record {
-    Record {
-        start_ns,
-        dur_ns: end_ns.saturating_sub(start_ns),
-        cat: op.category(),
-        name: op.event_name(),
-        file: file.0,
-        nargs: 0,
-        args: NO_ARGS,
-    }
-}
-
-fn io_record(
+/// The record of a successful call; `pub(crate)` for [`crate::Traced`], which batches
+/// the events of a handle.
+#[inline]
+pub(crate) fn io_record(
     op: IoOp,
     file: FileId,
     offset: Option<u64>,
     bytes: Option<u64>,
-    start_ns: u64,
-    end_ns: u64,
-) -> Record {
-    let mut rec = bare_record(op, file, start_ns, end_ns);
-    if let Some(n) = bytes {
-        let n = i64::try_from(n).unwrap_or(i64::MAX);
-        rec.args[0] = ("count", n);
-        rec.args[1] = ("ret", n);
-        rec.nargs = 2;
+    start: Stamp,
+    end: Stamp,
+) -> IoRecord {
+    IoRecord {
+        start: start.0,
+        dur: end.0.saturating_sub(start.0),
+        file: file.0,
+        offset: offset.unwrap_or(0),
+        bytes: bytes.map_or(IoRecord::NO_BYTES, |n| i64::try_from(n).unwrap_or(i64::MAX)),
+        op,
+        has_offset: offset.is_some(),
+        in_ns: false,
     }
-    if let Some(off) = offset {
-        rec.args[usize::from(rec.nargs)] = ("offset", i64::try_from(off).unwrap_or(i64::MAX));
-        rec.nargs += 1;
-    }
-    if op == IoOp::Create {
-        rec.args[usize::from(rec.nargs)] = ("create", 1);
-        rec.nargs += 1;
-    }
-    rec
 }
 
-fn failed_record(
+/// The record of a failed call (`ret` is -1).
+#[inline]
+pub(crate) fn failed_record(
     op: IoOp,
     file: FileId,
     offset: Option<u64>,
-    start_ns: u64,
-    end_ns: u64,
-) -> Record {
-    let mut rec = bare_record(op, file, start_ns, end_ns);
-    rec.args[0] = ("ret", -1);
-    rec.nargs = 1;
-    if let Some(off) = offset {
-        rec.args[1] = ("offset", i64::try_from(off).unwrap_or(i64::MAX));
-        rec.nargs = 2;
+    start: Stamp,
+    end: Stamp,
+) -> IoRecord {
+    IoRecord {
+        bytes: IoRecord::FAILED,
+        ..io_record(op, file, offset, None, start, end)
     }
-    rec
 }
 
 fn hostname() -> String {
@@ -667,8 +735,7 @@ fn hostname() -> String {
 pub struct SpanGuard<'a> {
     shared: Option<&'a Shared>,
     span: SpanName,
-    /// [`Shared::now_ns`] at the start.
-    start_ns: u64,
+    start: Stamp,
     nargs: u8,
     args: [(&'static str, i64); MAX_ARGS],
 }
@@ -707,13 +774,13 @@ impl Drop for SpanGuard<'_> {
         let Some(shared) = self.shared else {
             return;
         };
-        shared.push(Record {
-            start_ns: self.start_ns,
-            dur_ns: shared.now_ns().saturating_sub(self.start_ns),
-            cat: self.span.cat,
-            name: self.span.name,
-            file: 0,
+        let end = shared.now();
+        shared.push_span(SpanRecord {
+            start: self.start.0,
+            dur: end.0.saturating_sub(self.start.0),
+            in_ns: false,
             nargs: self.nargs,
+            span: self.span,
             args: self.args,
         });
     }

@@ -1,14 +1,15 @@
-//! The background writer. While the run goes on it only *spills*: the records of full
-//! thread buffers are packed into a compact binary form (a few bytes per field) and
-//! appended to a spill file beside the trace. When the trace is finished, after the
-//! measured phase, it turns the spill into the JSON lines of the `.pfw(.gz)` file.
+//! The background writer. While the run goes on it only holds full thread buffers, up to
+//! [`HELD_BYTES`], and *spills* the oldest beyond that: their records are packed into a
+//! compact binary form (a few bytes per field) and appended to a spill file beside the
+//! trace. When the trace is finished, after the measured phase, it turns the spill into
+//! the JSON lines of the `.pfw(.gz)` file.
 //!
 //! Why two phases: a small-record run makes over a million events per second, and
 //! formatting JSON and gzipping it costs a few thousand instructions per event, which on
 //! a small machine takes a core from the reader threads whose speed is being measured.
-//! Packing costs about a tenth of that, and the expensive part moves to after the run, as
-//! dftracer does when it compresses at finalisation. Memory stays bounded either way: the
-//! spill lives in the file system, not in this process.
+//! Holding costs nothing, packing about a tenth of that, and the expensive part moves to
+//! after the run, as dftracer does when it compresses at finalisation. Memory stays
+//! bounded: beyond `HELD_BYTES` the records live in the file system, not in this process.
 //!
 //! The trace file is one JSON array (`[`, one event per line with a trailing comma except
 //! the last, `]`), so Chrome's trace viewer and Perfetto load it as is, and line-oriented
@@ -16,7 +17,7 @@
 //! trailing comma. It is written under a temporary name and renamed when complete, so a
 //! crash never leaves a truncated trace under the final name.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::File;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, BufReader, BufWriter, Read, Write};
@@ -26,8 +27,9 @@ use std::sync::mpsc::Receiver;
 use flate2::Compression;
 use flate2::write::GzEncoder;
 
+use crate::names::IoOp;
 use crate::names::name_hash;
-use crate::tracer::{MAX_ARGS, Record};
+use crate::tracer::{IoRecord, MAX_ARGS, Pool, SpanRecord};
 
 /// What the hot path sends to the writer.
 pub(crate) enum Msg {
@@ -35,13 +37,14 @@ pub(crate) enum Msg {
     /// first time (FH metadata; deduplicated across threads here).
     Events {
         tid: u32,
-        records: Vec<Record>,
+        spans: Vec<SpanRecord>,
+        ios: Vec<IoRecord>,
         files: Vec<(u64, String)>,
     },
     /// A new thread (thread_name metadata).
     Thread { tid: u32, name: String },
-    /// Stop spilling and write the trace file.
-    Finish,
+    /// Stop spilling and write the trace file; stamps are worth `ns_per_unit` ns each.
+    Finish { ns_per_unit: f64 },
 }
 
 /// Fixed facts written once at the start.
@@ -70,12 +73,34 @@ pub(crate) struct WriterStats {
     pub metadata_events: u64,
 }
 
+/// Records the writer holds in memory before it packs the oldest into the spill. Below
+/// this, the writer costs the run nothing but receiving buffers; above it, packing takes
+/// a few percent of a core at a million events per second (64 MiB hold about 1.3 million
+/// I/O events, a few seconds of a small-record run).
+const HELD_BYTES: usize = 64 << 20;
+
 // Spill entry tags.
-const TAG_EVENTS: u8 = 1;
+const TAG_SPANS: u8 = 1;
+const TAG_IOS: u8 = 4;
 const TAG_FILE: u8 = 2;
 const TAG_THREAD: u8 = 3;
-/// Flag in an event's argument-count byte: an 8-byte file hash follows.
-const HAS_FILE: u8 = 0x80;
+/// Flag in a span's argument-count byte: its times are nanoseconds, not stamps.
+const IN_NS: u8 = 0x40;
+/// The argument count in that byte.
+const NARGS: u8 = 0x3f;
+// Flags in an I/O event's flag byte (the low 5 bits are the operation).
+const IO_OP: u8 = 0x1f;
+const IO_IN_NS: u8 = 0x20;
+const IO_HAS_OFFSET: u8 = 0x40;
+const IO_HAS_FILE: u8 = 0x80;
+/// The `bytes` field's varint: 0 for none, 1 for failed, n + 2 for n bytes.
+fn bytes_code(bytes: i64) -> u64 {
+    match bytes {
+        IoRecord::NO_BYTES => 0,
+        IoRecord::FAILED => 1,
+        n => (n as u64).saturating_add(2),
+    }
+}
 
 /// Hashes a key that is already a hash, or a pair of pointers, with one multiply; the
 /// interning maps below are looked up once per event, so SipHash would be most of it.
@@ -176,28 +201,54 @@ struct Spiller {
 }
 
 impl Spiller {
-    fn events(&mut self, tid: u32, records: &[Record]) -> io::Result<()> {
+    fn events(&mut self, tid: u32, spans: &[SpanRecord], ios: &[IoRecord]) -> io::Result<()> {
         let out = &mut self.buf;
         out.clear();
-        out.push(TAG_EVENTS);
-        put_varint(out, u64::from(tid));
-        put_varint(out, records.len() as u64);
-        let mut prev_start = 0u64;
-        for r in records {
-            put_varint(out, u64::from(self.interner.pair(r.cat, r.name)));
-            put_varint(out, zigzag(r.start_ns.wrapping_sub(prev_start) as i64));
-            prev_start = r.start_ns;
-            put_varint(out, r.dur_ns);
-            let nargs = r.nargs.min(MAX_ARGS as u8);
-            if r.file != 0 {
-                out.push(nargs | HAS_FILE);
-                out.extend_from_slice(&r.file.to_le_bytes());
-            } else {
-                out.push(nargs);
+        if !spans.is_empty() {
+            out.push(TAG_SPANS);
+            put_varint(out, u64::from(tid));
+            put_varint(out, spans.len() as u64);
+            let mut prev_start = 0u64;
+            for r in spans {
+                put_varint(out, u64::from(self.interner.pair(r.span.cat, r.span.name)));
+                put_varint(out, zigzag(r.start.wrapping_sub(prev_start) as i64));
+                prev_start = r.start;
+                put_varint(out, r.dur);
+                let nargs = r.nargs.min(MAX_ARGS as u8);
+                out.push(if r.in_ns { nargs | IN_NS } else { nargs });
+                for &(k, v) in &r.args[..usize::from(nargs)] {
+                    put_varint(out, u64::from(self.interner.key(k)));
+                    put_varint(out, zigzag(v));
+                }
             }
-            for &(k, v) in &r.args[..usize::from(nargs)] {
-                put_varint(out, u64::from(self.interner.key(k)));
-                put_varint(out, zigzag(v));
+        }
+        if !ios.is_empty() {
+            out.push(TAG_IOS);
+            put_varint(out, u64::from(tid));
+            put_varint(out, ios.len() as u64);
+            let mut prev_start = 0u64;
+            for r in ios {
+                let mut flags = r.op as u8;
+                if r.in_ns {
+                    flags |= IO_IN_NS;
+                }
+                if r.has_offset {
+                    flags |= IO_HAS_OFFSET;
+                }
+                if r.file != 0 {
+                    flags |= IO_HAS_FILE;
+                }
+                out.push(flags);
+                put_varint(out, zigzag(r.start.wrapping_sub(prev_start) as i64));
+                prev_start = r.start;
+                put_varint(out, r.dur);
+                if r.file != 0 {
+                    out.extend_from_slice(&r.file.to_le_bytes());
+                }
+                if r.has_offset {
+                    put_varint(out, r.offset);
+                }
+                put_varint(out, bytes_code(r.bytes));
             }
         }
         // One write per thread buffer: the spill is on disk (not in a buffer of ours) as
@@ -458,7 +509,12 @@ fn push_json_string(out: &mut Vec<u8>, s: &str) {
 
 /// The writer thread's body: spills until [`Msg::Finish`] (or until every sender is
 /// gone), then writes the trace file from the spill and removes the spill.
-pub(crate) fn run(rx: Receiver<Msg>, mut paths: Paths, header: Header) -> io::Result<WriterStats> {
+pub(crate) fn run(
+    rx: Receiver<Msg>,
+    mut paths: Paths,
+    header: Header,
+    pool: &Pool,
+) -> io::Result<WriterStats> {
     let spill_file = paths
         .spill_file
         .take()
@@ -469,34 +525,58 @@ pub(crate) fn run(rx: Receiver<Msg>, mut paths: Paths, header: Header) -> io::Re
         interner: Interner::default(),
         files_seen: HashSet::default(),
     };
+    let mut ns_per_unit = 1.0;
+    // Buffers held as they came, oldest first, and their size in bytes.
+    let mut held: VecDeque<(u32, Vec<SpanRecord>, Vec<IoRecord>)> = VecDeque::new();
+    let mut held_bytes = 0usize;
+    let size_of = |spans: &[SpanRecord], ios: &[IoRecord]| {
+        std::mem::size_of_val(spans) + std::mem::size_of_val(ios)
+    };
     let spilled = (|| -> io::Result<()> {
         for msg in rx.iter() {
             match msg {
                 Msg::Events {
                     tid,
-                    records,
+                    spans,
+                    ios,
                     files,
                 } => {
                     for (hash, name) in &files {
                         spiller.file_name(*hash, name)?;
                     }
-                    spiller.events(tid, &records)?;
+                    held_bytes += size_of(&spans, &ios);
+                    held.push_back((tid, spans, ios));
+                    while held_bytes > HELD_BYTES {
+                        let Some((tid, spans, ios)) = held.pop_front() else {
+                            break;
+                        };
+                        held_bytes -= size_of(&spans, &ios);
+                        spiller.events(tid, &spans, &ios)?;
+                        pool.give_back(spans, ios);
+                    }
                 }
                 Msg::Thread { tid, name } => spiller.thread(tid, &name)?,
-                Msg::Finish => break,
+                Msg::Finish { ns_per_unit: rate } => {
+                    ns_per_unit = rate;
+                    break;
+                }
             }
+        }
+        for (tid, spans, ios) in held.drain(..) {
+            spiller.events(tid, &spans, &ios)?;
         }
         spiller.file.flush()
     })();
     // Keep draining so recording threads never block on a writer that failed.
     if spilled.is_err() {
         for msg in rx.iter() {
-            if matches!(msg, Msg::Finish) {
+            if matches!(msg, Msg::Finish { .. }) {
                 break;
             }
         }
     }
-    let result = spilled.and_then(|()| write_trace(&paths, &header, &spiller.interner));
+    let result =
+        spilled.and_then(|()| write_trace(&paths, &header, &spiller.interner, ns_per_unit));
     let _ = std::fs::remove_file(&paths.spill);
     result
 }
@@ -508,9 +588,14 @@ fn partial_name(trace: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-fn write_trace(paths: &Paths, header: &Header, interner: &Interner) -> io::Result<WriterStats> {
+fn write_trace(
+    paths: &Paths,
+    header: &Header,
+    interner: &Interner,
+    ns_per_unit: f64,
+) -> io::Result<WriterStats> {
     let partial = partial_name(&paths.trace);
-    let result = write_trace_to(&partial, paths, header, interner)
+    let result = write_trace_to(&partial, paths, header, interner, ns_per_unit)
         .and_then(|stats| std::fs::rename(&partial, &paths.trace).map(|()| stats));
     if result.is_err() {
         let _ = std::fs::remove_file(&partial);
@@ -523,7 +608,16 @@ fn write_trace_to(
     paths: &Paths,
     header: &Header,
     interner: &Interner,
+    ns_per_unit: f64,
 ) -> io::Result<WriterStats> {
+    // Stamps to nanoseconds (exact when the clock already counts nanoseconds).
+    let to_ns = |units: u64| -> u64 {
+        if ns_per_unit == 1.0 {
+            units
+        } else {
+            (units as f64 * ns_per_unit).round() as u64
+        }
+    };
     let buffered = BufWriter::with_capacity(1 << 20, File::create(partial)?);
     let sink = if paths.compress {
         Sink::Gzip(Box::new(GzEncoder::new(buffered, Compression::fast())))
@@ -558,7 +652,7 @@ fn write_trace_to(
     let mut args: [(&str, i64); MAX_ARGS] = [("", 0); MAX_ARGS];
     while let Some(tag) = spill.tag()? {
         match tag {
-            TAG_EVENTS => {
+            TAG_SPANS => {
                 let tid = u32::try_from(spill.varint()?).map_err(|_| corrupt("a thread id"))?;
                 let count = spill.varint()?;
                 let mut start = 0u64;
@@ -571,12 +665,7 @@ fn write_trace_to(
                     start = start.wrapping_add(unzigzag(spill.varint()?) as u64);
                     let dur = spill.varint()?;
                     let flags = spill.byte()?;
-                    let file = if flags & HAS_FILE != 0 {
-                        spill.u64_le()?
-                    } else {
-                        0
-                    };
-                    let nargs = usize::from(flags & !HAS_FILE);
+                    let nargs = usize::from(flags & NARGS);
                     if nargs > MAX_ARGS {
                         return Err(corrupt("an argument count"));
                     }
@@ -588,7 +677,72 @@ fn write_trace_to(
                             .ok_or_else(|| corrupt("an argument name"))?;
                         *slot = (key, unzigzag(spill.varint()?));
                     }
-                    out.event(tid, cat, name, start, dur, file, &args[..nargs]);
+                    let (start_ns, dur_ns) = if flags & IN_NS != 0 {
+                        (start, dur)
+                    } else {
+                        (to_ns(start), to_ns(dur))
+                    };
+                    out.event(tid, cat, name, start_ns, dur_ns, 0, &args[..nargs]);
+                    out.flush_line()?;
+                }
+            }
+            TAG_IOS => {
+                let tid = u32::try_from(spill.varint()?).map_err(|_| corrupt("a thread id"))?;
+                let count = spill.varint()?;
+                let mut start = 0u64;
+                for _ in 0..count {
+                    let flags = spill.byte()?;
+                    let op = *IoOp::ALL
+                        .get(usize::from(flags & IO_OP))
+                        .ok_or_else(|| corrupt("an I/O operation"))?;
+                    start = start.wrapping_add(unzigzag(spill.varint()?) as u64);
+                    let dur = spill.varint()?;
+                    let file = if flags & IO_HAS_FILE != 0 {
+                        spill.u64_le()?
+                    } else {
+                        0
+                    };
+                    let offset = if flags & IO_HAS_OFFSET != 0 {
+                        Some(spill.varint()?)
+                    } else {
+                        None
+                    };
+                    let mut n = 0;
+                    match spill.varint()? {
+                        0 => {}
+                        1 => {
+                            args[0] = ("ret", -1);
+                            n = 1;
+                        }
+                        code => {
+                            let bytes = i64::try_from(code - 2).unwrap_or(i64::MAX);
+                            args[0] = ("count", bytes);
+                            args[1] = ("ret", bytes);
+                            n = 2;
+                        }
+                    }
+                    if let Some(off) = offset {
+                        args[n] = ("offset", i64::try_from(off).unwrap_or(i64::MAX));
+                        n += 1;
+                    }
+                    if op == IoOp::Create {
+                        args[n] = ("create", 1);
+                        n += 1;
+                    }
+                    let (start_ns, dur_ns) = if flags & IO_IN_NS != 0 {
+                        (start, dur)
+                    } else {
+                        (to_ns(start), to_ns(dur))
+                    };
+                    out.event(
+                        tid,
+                        op.category(),
+                        op.event_name(),
+                        start_ns,
+                        dur_ns,
+                        file,
+                        &args[..n],
+                    );
                     out.flush_line()?;
                 }
             }
@@ -638,5 +792,18 @@ mod tests {
         let mut out = Vec::new();
         push_hex16(&mut out, 0x00ab_cdef_0123_4567);
         assert_eq!(out, b"00abcdef01234567");
+    }
+}
+
+#[cfg(test)]
+mod op_tests {
+    use crate::names::IoOp;
+
+    #[test]
+    fn every_operation_sits_at_its_own_number() {
+        for (i, op) in IoOp::ALL.iter().enumerate() {
+            assert_eq!(*op as usize, i, "{op:?}");
+        }
+        assert!(IoOp::ALL.len() <= usize::from(super::IO_OP) + 1);
     }
 }

@@ -1,26 +1,25 @@
 #!/usr/bin/env bash
-# Trace overhead: samples/s of `dlio run` with and without `--trace` on a small-record
-# workload (target: <= 3 % lower with the trace), alternating runs, medians; then the
-# trace is analysed with `dlio analyze` to report its size and event count.
-#   bash bench/trace-overhead.sh     # NFILES=4096 RECLEN=4096 BATCH=32 THREADS=2 EPOCHS=3 REPS=5
-# Needs the `--trace` flag on `dlio run` (wired by the integrator; see crates/trace).
+# Issue #7's benchmark, two parts:
+# 1. Trace overhead: samples/s of `dlio run` with and without `--trace` on a small-record
+#    workload (target: <= 3 % lower with the trace), alternating runs, medians; the time
+#    spent writing the trace after the run is reported too, and the last trace is analysed
+#    with `dlio analyze` (size, event count).
+# 2. Analysis speed: `bench/analyze.sh` (events/s and peak memory on a 10^7-event trace);
+#    skip it with ANALYZE=0.
+#   bash bench/trace.sh     # NFILES=8192 RECLEN=4096 BATCH=32 THREADS=2 EPOCHS=8 REPS=9
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-NFILES=${NFILES:-4096}
+NFILES=${NFILES:-8192}
 RECLEN=${RECLEN:-4096}
 BATCH=${BATCH:-32}
 THREADS=${THREADS:-2}
-EPOCHS=${EPOCHS:-3}
-REPS=${REPS:-5}
+EPOCHS=${EPOCHS:-8}
+REPS=${REPS:-9}
 WORK=${WORK:-/tmp/dlio-bench-trace}
 (cd "$REPO" && cargo build --release --locked -q --bin dlio)
 DLIO=${CARGO_TARGET_DIR:-$REPO/target}/release/dlio
-if ! "$DLIO" run --help 2>&1 | grep -q -- "--trace"; then
-  echo "dlio run has no --trace flag yet: wire dlio-trace into crates/cli first" >&2
-  exit 2
-fi
 mkdir -p "$WORK"
-data=$WORK/data
+data=$WORK/data-$NFILES-$RECLEN
 C=(workload=unet3d_a100 ++workload.workflow.checkpoint=False ++workload.dataset.format=npy
    ++workload.dataset.num_files_train="$NFILES" ++workload.dataset.num_samples_per_file=1
    ++workload.dataset.record_length_bytes="$RECLEN" ++workload.dataset.record_length_bytes_stdev=0
@@ -41,7 +40,8 @@ for r in $(seq 1 "$REPS"); do
   o=$WORK/out/traced$r; rm -rf "$o"
   "$DLIO" run --trace "${C[@]}" ++workload.output.folder="$o" > "$o.log" 2>&1
   sps "$o" >> "$WORK/traced.txt"
-  echo "run $r: without $(tail -1 "$WORK/plain.txt") samples/s, with --trace $(tail -1 "$WORK/traced.txt") samples/s"
+  written=$(grep -o 'written in [0-9.]* s after the run' "$o/dlio.log" | head -1)
+  echo "run $r: without $(tail -1 "$WORK/plain.txt") samples/s, with --trace $(tail -1 "$WORK/traced.txt") samples/s (trace $written)"
 done
 python3 - "$WORK/plain.txt" "$WORK/traced.txt" <<'PY'
 import statistics as st, sys
@@ -51,3 +51,6 @@ print(f"median samples/s: without {mp:.1f}, with --trace {mt:.1f}: overhead {100
 PY
 ls -l "$WORK/out/traced$REPS"/trace-*.pfw.gz
 /usr/bin/time -f "dlio analyze: wall=%es maxrss=%MKB" "$DLIO" analyze "$WORK/out/traced$REPS" | head -12
+if [ "${ANALYZE:-1}" != 0 ]; then
+  bash "$REPO/bench/analyze.sh"
+fi
