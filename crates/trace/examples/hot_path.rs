@@ -1,9 +1,9 @@
 //! What tracing costs a reader thread per sample: the calls one 4 KiB-sample read makes
 //! (`open`, `pread`, `close` through [`Traced`] storage, inside a `data.item` span),
-//! N times on one thread over a few page-cached files, without and with a trace. Prints
-//! this thread's CPU time per sample (thread CPU time, so other load on the machine
-//! inflates it little) and the difference.
-//!   cargo run --release -p dlio-trace --example hot_path [N]
+//! N times on each of THREADS threads (default 1) over a few page-cached files, without
+//! and with a trace. Prints the recording threads' CPU time per sample (thread CPU time,
+//! so other load on the machine inflates it little) and the difference.
+//!   THREADS=2 cargo run --release -p dlio-trace --example hot_path [N]
 
 use dlio_storage::{PosixStorage, Storage};
 use dlio_trace::{TraceOptions, Traced, Tracer, ai};
@@ -33,7 +33,6 @@ fn main() {
             p
         })
         .collect();
-    let mut buf = vec![0u8; 4096];
     let mut per_sample = [0.0f64; 2];
     // Alternate a few rounds so that drift on the machine hits both alike.
     for round in 0..3 {
@@ -44,16 +43,36 @@ fn main() {
                 Tracer::disabled()
             };
             let storage = Traced::new(PosixStorage::new(), tracer.clone());
-            let start = thread_cpu_ns();
-            for i in 0..n {
-                let _item = tracer
-                    .span(ai::DATA_ITEM)
-                    .epoch(1)
-                    .arg("image_idx", i as i64);
-                let mut h = storage.open(&paths[(i % 64) as usize]).expect("open");
-                h.read_exact_at(&mut buf, 0).expect("read");
-            }
-            let ns = (thread_cpu_ns() - start) as f64 / n as f64;
+            let threads: usize = std::env::var("THREADS")
+                .ok()
+                .and_then(|t| t.parse().ok())
+                .unwrap_or(1);
+            // Each thread measures its own CPU time; the mean is the figure.
+            let ns: f64 = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..threads)
+                    .map(|_| {
+                        let (tracer, storage, paths) = (&tracer, &storage, &paths);
+                        s.spawn(move || {
+                            let mut buf = vec![0u8; 4096];
+                            let start = thread_cpu_ns();
+                            for i in 0..n {
+                                let _item = tracer
+                                    .span(ai::DATA_ITEM)
+                                    .epoch(1)
+                                    .arg("image_idx", i as i64);
+                                let mut h = storage.open(&paths[(i % 64) as usize]).expect("open");
+                                h.read_exact_at(&mut buf, 0).expect("read");
+                            }
+                            (thread_cpu_ns() - start) as f64 / n as f64
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("thread"))
+                    .sum::<f64>()
+                    / threads as f64
+            });
             if round > 0 {
                 per_sample[k] += ns / 2.0;
             }

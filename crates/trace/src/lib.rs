@@ -7,17 +7,20 @@
 //! event; the loader and the step loop open AI spans with [`Tracer::span`] or record
 //! measured ones with [`Tracer::complete`]. [`Tracer::finish`] closes the file.
 //!
-//! Why this shape: the hot path must stay cheap (≤ 3 % of samples/s, on a run that makes
-//! a million events per second). A call appends one fixed-size record to a buffer owned
-//! by the calling thread (an uncontended lock, no formatting, no allocation); a full
-//! buffer of 2,048 events goes to one background thread per rank, which only packs the
-//! records into a spill file (`trace-{rank}-of-{size}.pfw.spill`, a few bytes per field)
+//! Why this shape: the hot path must stay cheap. A small-record run makes a million
+//! events per second, so a call appends one fixed-size record to a buffer owned by the
+//! calling thread (an uncontended lock, no formatting, no allocation); a full buffer goes
+//! to one background thread per rank, which holds up to 64 MiB of buffers and packs older
+//! ones into a spill file (`trace-{rank}-of-{size}.pfw.spill`, a few bytes per field)
 //! while the run goes on. [`Tracer::finish`], after the measured phase, writes the JSON
 //! lines and gzips them, as dftracer compresses at finalisation; the trace appears under
-//! its final name only when complete. File names are hashed once per open
-//! ([`Tracer::opened`], [`Tracer::file`]) and sent to the writer with the records the first
-//! time a thread sees them. A [disabled](Tracer::disabled) tracer returns at once, so call
-//! sites need no `if`.
+//! its final name only when complete. Timestamps read the CPU's time-stamp counter where
+//! the kernel trusts it ([`Stamp`]). A read handle collects its `open`, `pread` and `close`
+//! events and hands them over together when it closes, and it holds the tracer's id, not
+//! a reference-counted tracer, so reader threads never write to a cache line they share.
+//! File names are hashed once per open ([`Tracer::file`]) and sent to the writer with the
+//! records the first time a thread sees them. A [disabled](Tracer::disabled) tracer
+//! returns at once, so call sites need no `if`.
 //!
 //! # Format (dftracer's, Chrome-trace JSON)
 //! One JSON array, one event per line: `[`, then events separated by `,` at line ends, then

@@ -10,7 +10,7 @@ use dlio_storage::{
 
 use crate::clock::Stamp;
 use crate::names::IoOp;
-use crate::tracer::{FileId, IoRecord, Tracer, failed_record, io_record};
+use crate::tracer::{FileId, IoRecord, Recorder, Tracer, failed_record, io_record};
 
 /// Wraps an engine and records each call in a [`Tracer`]: `open`, `pread` (one per
 /// request, with `offset` and `count`), `close`, `open` with `create`, `write`, `fsync`,
@@ -88,10 +88,13 @@ impl<S: Storage> Storage for Traced<S> {
                 return Err(e);
             }
         };
+        let Some(recorder) = self.tracer.recorder() else {
+            return Ok(inner);
+        };
         let mut handle = TracedRead {
             file,
             inner: Some(inner),
-            tracer: self.tracer.clone(),
+            recorder,
             read_op: if self.object_store {
                 IoOp::Get
             } else {
@@ -180,7 +183,7 @@ struct TracedRead {
     file: FileId,
     /// `None` only while being dropped (so the close can be timed).
     inner: Option<Box<dyn ReadHandle>>,
-    tracer: Tracer,
+    recorder: Recorder,
     read_op: IoOp,
     /// Events of this handle not yet in the thread's buffer (the first `npending`).
     pending: [IoRecord; PENDING],
@@ -205,9 +208,7 @@ impl TracedRead {
     }
 
     fn hand_over(&mut self) {
-        if let Some(shared) = self.tracer.shared() {
-            shared.push_ios(&self.pending[..self.npending]);
-        }
+        self.recorder.push_ios(&self.pending[..self.npending]);
         self.npending = 0;
     }
 }
@@ -232,9 +233,9 @@ impl ReadHandle for TracedRead {
     }
 
     fn read_at(&mut self, buf: &mut [u8], offset: u64) -> Result<usize, StorageError> {
-        let start = self.tracer.stamp();
+        let start = self.recorder.now();
         let result = inner!(self).read_at(buf, offset);
-        let end = self.tracer.stamp();
+        let end = self.recorder.now();
         self.record(
             offset,
             result.as_ref().map(|&n| n as u64).map_err(|_| ()),
@@ -245,9 +246,9 @@ impl ReadHandle for TracedRead {
     }
 
     fn read_exact_at(&mut self, buf: &mut [u8], offset: u64) -> Result<(), StorageError> {
-        let start = self.tracer.stamp();
+        let start = self.recorder.now();
         let result = inner!(self).read_exact_at(buf, offset);
-        let end = self.tracer.stamp();
+        let end = self.recorder.now();
         self.record(
             offset,
             result.as_ref().map(|_| buf.len() as u64).map_err(|_| ()),
@@ -260,9 +261,9 @@ impl ReadHandle for TracedRead {
     /// One event per request; the batch's time is split evenly among them, in order,
     /// so the union of their intervals is the batch's interval.
     fn read_batch(&mut self, requests: &mut [ReadRequest<'_>]) -> Result<(), StorageError> {
-        let start = self.tracer.stamp();
+        let start = self.recorder.now();
         let result = inner!(self).read_batch(requests);
-        let end = self.tracer.stamp();
+        let end = self.recorder.now();
         let n = requests.len().max(1) as u64;
         let slice = end.0.saturating_sub(start.0) / n;
         for (i, r) in requests.iter().enumerate() {
@@ -277,9 +278,9 @@ impl ReadHandle for TracedRead {
 impl Drop for TracedRead {
     fn drop(&mut self) {
         if let Some(inner) = self.inner.take() {
-            let start = self.tracer.stamp();
+            let start = self.recorder.now();
             drop(inner);
-            let end = self.tracer.stamp();
+            let end = self.recorder.now();
             self.hold(io_record(IoOp::Close, self.file, None, None, start, end));
             self.hand_over();
         }

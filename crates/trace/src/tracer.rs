@@ -11,7 +11,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, SyncSender};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -432,6 +432,54 @@ impl Drop for Shared {
         if lock(&self.summary).is_none() {
             let _ = self.finish();
         }
+        lock(&REGISTRY).retain(|(id, _)| *id != self.id);
+    }
+}
+
+/// Every live tracer by id, for the rare event that a [`Recorder`] finds no buffer of its
+/// tracer on the current thread (a handle dropped on another thread than the one that
+/// opened it).
+static REGISTRY: Mutex<Vec<(u64, Weak<Shared>)>> = Mutex::new(Vec::new());
+
+/// What a file handle needs to record its events without holding the tracer: the
+/// tracer's id and clock. Holding a [`Tracer`] would mean an atomic reference-count
+/// update per open and per close on a cache line every reader thread shares, which on a
+/// small-record run cost more than everything else the trace does.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Recorder {
+    id: u64,
+    clock: Clock,
+}
+
+impl Recorder {
+    #[inline]
+    pub(crate) fn now(&self) -> Stamp {
+        self.clock.now()
+    }
+
+    /// Records I/O calls in this thread's buffer for the tracer (which the thread has
+    /// from naming the file at open), or through the tracer itself when the thread has none.
+    pub(crate) fn push_ios(&self, recs: &[IoRecord]) {
+        let pushed = BUFFERS
+            .try_with(
+                |cell| match cell.borrow().iter().find(|(id, _)| *id == self.id) {
+                    Some((_, buf)) => {
+                        lock(buf).push_ios(recs);
+                        true
+                    }
+                    None => false,
+                },
+            )
+            .unwrap_or(false);
+        if !pushed {
+            let shared = lock(&REGISTRY)
+                .iter()
+                .find(|(id, _)| *id == self.id)
+                .and_then(|(_, weak)| weak.upgrade());
+            if let Some(shared) = shared {
+                shared.push_ios(recs);
+            }
+        }
     }
 }
 
@@ -500,19 +548,21 @@ impl Tracer {
             .name(format!("trace-writer-{}", opts.rank))
             .spawn(move || writer::run(rx, paths, header, &writer_pool))
             .map_err(|e| io_err("create", e))?;
+        let shared = Arc::new(Shared {
+            id: NEXT_TRACER_ID.fetch_add(1, Ordering::Relaxed),
+            path,
+            base,
+            clock,
+            open: AtomicBool::new(true),
+            tx,
+            buffers: Mutex::new(Vec::new()),
+            pool,
+            writer: Mutex::new(Some(handle)),
+            summary: Mutex::new(None),
+        });
+        lock(&REGISTRY).push((shared.id, Arc::downgrade(&shared)));
         Ok(Tracer {
-            shared: Some(Arc::new(Shared {
-                id: NEXT_TRACER_ID.fetch_add(1, Ordering::Relaxed),
-                path,
-                base,
-                clock,
-                open: AtomicBool::new(true),
-                tx,
-                buffers: Mutex::new(Vec::new()),
-                pool,
-                writer: Mutex::new(Some(handle)),
-                summary: Mutex::new(None),
-            })),
+            shared: Some(shared),
         })
     }
 
@@ -665,8 +715,12 @@ impl Tracer {
         }
     }
 
-    pub(crate) fn shared(&self) -> Option<&Shared> {
-        self.shared.as_deref()
+    /// What a file handle records with (`None` when disabled).
+    pub(crate) fn recorder(&self) -> Option<Recorder> {
+        self.shared.as_deref().map(|s| Recorder {
+            id: s.id,
+            clock: s.clock,
+        })
     }
 }
 

@@ -373,3 +373,27 @@ fn the_trace_appears_only_when_finished_and_the_spill_is_removed() {
         .collect();
     assert_eq!(leftovers, vec![opts.file_name()]);
 }
+
+#[test]
+fn a_handle_closed_on_another_thread_still_records_its_events() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tracer = Tracer::create(&TraceOptions::new(dir.path(), 0, 1)).expect("tracer");
+    let storage = Traced::new(PosixStorage::new(), tracer.clone());
+    let sample = dir.path().join("sample.bin");
+    std::fs::write(&sample, [1u8; 512]).expect("sample");
+    let mut handle = storage.open(&sample).expect("open");
+    // A thread that never traced anything reads and closes the handle.
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 512];
+        handle.read_exact_at(&mut buf, 0).expect("read");
+        drop(handle);
+    })
+    .join()
+    .expect("thread");
+    let summary = tracer.finish().expect("finish").expect("enabled");
+    let events = load(&summary.path);
+    let counts = count_by_name(&events);
+    assert_eq!(counts.get("open"), Some(&1));
+    assert_eq!(counts.get("pread"), Some(&1));
+    assert_eq!(counts.get("close"), Some(&1));
+}
