@@ -397,3 +397,43 @@ fn a_handle_closed_on_another_thread_still_records_its_events() {
     assert_eq!(counts.get("pread"), Some(&1));
     assert_eq!(counts.get("close"), Some(&1));
 }
+
+#[test]
+fn stamped_and_instant_timed_events_share_one_timeline() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tracer = Tracer::create(&TraceOptions::new(dir.path(), 0, 1)).expect("tracer");
+    let file = tracer.file(Path::new("/data/a.npy"));
+    std::thread::sleep(Duration::from_millis(30));
+    // The same 20 ms interval, timed with Instants and with the trace's stamps.
+    let (i0, s0) = (Instant::now(), tracer.stamp());
+    std::thread::sleep(Duration::from_millis(20));
+    let (i1, s1) = (Instant::now(), tracer.stamp());
+    tracer.complete(ai::COMPUTE, i0, i1, &[("step", 1)]);
+    tracer.io_between(IoOp::Read, file, Some(0), Some(1), s0, s1);
+    std::thread::sleep(Duration::from_millis(30));
+    let summary = tracer.finish().expect("finish").expect("enabled");
+    let events = load(&summary.path);
+    let find = |name: &str| {
+        complete_events(&events)
+            .into_iter()
+            .find(|e| e["name"] == name)
+            .map(|e| {
+                (
+                    e["ts"].as_f64().expect("ts"),
+                    e["dur"].as_f64().expect("dur"),
+                )
+            })
+            .expect("event")
+    };
+    let (compute_ts, compute_dur) = find("compute");
+    let (read_ts, read_dur) = find("pread");
+    assert!(
+        (compute_ts - read_ts).abs() < 200.0,
+        "{compute_ts} vs {read_ts} µs"
+    );
+    assert!(
+        (compute_dur - read_dur).abs() < 200.0,
+        "{compute_dur} vs {read_dur} µs"
+    );
+    assert!(read_dur >= 19_000.0 && read_dur < 40_000.0, "{read_dur} µs");
+}
