@@ -216,9 +216,6 @@ struct ThreadBuf {
     pool: Arc<Pool>,
     spans: Vec<SpanRecord>,
     ios: Vec<IoRecord>,
-    /// Files whose name this thread has sent to the writer (hashes; the writer
-    /// deduplicates across threads). Per thread, so naming a file takes no shared lock.
-    files_sent: HashSet<u64, CheapBuild>,
     /// Names of files first seen since the last hand-over; they travel with the records,
     /// so naming a file costs no channel message (and no wake-up of the writer).
     new_files: Vec<(u64, String)>,
@@ -255,12 +252,10 @@ impl ThreadBuf {
         }
     }
 
-    /// Notes `path`'s name for the writer the first time this thread sees `hash`.
+    /// Passes `path`'s name to the writer with the next hand-over.
     fn name_file(&mut self, hash: u64, path: &Path) {
-        if self.files_sent.insert(hash) {
-            self.new_files
-                .push((hash, path.to_string_lossy().into_owned()));
-        }
+        self.new_files
+            .push((hash, path.to_string_lossy().into_owned()));
     }
 }
 
@@ -281,6 +276,10 @@ pub(crate) struct Shared {
 static NEXT_TRACER_ID: AtomicU64 = AtomicU64::new(1);
 
 thread_local! {
+    /// Per tracer id, the files this thread has named to the writer (hashes; the writer
+    /// deduplicates across threads). Apart from the buffers, so that naming a file that
+    /// was named before takes a set lookup and no lock.
+    static NAMED: RefCell<Vec<(u64, HashSet<u64, CheapBuild>)>> = const { RefCell::new(Vec::new()) };
     static BUFFERS: RefCell<Vec<(u64, Arc<Mutex<ThreadBuf>>)>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -359,7 +358,6 @@ impl Shared {
             pool: Arc::clone(&self.pool),
             spans: self.pool.spans(),
             ios: self.pool.ios(),
-            files_sent: HashSet::default(),
             new_files: Vec::new(),
             tx: self.tx.clone(),
         }));
@@ -628,7 +626,25 @@ impl Tracer {
         };
         let hash = name_hash(path.as_os_str().as_encoded_bytes());
         if shared.open.load(Ordering::Relaxed) {
-            shared.with_buf(|buf| buf.name_file(hash, path));
+            let first = NAMED
+                .try_with(|cell| {
+                    let mut named = cell.borrow_mut();
+                    let idx = match named.iter().position(|(id, _)| *id == shared.id) {
+                        Some(i) => i,
+                        None => {
+                            // Forget the names of tracers that are gone.
+                            let live = lock(&REGISTRY);
+                            named.retain(|(id, _)| live.iter().any(|(l, _)| l == id));
+                            named.push((shared.id, HashSet::default()));
+                            named.len() - 1
+                        }
+                    };
+                    named[idx].1.insert(hash)
+                })
+                .unwrap_or(true);
+            if first {
+                shared.with_buf(|buf| buf.name_file(hash, path));
+            }
         }
         FileId(hash)
     }
