@@ -49,6 +49,20 @@ p = [float(x) for x in open(sys.argv[1])]; t = [float(x) for x in open(sys.argv[
 mp, mt = st.median(p), st.median(t)
 print(f"median samples/s: without {mp:.1f}, with --trace {mt:.1f}: overhead {100*(mp-mt)/mp:.2f}% (target <= 3%)")
 PY
+# The time one sample's read takes (open, reads, close: what tracing adds to), median over
+# runs and epochs of each epoch's p50: less sensitive to other load than samples/s.
+python3 - "$WORK/out" "$REPS" <<'PY'
+import json, statistics as st, sys
+def p50(kind):
+    v = []
+    for r in range(1, int(sys.argv[2]) + 1):
+        d = json.load(open(f"{sys.argv[1]}/{kind}{r}/summary.json"))
+        for rank in d["dlio_rs"]["per_rank"]:
+            v += [e["train_latency"]["sample_read"]["p50_us"] for e in rank["epochs"]]
+    return st.median(v)
+a, b = p50("plain"), p50("traced")
+print(f"sample read p50: without {a:.3f} us, with --trace {b:.3f} us: +{1000*(b-a):.0f} ns per sample ({100*(b-a)/a:.1f}%)")
+PY
 ls -l "$WORK/out/traced$REPS"/trace-*.pfw.gz
 /usr/bin/time -f "dlio analyze: wall=%es maxrss=%MKB" "$DLIO" analyze "$WORK/out/traced$REPS" | head -12
 if [ "${ANALYZE:-1}" != 0 ]; then

@@ -1,15 +1,16 @@
-//! The background writer. While the run goes on it only holds full thread buffers, up to
-//! [`HELD_BYTES`], and *spills* the oldest beyond that: their records are packed into a
-//! compact binary form (a few bytes per field) and appended to a spill file beside the
-//! trace. When the trace is finished, after the measured phase, it turns the spill into
-//! the JSON lines of the `.pfw(.gz)` file.
+//! The background writer. While the run goes on it only *packs*: the records of full
+//! thread buffers become a compact binary form (a few bytes per field) held in memory,
+//! and the emptied buffers go back to the threads (a refilled buffer's pages are already
+//! mapped, a fresh one's would fault on the recording thread). Beyond [`HELD_BYTES`] the
+//! packed bytes go to a spill file beside the trace. When the trace is finished, after
+//! the measured phase, it turns them into the JSON lines of the `.pfw(.gz)` file.
 //!
 //! Why two phases: a small-record run makes over a million events per second, and
 //! formatting JSON and gzipping it costs a few thousand instructions per event, which on
 //! a small machine takes a core from the reader threads whose speed is being measured.
-//! Holding costs nothing, packing about a tenth of that, and the expensive part moves to
-//! after the run, as dftracer does when it compresses at finalisation. Memory stays
-//! bounded: beyond `HELD_BYTES` the records live in the file system, not in this process.
+//! Packing costs about a tenth of that (and no system call per buffer), and the expensive
+//! part moves to after the run, as dftracer does when it compresses at finalisation.
+//! Memory stays bounded: beyond `HELD_BYTES` the events live in the file system.
 //!
 //! The trace file is one JSON array (`[`, one event per line with a trailing comma except
 //! the last, `]`), so Chrome's trace viewer and Perfetto load it as is, and line-oriented
@@ -17,7 +18,7 @@
 //! trailing comma. It is written under a temporary name and renamed when complete, so a
 //! crash never leaves a truncated trace under the final name.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, BufReader, BufWriter, Read, Write};
@@ -73,10 +74,8 @@ pub(crate) struct WriterStats {
     pub metadata_events: u64,
 }
 
-/// Records the writer holds in memory before it packs the oldest into the spill. Below
-/// this, the writer costs the run nothing but receiving buffers; above it, packing takes
-/// a few percent of a core at a million events per second (64 MiB hold about 1.3 million
-/// I/O events, a few seconds of a small-record run).
+/// Packed entries the writer holds in memory before it writes them to the spill file
+/// (64 MiB hold about three million I/O events, ten seconds of a small-record run).
 const HELD_BYTES: usize = 64 << 20;
 
 // Spill entry tags.
@@ -203,7 +202,6 @@ struct Spiller {
 impl Spiller {
     fn events(&mut self, tid: u32, spans: &[SpanRecord], ios: &[IoRecord]) -> io::Result<()> {
         let out = &mut self.buf;
-        out.clear();
         if !spans.is_empty() {
             out.push(TAG_SPANS);
             put_varint(out, u64::from(tid));
@@ -251,9 +249,20 @@ impl Spiller {
                 put_varint(out, bytes_code(r.bytes));
             }
         }
-        // One write per thread buffer: the spill is on disk (not in a buffer of ours) as
-        // soon as a buffer is full; names written before are flushed with it.
-        self.file.write_all(out)?;
+        self.spill_if_full()
+    }
+
+    /// Moves the packed entries to the spill file once they exceed [`HELD_BYTES`].
+    fn spill_if_full(&mut self) -> io::Result<()> {
+        if self.buf.len() > HELD_BYTES {
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    fn spill(&mut self) -> io::Result<()> {
+        self.file.write_all(&self.buf)?;
+        self.buf.clear();
         self.file.flush()
     }
 
@@ -261,19 +270,17 @@ impl Spiller {
         if !self.files_seen.insert(hash) {
             return Ok(());
         }
-        self.buf.clear();
         self.buf.push(TAG_FILE);
         self.buf.extend_from_slice(&hash.to_le_bytes());
         put_str(&mut self.buf, name);
-        self.file.write_all(&self.buf)
+        self.spill_if_full()
     }
 
     fn thread(&mut self, tid: u32, name: &str) -> io::Result<()> {
-        self.buf.clear();
         self.buf.push(TAG_THREAD);
         put_varint(&mut self.buf, u64::from(tid));
         put_str(&mut self.buf, name);
-        self.file.write_all(&self.buf)
+        self.spill_if_full()
     }
 }
 
@@ -521,17 +528,11 @@ pub(crate) fn run(
         .ok_or_else(|| corrupt("no spill file"))?;
     let mut spiller = Spiller {
         file: BufWriter::with_capacity(1 << 20, spill_file),
-        buf: Vec::with_capacity(1 << 16),
+        buf: Vec::with_capacity(1 << 20),
         interner: Interner::default(),
         files_seen: HashSet::default(),
     };
     let mut ns_per_unit = 1.0;
-    // Buffers held as they came, oldest first, and their size in bytes.
-    let mut held: VecDeque<(u32, Vec<SpanRecord>, Vec<IoRecord>)> = VecDeque::new();
-    let mut held_bytes = 0usize;
-    let size_of = |spans: &[SpanRecord], ios: &[IoRecord]| {
-        std::mem::size_of_val(spans) + std::mem::size_of_val(ios)
-    };
     let spilled = (|| -> io::Result<()> {
         for msg in rx.iter() {
             match msg {
@@ -544,16 +545,10 @@ pub(crate) fn run(
                     for (hash, name) in &files {
                         spiller.file_name(*hash, name)?;
                     }
-                    held_bytes += size_of(&spans, &ios);
-                    held.push_back((tid, spans, ios));
-                    while held_bytes > HELD_BYTES {
-                        let Some((tid, spans, ios)) = held.pop_front() else {
-                            break;
-                        };
-                        held_bytes -= size_of(&spans, &ios);
-                        spiller.events(tid, &spans, &ios)?;
-                        pool.give_back(spans, ios);
-                    }
+                    spiller.events(tid, &spans, &ios)?;
+                    // Straight back to the threads: a buffer they refill is one whose
+                    // pages are already mapped.
+                    pool.give_back(spans, ios);
                 }
                 Msg::Thread { tid, name } => spiller.thread(tid, &name)?,
                 Msg::Finish { ns_per_unit: rate } => {
@@ -562,10 +557,7 @@ pub(crate) fn run(
                 }
             }
         }
-        for (tid, spans, ios) in held.drain(..) {
-            spiller.events(tid, &spans, &ios)?;
-        }
-        spiller.file.flush()
+        spiller.spill()
     })();
     // Keep draining so recording threads never block on a writer that failed.
     if spilled.is_err() {
