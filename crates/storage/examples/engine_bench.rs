@@ -1,5 +1,5 @@
 //! Reads one file through one engine, fio-style, and prints one JSON line: what
-//! `bench/engines.sh` compares with fio.
+//! `bench/vs-fio.sh` compares with fio.
 //!
 //! ```text
 //! engine_bench FILE BLOCK_BYTES seq|rand posix|direct|mmap|io_uring DEPTH [odirect]

@@ -4,7 +4,7 @@
 # depths 1, 8 and 32, and buffered psync / posix after dropping the file's page cache.
 # Prints a Markdown table (MiB/s, and dlio as a percentage of fio) for bench/RESULTS.md.
 #
-#   bash bench/engines.sh [DIR] [SIZE_MIB]     (DIR must not be tmpfs; default: a temp dir)
+#   bash bench/vs-fio.sh [DIR] [SIZE_MIB]     (DIR must not be tmpfs; default: a temp dir)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 command -v fio >/dev/null || { apt-get install -y -qq fio >/dev/null; }
