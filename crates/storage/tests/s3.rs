@@ -285,7 +285,7 @@ fn wrong_credentials_fail_at_once_with_an_authentication_error_that_hides_them()
             matches!(error, StorageError::S3AccessRefused { .. }),
             "{error:?}"
         );
-        // Refusals are not retried: well under one backoff round.
+        // Fails at the first answer: object_store retries 5xx, 429 and transport errors, not 403.
         assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
         for wanted in [
             "S3 authentication failed",
