@@ -2,14 +2,18 @@
 # fio and dlio's engines on the same file: sequential and random reads of 1 MiB and 128 KiB
 # blocks; O_DIRECT with psync (fio) / direct (dlio) at depth 1, io_uring with O_DIRECT at
 # depths 1, 8 and 32, and buffered psync / posix after dropping the file's page cache.
-# Prints a Markdown table (MiB/s, and dlio as a percentage of fio) for bench/RESULTS.md.
+# Each cell runs fio and dlio alternately REPS times (default 3), so both see the same
+# conditions, and reports the medians. Prints a Markdown table (MiB/s, and dlio as a
+# percentage of fio) for bench/RESULTS.md.
 #
 #   bash bench/vs-fio.sh [DIR] [SIZE_MIB]     (DIR must not be tmpfs; default: a temp dir)
+#   REPS=5 bash bench/vs-fio.sh /work/bench-tmp 1024
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 command -v fio >/dev/null || { apt-get install -y -qq fio >/dev/null; }
 dir=${1:-$(mktemp -d)}
 size_mib=${2:-1024}
+reps=${REPS:-3}
 file=$dir/engines-bench.bin
 cargo build --release -q -p dlio-storage --example engine_bench
 bench=${CARGO_TARGET_DIR:-target}/release/examples/engine_bench
@@ -25,20 +29,25 @@ ours_mib() { # pattern bs engine depth [odirect]
   "$bench" "$file" "$2" "$1" "$3" "$4" ${5:-} |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["bw_mib_s"])'
 }
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
 
-echo "file: $size_mib MiB on $(df -T "$dir" | awk 'NR==2 {print $2}'); load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "file: $size_mib MiB on $(df -T "$dir" | awk 'NR==2 {print $2}'); medians of $reps alternating runs; load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| pattern | block | mode | depth | fio MiB/s | dlio MiB/s | dlio/fio |"
-echo "|---|---|---|---|---:|---:|---:|"
+echo "| pattern | block | mode | depth | fio MiB/s | dlio MiB/s | dlio/fio | fio runs | dlio runs |"
+echo "|---|---|---|---|---:|---:|---:|---|---|"
 for pattern in seq rand; do
   rw=read; [ $pattern = rand ] && rw=randread
   for bs in 1048576 131072; do
     label=$([ $bs = 1048576 ] && echo 1MiB || echo 128KiB)
     while read -r mode fio_engine depth direct ours_engine odirect; do
-      f=$(fio_mib $rw $bs $fio_engine $depth $direct)
-      o=$(ours_mib $pattern $bs $ours_engine $depth $odirect)
+      fs=(); os=()
+      for _ in $(seq "$reps"); do
+        fs+=("$(fio_mib $rw $bs $fio_engine $depth $direct)")
+        os+=("$(ours_mib $pattern $bs $ours_engine $depth $odirect)")
+      done
+      f=$(median "${fs[@]}"); o=$(median "${os[@]}")
       pct=$(python3 -c "print('%.0f%%' % (100*$o/$f))")
-      echo "| $pattern | $label | $mode | $depth | $f | $o | $pct |"
+      echo "| $pattern | $label | $mode | $depth | $f | $o | $pct | ${fs[*]} | ${os[*]} |"
     done <<'CELLS'
 O_DIRECT_psync psync 1 1 direct
 O_DIRECT_io_uring io_uring 1 1 io_uring odirect
@@ -48,4 +57,6 @@ buffered_psync psync 1 0 posix
 CELLS
   done
 done
+echo
+echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 [ -n "${1:-}" ] || rm -rf "$dir"

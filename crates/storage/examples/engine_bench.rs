@@ -6,8 +6,16 @@
 //! ```
 //!
 //! Every block of the file is read once (in order, or in a fixed pseudo-random permutation,
-//! as fio's random map does); `4 x DEPTH` blocks go to the engine per `read_batch`, and
-//! io_uring refills its queue as requests complete, so it keeps `DEPTH` in flight. The file's page cache is dropped first (fio's `invalidate=1`).
+//! as fio's random map does). The file's page cache is dropped first (fio's `invalidate=1`);
+//! the clock starts after the file is open and the buffer allocated, as fio's does.
+//!
+//! Each `read_batch` gets `DEPTH` blocks (1 at depth 1) in one buffer of `DEPTH x BLOCK`
+//! bytes, the same memory as fio's `iodepth` buffers: on the project's VM the disk's
+//! bandwidth falls as the destination memory grows, at the same depth (bench/RESULTS.md), so
+//! a larger buffer would measure the memory, not the engine. Within a batch io_uring
+//! refills each slot as its request completes; a batch returns only when all of its requests
+//! are done, so the queue drains at batch ends, which fio's never does (bench/RESULTS.md
+//! measures what that costs).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -68,18 +76,19 @@ fn main() {
     let counters = Arc::new(IoCounters::default());
     let storage = engine.metered(Arc::clone(&counters));
     let alignment = storage.capabilities().alignment.max(4096);
-    let started = Instant::now();
     let mut handle = storage.open(path).unwrap_or_else(|e| {
         eprintln!("{e}");
         std::process::exit(1)
     });
     let blocks = handle.len() / block as u64;
     let stride = coprime_stride(blocks.max(1));
-    let per_batch = if depth > 1 { depth * 4 } else { 1 };
+    // fio's buffer memory: `depth` blocks (see the module comment).
+    let per_batch = depth.max(1);
     let mut buffer = IoBuffer::zeroed(block * per_batch, alignment).unwrap_or_else(|e| {
         eprintln!("{e}");
         std::process::exit(1)
     });
+    let started = Instant::now();
     let mut next = 0u64;
     while next < blocks {
         let batch = (blocks - next).min(per_batch as u64) as usize;
