@@ -8,6 +8,11 @@
 #
 #   bash bench/vs-fio.sh [DIR] [SIZE_MIB]     (DIR must not be tmpfs; default: a temp dir)
 #   REPS=5 bash bench/vs-fio.sh /work/bench-tmp 1024
+#
+# MODE=explain prints instead, for the io_uring cells: fio as above; fio draining its queue
+# after every DEPTH requests as dlio's read_batch does (iodepth_batch_submit and
+# iodepth_batch_complete_min = DEPTH); dlio as above (DEPTH blocks per batch, fio's buffer
+# memory); and dlio with 4 x DEPTH blocks per batch (4 x the memory, a quarter of the drains).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 command -v fio >/dev/null || { apt-get install -y -qq fio >/dev/null; }
@@ -20,16 +25,45 @@ bench=${CARGO_TARGET_DIR:-target}/release/examples/engine_bench
 [ -f "$file" ] || head -c $((size_mib << 20)) /dev/urandom > "$file"
 sync
 
-fio_mib() { # rw bs engine depth direct
+fio_mib() { # rw bs engine depth direct [fio options]
   fio --name=x --filename="$file" --rw="$1" --bs="$2" --ioengine="$3" --iodepth="$4" \
-      --direct="$5" --invalidate=1 --size=${size_mib}M --output-format=json 2>/dev/null |
+      --direct="$5" --invalidate=1 --size=${size_mib}M --output-format=json "${@:6}" 2>/dev/null |
     python3 -c 'import json,sys; print("%.1f" % (json.load(sys.stdin)["jobs"][0]["read"]["bw_bytes"]/2**20))'
 }
-ours_mib() { # pattern bs engine depth [odirect]
-  "$bench" "$file" "$2" "$1" "$3" "$4" ${5:-} |
+ours_mib() { # pattern bs engine depth [odirect] [batch=N]
+  "$bench" "$file" "$2" "$1" "$3" "$4" "${@:5}" |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["bw_mib_s"])'
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
+
+if [ "${MODE:-table}" = explain ]; then
+  echo "file: $size_mib MiB on $(df -T "$dir" | awk 'NR==2 {print $2}'); io_uring, O_DIRECT; medians of $reps alternating runs; load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo
+  echo "| pattern | block | depth | fio | fio, drained every DEPTH | dlio, batch = DEPTH | dlio, batch = 4 x DEPTH |"
+  echo "|---|---|---|---:|---:|---:|---:|"
+  for pattern in seq rand; do
+    rw=read; [ $pattern = rand ] && rw=randread
+    for bs in 1048576 131072; do
+      label=$([ $bs = 1048576 ] && echo 1MiB || echo 128KiB)
+      for depth in 1 8 32; do
+        a=(); b=(); c=(); d=()
+        for _ in $(seq "$reps"); do
+          a+=("$(fio_mib $rw $bs io_uring $depth 1)")
+          b+=("$(fio_mib $rw $bs io_uring $depth 1 --iodepth_batch_submit=$depth --iodepth_batch_complete_min=$depth)")
+          c+=("$(ours_mib $pattern $bs io_uring $depth odirect)")
+          d+=("$(ours_mib $pattern $bs io_uring $depth odirect batch=$((4 * depth)))")
+        done
+        fa=$(median "${a[@]}")
+        pct() { python3 -c "print('%.0f (%.0f%%)' % ($1, 100*$1/$fa))"; }
+        echo "| $pattern | $label | $depth | $fa | $(pct "$(median "${b[@]}")") | $(pct "$(median "${c[@]}")") | $(pct "$(median "${d[@]}")") |"
+      done
+    done
+  done
+  echo
+  echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+  [ -n "${1:-}" ] || rm -rf "$dir"
+  exit 0
+fi
 
 echo "file: $size_mib MiB on $(df -T "$dir" | awk 'NR==2 {print $2}'); medians of $reps alternating runs; load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
