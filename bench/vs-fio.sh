@@ -9,10 +9,10 @@
 #   bash bench/vs-fio.sh [DIR] [SIZE_MIB]     (DIR must not be tmpfs; default: a temp dir)
 #   REPS=5 bash bench/vs-fio.sh /work/bench-tmp 1024
 #
-# MODE=explain prints instead, for the io_uring cells: fio as above; fio draining its queue
-# after every DEPTH requests as dlio's read_batch does (iodepth_batch_submit and
-# iodepth_batch_complete_min = DEPTH); dlio as above (DEPTH blocks per batch, fio's buffer
-# memory); and dlio with 4 x DEPTH blocks per batch (4 x the memory, a quarter of the drains).
+# MODE=explain measures instead what separates dlio's io_uring figures from fio's: the
+# buffer memory (dlio at depth 1 cycling through 1, 64 and 256 blocks of memory), and the
+# queue draining at the end of every read_batch (fio with iodepth_batch_submit and
+# iodepth_batch_complete_min = DEPTH drains the same way) at depths 8 and 32.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 command -v fio >/dev/null || { apt-get install -y -qq fio >/dev/null; }
@@ -37,25 +37,38 @@ ours_mib() { # pattern bs engine depth [odirect] [batch=N]
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
 
 if [ "${MODE:-table}" = explain ]; then
-  echo "file: $size_mib MiB on $(df -T "$dir" | awk 'NR==2 {print $2}'); io_uring, O_DIRECT; medians of $reps alternating runs; load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "io_uring, O_DIRECT, $size_mib MiB file; medians of $reps alternating runs [min-max]; load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo
-  echo "| pattern | block | depth | fio | fio, drained every DEPTH | dlio, batch = DEPTH | dlio, batch = 4 x DEPTH |"
+  echo "Buffer memory at depth 1 (random 128 KiB reads; only the memory the batches cycle through differs):"
+  echo
+  echo "| dlio blocks per batch | buffer | MiB/s |"
+  echo "|---:|---:|---:|"
+  declare -A mem=()
+  for _ in $(seq "$reps"); do
+    for n in 1 64 256; do mem[$n]+="$(ours_mib rand 131072 io_uring 1 odirect batch=$n) "; done
+  done
+  for n in 1 64 256; do
+    v=(${mem[$n]})
+    echo "| $n | $((n * 128)) KiB | $(median "${v[@]}") [$(printf '%s\n' "${v[@]}" | sort -g | sed -n '1p;$p' | paste -sd-)] |"
+  done
+  echo
+  echo "Queue drained after every DEPTH requests (dlio's read_batch returns when its requests are done):"
+  echo
+  echo "| pattern | block | depth | fio | fio, drained every DEPTH | dlio | dlio / fio drained |"
   echo "|---|---|---|---:|---:|---:|---:|"
   for pattern in seq rand; do
     rw=read; [ $pattern = rand ] && rw=randread
     for bs in 1048576 131072; do
       label=$([ $bs = 1048576 ] && echo 1MiB || echo 128KiB)
-      for depth in 1 8 32; do
-        a=(); b=(); c=(); d=()
+      for depth in 8 32; do
+        a=(); b=(); c=()
         for _ in $(seq "$reps"); do
           a+=("$(fio_mib $rw $bs io_uring $depth 1)")
           b+=("$(fio_mib $rw $bs io_uring $depth 1 --iodepth_batch_submit=$depth --iodepth_batch_complete_min=$depth)")
           c+=("$(ours_mib $pattern $bs io_uring $depth odirect)")
-          d+=("$(ours_mib $pattern $bs io_uring $depth odirect batch=$((4 * depth)))")
         done
-        fa=$(median "${a[@]}")
-        pct() { python3 -c "print('%.0f (%.0f%%)' % ($1, 100*$1/$fa))"; }
-        echo "| $pattern | $label | $depth | $fa | $(pct "$(median "${b[@]}")") | $(pct "$(median "${c[@]}")") | $(pct "$(median "${d[@]}")") |"
+        fa=$(median "${a[@]}"); fb=$(median "${b[@]}"); oc=$(median "${c[@]}")
+        echo "| $pattern | $label | $depth | $fa | $fb ($(python3 -c "print('%.0f%%' % (100*$fb/$fa))") of fio) | $oc ($(python3 -c "print('%.0f%%' % (100*$oc/$fa))") of fio) | $(python3 -c "print('%.0f%%' % (100*$oc/$fb))") |"
       done
     done
   done
