@@ -1,8 +1,10 @@
 //! The `io_uring` engine: reads are submitted through an io_uring with up to `io_depth`
 //! requests in flight per reader thread (one ring per thread, made on first use and kept for
 //! the thread's life, as fio keeps one per job). A batch ([`ReadHandle::read_batch`], which
-//! [`crate::SplitReads`] produces from one long read) is submitted together, so one read of a
-//! whole file split into transfers keeps the device's queue full. With `odirect` the files
+//! [`crate::SplitReads`] produces from one long read) is submitted together, and each slot is
+//! refilled as its request completes, so one read of a whole file split into transfers keeps
+//! the device's queue full until its last `io_depth` requests, which drain: the call returns
+//! when all are done (bench/RESULTS.md measures what that costs). With `odirect` the files
 //! are opened with O_DIRECT (fio's `direct=1`); unaligned requests then take the `direct`
 //! engine's bounce path. Writes, listing and removal are the `posix` (or `direct`) engine's.
 
