@@ -255,6 +255,10 @@ impl Batch<'_> {
                     continue;
                 }
                 if !self.push(request, next) {
+                    if in_flight == 0 {
+                        // Nothing would ever free a slot: fail rather than skip the rest.
+                        first_error = Some(queue_full(self.path));
+                    }
                     break;
                 }
                 in_flight += 1;
@@ -308,11 +312,7 @@ impl Batch<'_> {
                         if self.push(request, index) {
                             in_flight += 1;
                         } else {
-                            first_error = Some(StorageError::io(
-                                "read",
-                                self.path,
-                                io::Error::other("the io_uring submission queue is full"),
-                            ));
+                            first_error = Some(queue_full(self.path));
                         }
                     }
                 }
@@ -323,6 +323,14 @@ impl Batch<'_> {
             None => Ok(()),
         }
     }
+}
+
+fn queue_full(path: &Path) -> StorageError {
+    StorageError::io(
+        "read",
+        path,
+        io::Error::other("the io_uring submission queue is full"),
+    )
 }
 
 /// Submits what was pushed and waits for at least `want` completions. Interrupted waits are
