@@ -43,6 +43,19 @@ pub fn redact_credentials(yaml: &str) -> String {
         .collect()
 }
 
+/// A command-line override with its value replaced by `<redacted>` if it sets an S3 credential
+/// (`...storage_options.secret_access_key=...`, or a `storage_options={...}` dict that holds
+/// one), so `.hydra/overrides.yaml` never holds a credential.
+pub(crate) fn redact_override(text: &str) -> String {
+    let mentions_credential = ["access_key_id", "secret_access_key"]
+        .iter()
+        .any(|secret| text.contains(secret));
+    match text.split_once('=') {
+        Some((key, _)) if mentions_credential => format!("{key}=<redacted>"),
+        _ => text.to_owned(),
+    }
+}
+
 /// Runs the program with `argv` (including the program name) and returns its exit code.
 pub fn main_with(argv: Vec<OsString>, entry: Entry) -> ExitCode {
     let argv = args::normalise(argv, entry);
@@ -62,5 +75,30 @@ pub fn main_with(argv: Vec<OsString>, entry: Entry) -> ExitCode {
             }
             ExitCode::from(1)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_override;
+
+    #[test]
+    fn overrides_that_set_credentials_lose_their_value() {
+        assert_eq!(
+            redact_override("++workload.storage.storage_options.secret_access_key=s3cr=t"),
+            "++workload.storage.storage_options.secret_access_key=<redacted>"
+        );
+        assert_eq!(
+            redact_override("workload.storage.storage_options.access_key_id=AKIA1"),
+            "workload.storage.storage_options.access_key_id=<redacted>"
+        );
+        assert_eq!(
+            redact_override("++workload.storage.storage_options={secret_access_key: x, region: y}"),
+            "++workload.storage.storage_options=<redacted>"
+        );
+        assert_eq!(
+            redact_override("++workload.storage.storage_options.region=eu-west-1"),
+            "++workload.storage.storage_options.region=eu-west-1"
+        );
     }
 }

@@ -833,7 +833,7 @@ fn write_hydra_files(out: &std::path::Path, loaded: &Loaded) -> Result<()> {
     let overrides: String = loaded
         .overrides
         .iter()
-        .map(|o| format!("- {o}\n"))
+        .map(|o| format!("- {}\n", crate::redact_override(o)))
         .collect();
     std::fs::write(
         dir.join("overrides.yaml"),

@@ -1,78 +1,29 @@
 //! A whole run against an S3-compatible store: moto's server on 127.0.0.1 (a free port,
 //! killed at the end). Generation PUTs the dataset, two ranks train with ranged GETs, and
-//! checkpoints are objects. Skipped, with the reason printed, only when moto cannot be
-//! started (scripts/test.sh installs it).
+//! checkpoints are objects; wrong credentials fail at once and leave no trace of themselves.
+//! Skipped, with the reason printed, only when moto cannot be started (scripts/test.sh
+//! installs it).
 
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-struct Moto {
-    child: Child,
-    endpoint: String,
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_moto() -> Result<Moto, String> {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(|e| e.to_string())?
-        .port();
-    let child = Command::new("moto_server")
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("moto_server is not installed ({e}); run scripts/test.sh"))?;
-    let moto = Moto {
-        child,
-        endpoint: format!("http://127.0.0.1:{port}"),
-    };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if Instant::now() > deadline {
-            return Err("moto_server did not listen within 30 s".into());
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Ok(moto)
-}
-
-fn boto3(endpoint: &str, script: &str) -> String {
-    let program = format!(
-        "import boto3\ns3 = boto3.client('s3', endpoint_url='{endpoint}', region_name='us-east-1', \
-         aws_access_key_id='k', aws_secret_access_key='s')\n{script}"
-    );
-    let out = Command::new("python3")
-        .args(["-c", &program])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "boto3: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+#[path = "../../storage/tests/support/moto.rs"]
+mod moto;
+use moto::Moto;
 
 #[test]
 fn generate_train_on_two_ranks_and_checkpoint_in_a_bucket() {
-    let moto = match start_moto() {
+    let moto = match Moto::start() {
         Ok(m) => m,
         Err(reason) => {
             eprintln!("skipped: {reason}");
             return;
         }
     };
-    boto3(&moto.endpoint, "s3.create_bucket(Bucket='dlio-s3-test')");
+    moto.boto3("s3.create_bucket(Bucket='dlio-s3-test')");
     let tmp = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_dlio"))
         .args([
@@ -113,8 +64,7 @@ fn generate_train_on_two_ranks_and_checkpoint_in_a_bucket() {
     assert!(hydra.contains("secret_access_key: <redacted>"), "{hydra}");
     let log = std::fs::read_to_string(tmp.path().join("out/dlio.log")).unwrap();
     assert!(!log.contains("secret_access_key"), "{log}");
-    let listing = boto3(
-        &moto.endpoint,
+    let listing = moto.boto3(
         "for o in s3.list_objects_v2(Bucket='dlio-s3-test')['Contents']: print(o['Key'], o['Size'])",
     );
     let train: Vec<_> = listing
@@ -149,4 +99,93 @@ fn generate_train_on_two_ranks_and_checkpoint_in_a_bucket() {
         })
         .sum();
     assert_eq!(requests, expected, "ranged GETs of transfer_size");
+}
+
+/// Every file under `dir`, recursively.
+fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(files_under(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+#[test]
+fn a_wrong_secret_fails_at_once_naming_the_endpoint_and_never_shows_the_secret() {
+    let moto = match Moto::start() {
+        Ok(m) => m,
+        Err(reason) => {
+            eprintln!("skipped: {reason}");
+            return;
+        }
+    };
+    moto.boto3("s3.create_bucket(Bucket='dlio-auth')");
+    let (key_id, secret) = moto.require_authentication();
+    let wrong_secret = format!("{}WRONG", &secret[..secret.len() / 2]);
+    let tmp = tempfile::tempdir().unwrap();
+    let output = tmp.path().join("out");
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_dlio"))
+        .args([
+            "run".to_string(),
+            "workload=unet3d_h100_s3".into(),
+            "++workload.storage.storage_root=dlio-auth".into(),
+            "++workload.dataset.data_folder=s3://dlio-auth/unet3d".into(),
+            format!(
+                "++workload.storage.storage_options.endpoint_url={}",
+                moto.endpoint
+            ),
+            format!("++workload.storage.storage_options.access_key_id={key_id}"),
+            format!("++workload.storage.storage_options.secret_access_key={wrong_secret}"),
+            "++workload.storage.storage_options.s3_force_path_style=True".into(),
+            "++workload.storage.storage_options.s3_max_attempts=5".into(),
+            "++workload.workflow.generate_data=True".into(),
+            "++workload.dataset.num_files_train=2".into(),
+            "++workload.dataset.record_length_bytes=4096".into(),
+            "++workload.train.epochs=1".into(),
+            "++workload.train.computation_time=0".into(),
+            "++workload.workflow.checkpoint=False".into(),
+            format!("++workload.output.folder={}", output.display()),
+        ])
+        .output()
+        .unwrap();
+    let elapsed = started.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    // Fails at the first answer (object_store does not retry a 403), within seconds.
+    assert!(elapsed < Duration::from_secs(10), "took {elapsed:?}");
+    for wanted in [
+        "S3 authentication failed",
+        moto.endpoint.as_str(),
+        "s3://dlio-auth",
+        "SignatureDoesNotMatch",
+        "storage.storage_options.secret_access_key",
+    ] {
+        assert!(stderr.contains(wanted), "no `{wanted}` in:\n{stderr}");
+    }
+    for credential in [wrong_secret.as_str(), key_id.as_str()] {
+        assert!(!stderr.contains(credential), "stderr shows it:\n{stderr}");
+        assert!(!stdout.contains(credential), "stdout shows it:\n{stdout}");
+    }
+    let files = files_under(&output);
+    assert!(
+        files.iter().any(|f| f.ends_with(".hydra/overrides.yaml")),
+        "{files:?}"
+    );
+    for file in files {
+        let text = String::from_utf8_lossy(&std::fs::read(&file).unwrap()).into_owned();
+        for credential in [wrong_secret.as_str(), key_id.as_str()] {
+            assert!(
+                !text.contains(credential),
+                "{} holds a credential:\n{text}",
+                file.display()
+            );
+        }
+    }
 }

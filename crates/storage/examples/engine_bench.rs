@@ -1,13 +1,21 @@
 //! Reads one file through one engine, fio-style, and prints one JSON line: what
-//! `bench/engines.sh` compares with fio.
+//! `bench/vs-fio.sh` compares with fio.
 //!
 //! ```text
-//! engine_bench FILE BLOCK_BYTES seq|rand posix|direct|mmap|io_uring DEPTH [odirect]
+//! engine_bench FILE BLOCK_BYTES seq|rand posix|direct|mmap|io_uring DEPTH [odirect] [batch=N]
 //! ```
 //!
 //! Every block of the file is read once (in order, or in a fixed pseudo-random permutation,
-//! as fio's random map does); `4 x DEPTH` blocks go to the engine per `read_batch`, and
-//! io_uring refills its queue as requests complete, so it keeps `DEPTH` in flight. The file's page cache is dropped first (fio's `invalidate=1`).
+//! as fio's random map does). The file's page cache is dropped first (fio's `invalidate=1`);
+//! the clock starts after the file is open and the buffer allocated, as fio's does.
+//!
+//! Each `read_batch` gets `DEPTH` blocks (1 at depth 1; `batch=N` changes it) in one buffer of `DEPTH x BLOCK`
+//! bytes, the same memory as fio's `iodepth` buffers: on the project's VM the disk's
+//! bandwidth falls as the destination memory grows, at the same depth (bench/RESULTS.md), so
+//! a larger buffer would measure the memory, not the engine. Within a batch io_uring
+//! refills each slot as its request completes; a batch returns only when all of its requests
+//! are done, so the queue drains at batch ends, which fio's never does (bench/RESULTS.md
+//! measures what that costs).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -18,7 +26,7 @@ use dlio_storage::{
 };
 
 fn usage() -> ! {
-    eprintln!("usage: engine_bench FILE BLOCK_BYTES seq|rand ENGINE DEPTH [odirect]");
+    eprintln!("usage: engine_bench FILE BLOCK_BYTES seq|rand ENGINE DEPTH [odirect] [batch=N]");
     std::process::exit(2)
 }
 
@@ -49,7 +57,16 @@ fn main() {
     };
     let engine = EngineKind::from_name(&args[3]).unwrap_or_else(|| usage());
     let depth: usize = args[4].parse().unwrap_or_else(|_| usage());
-    let odirect = args.get(5).is_some_and(|a| a == "odirect");
+    let mut odirect = false;
+    // fio's buffer memory: `depth` blocks (see the module comment).
+    let mut per_batch = depth.max(1);
+    for arg in &args[5..] {
+        match arg.strip_prefix("batch=") {
+            Some(n) => per_batch = n.parse().ok().filter(|&n| n > 0).unwrap_or_else(|| usage()),
+            None if arg == "odirect" => odirect = true,
+            None => usage(),
+        }
+    }
     let engine = engine_for(&EngineSettings {
         engine,
         odirect,
@@ -68,18 +85,17 @@ fn main() {
     let counters = Arc::new(IoCounters::default());
     let storage = engine.metered(Arc::clone(&counters));
     let alignment = storage.capabilities().alignment.max(4096);
-    let started = Instant::now();
     let mut handle = storage.open(path).unwrap_or_else(|e| {
         eprintln!("{e}");
         std::process::exit(1)
     });
     let blocks = handle.len() / block as u64;
     let stride = coprime_stride(blocks.max(1));
-    let per_batch = if depth > 1 { depth * 4 } else { 1 };
     let mut buffer = IoBuffer::zeroed(block * per_batch, alignment).unwrap_or_else(|e| {
         eprintln!("{e}");
         std::process::exit(1)
     });
+    let started = Instant::now();
     let mut next = 0u64;
     while next < blocks {
         let batch = (blocks - next).min(per_batch as u64) as usize;

@@ -119,6 +119,30 @@ pub enum StorageError {
         endpoint: String,
     },
 
+    /// The S3 server refused the credentials, or what they may do (HTTP 401/403). Never
+    /// retried: the same credentials would be refused again.
+    #[error(
+        "{what} at {endpoint}: the server refused to {op} {url} ({code}{sep}{reason}); {hint}",
+        sep = if reason.is_empty() { "" } else { ": " }
+    )]
+    S3AccessRefused {
+        /// `S3 authentication failed` or `S3 access denied`.
+        what: &'static str,
+        /// What was being done.
+        op: &'static str,
+        /// `s3://bucket/key`, or `s3://bucket` for the bucket itself.
+        url: Box<str>,
+        /// The endpoint.
+        endpoint: Box<str>,
+        /// S3's error code (`SignatureDoesNotMatch`, `InvalidAccessKeyId`, `AccessDenied`...),
+        /// or the HTTP status when the response had no body.
+        code: Box<str>,
+        /// The server's explanation, with credentials removed (may be empty).
+        reason: Box<str>,
+        /// Which setting to check.
+        hint: &'static str,
+    },
+
     /// An object-store request failed (after its retries).
     #[error("cannot {op} {url} at {endpoint}: {message}; {hint}")]
     ObjectStore {

@@ -96,33 +96,47 @@ impl Shared {
         key: &ObjectPath,
         error: object_store::Error,
     ) -> StorageError {
-        let url = format!("s3://{}/{}", self.bucket, key);
+        self.error_at(op, format!("s3://{}/{}", self.bucket, key), error)
+    }
+
+    /// The error for a failed request about `url` (`s3://bucket/key`, or `s3://bucket` for
+    /// the bucket itself), with a hint that fits the failure and credentials scrubbed.
+    fn error_at(&self, op: &'static str, url: String, error: object_store::Error) -> StorageError {
         if let object_store::Error::NotFound { .. } = error {
             return StorageError::NotFound {
                 path: PathBuf::from(url),
             };
         }
-        let mut message = error.to_string();
-        for secret in &self.secrets {
-            message = message.replace(secret.as_str(), "<redacted>");
-        }
-        let hint = if message.contains("NoSuchBucket") {
+        let refused_status = matches!(
+            error,
+            object_store::Error::PermissionDenied { .. }
+                | object_store::Error::Unauthenticated { .. }
+        );
+        let message = scrub(error.to_string(), &self.secrets);
+        let code = xml_element(&message, "Code");
+        if code == Some("NoSuchBucket") {
             return StorageError::BucketNotFound {
                 bucket: self.bucket.clone(),
                 endpoint: self.endpoint.clone(),
             };
-        } else if [
-            "InvalidAccessKeyId",
-            "SignatureDoesNotMatch",
-            "AccessDenied",
-            "403",
-        ]
-        .iter()
-        .any(|s| message.contains(s))
-        {
-            "the server refused the credentials: check storage.storage_options.access_key_id \
-             and secret_access_key (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)"
-        } else if ["connect", "timed out", "dns", "Connection refused"]
+        }
+        if let Some(refusal) = Refusal::classify(code, refused_status, &message) {
+            let code = match code {
+                Some(code) => code.to_owned(),
+                None if message.contains("401") => "HTTP 401 Unauthorized".to_owned(),
+                None => "HTTP 403 Forbidden".to_owned(),
+            };
+            return StorageError::S3AccessRefused {
+                what: refusal.what(),
+                op,
+                url: url.into(),
+                endpoint: self.endpoint.clone().into(),
+                code: code.into(),
+                reason: xml_element(&message, "Message").unwrap_or("").into(),
+                hint: refusal.hint(),
+            };
+        }
+        let hint = if ["connect", "timed out", "dns", "Connection refused"]
             .iter()
             .any(|s| message.contains(s))
         {
@@ -139,6 +153,84 @@ impl Shared {
             hint,
         }
     }
+}
+
+/// Why an S3 server refused a request that reached it, from S3's error code (and the HTTP
+/// status when the response has no body, as for HEAD).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refusal {
+    /// The server does not know the access key id.
+    UnknownKey,
+    /// The signature does not match: wrong secret (or region).
+    WrongSecret,
+    /// A temporary session token is expired or invalid.
+    Token,
+    /// The credentials are valid but not allowed to do this.
+    Denied,
+    /// 401/403 without a code saying which.
+    Unspecified,
+}
+
+impl Refusal {
+    fn classify(code: Option<&str>, refused_status: bool, message: &str) -> Option<Refusal> {
+        let refusal = match code {
+            Some("InvalidAccessKeyId") => Refusal::UnknownKey,
+            Some("SignatureDoesNotMatch" | "AuthorizationHeaderMalformed") => Refusal::WrongSecret,
+            Some("ExpiredToken" | "InvalidToken" | "TokenRefreshRequired") => Refusal::Token,
+            Some("AccessDenied" | "AllAccessDisabled" | "AccountProblem") => Refusal::Denied,
+            _ if refused_status
+                || message.contains("403 Forbidden")
+                || message.contains("401 Unauthorized") =>
+            {
+                Refusal::Unspecified
+            }
+            _ => return None,
+        };
+        Some(refusal)
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            Refusal::Denied => "S3 access denied",
+            _ => "S3 authentication failed",
+        }
+    }
+
+    fn hint(self) -> &'static str {
+        match self {
+            Refusal::UnknownKey => {
+                "the server does not know this access key id: check \
+                 storage.storage_options.access_key_id (or AWS_ACCESS_KEY_ID) and that the key \
+                 was made for this endpoint"
+            }
+            Refusal::WrongSecret => {
+                "the secret does not match the access key id: check \
+                 storage.storage_options.secret_access_key (or AWS_SECRET_ACCESS_KEY), and \
+                 storage_options.region"
+            }
+            Refusal::Token => {
+                "the session token is expired or invalid: refresh AWS_SESSION_TOKEN with the \
+                 matching AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+            }
+            Refusal::Denied => {
+                "the credentials are not allowed to do this: check that the access key's policy \
+                 lets it list, read and write the bucket"
+            }
+            Refusal::Unspecified => {
+                "check storage.storage_options.access_key_id and secret_access_key (or \
+                 AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) and the key's permissions on the \
+                 bucket"
+            }
+        }
+    }
+}
+
+/// The text of the first `<name>...</name>` element of an S3 XML error body, if any.
+fn xml_element<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+    let open = format!("<{name}>");
+    let start = text.find(&open)? + open.len();
+    let len = text[start..].find(&format!("</{name}>"))?;
+    Some(text[start..start + len].trim()).filter(|s| !s.is_empty())
 }
 
 /// One bucket of an S3-compatible object store.
@@ -260,7 +352,9 @@ impl S3Storage {
                     endpoint: shared.endpoint.clone(),
                 });
             }
-            Err(error) => return Err(shared.error("list", &probe, error)),
+            Err(error) => {
+                return Err(shared.error_at("list", format!("s3://{}", shared.bucket), error));
+            }
         }
         Ok(S3Storage { shared })
     }
@@ -652,5 +746,86 @@ impl Drop for S3Write {
             }
             let _ = self.shared.runtime.block_on(upload.abort());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const REFUSED: &str = "Generic S3 error: Error performing list request: Error performing GET \
+        http://127.0.0.1:9000/bkt?list-type=2 in 4ms - Server returned non-2xx status code: \
+        403 Forbidden: <?xml version=\"1.0\" encoding=\"utf-8\"?>\n<Error><Code>\
+        SignatureDoesNotMatch</Code><Message>The request signature we calculated does not \
+        match the signature you provided.</Message><BucketName>bkt</BucketName></Error>";
+
+    #[test]
+    fn the_code_and_message_of_an_s3_error_body_are_found() {
+        assert_eq!(xml_element(REFUSED, "Code"), Some("SignatureDoesNotMatch"));
+        assert_eq!(
+            xml_element(REFUSED, "Message"),
+            Some("The request signature we calculated does not match the signature you provided.")
+        );
+        assert_eq!(xml_element(REFUSED, "RequestId"), None);
+        assert_eq!(xml_element("<Code></Code>", "Code"), None);
+        assert_eq!(xml_element("<Code>x", "Code"), None);
+    }
+
+    #[test]
+    fn refusals_are_told_apart_by_code_then_by_status() {
+        let classify = |code, status, message| Refusal::classify(code, status, message);
+        assert_eq!(
+            classify(Some("InvalidAccessKeyId"), false, ""),
+            Some(Refusal::UnknownKey)
+        );
+        assert_eq!(
+            classify(Some("SignatureDoesNotMatch"), false, REFUSED),
+            Some(Refusal::WrongSecret)
+        );
+        assert_eq!(
+            classify(Some("AccessDenied"), false, ""),
+            Some(Refusal::Denied)
+        );
+        assert_eq!(
+            classify(Some("ExpiredToken"), false, ""),
+            Some(Refusal::Token)
+        );
+        // A HEAD has no body: the status is all there is.
+        assert_eq!(classify(None, true, ""), Some(Refusal::Unspecified));
+        assert_eq!(
+            classify(None, false, "status code: 401 Unauthorized"),
+            Some(Refusal::Unspecified)
+        );
+        assert_eq!(classify(Some("SlowDown"), false, "503"), None);
+        assert_eq!(classify(None, false, "connection refused"), None);
+        for refusal in [
+            Refusal::UnknownKey,
+            Refusal::WrongSecret,
+            Refusal::Unspecified,
+        ] {
+            assert!(refusal.hint().contains("AWS_"), "{refusal:?}");
+            assert_eq!(refusal.what(), "S3 authentication failed");
+        }
+    }
+
+    #[test]
+    fn a_refusal_message_names_the_endpoint_the_bucket_and_the_setting() {
+        let error = StorageError::S3AccessRefused {
+            what: Refusal::WrongSecret.what(),
+            op: "list",
+            url: "s3://bkt".into(),
+            endpoint: "http://127.0.0.1:9000".into(),
+            code: "SignatureDoesNotMatch".into(),
+            reason: "The request signature we calculated does not match.".into(),
+            hint: Refusal::WrongSecret.hint(),
+        };
+        assert_eq!(
+            error.to_string(),
+            "S3 authentication failed at http://127.0.0.1:9000: the server refused to list \
+             s3://bkt (SignatureDoesNotMatch: The request signature we calculated does not \
+             match.); the secret does not match the access key id: check \
+             storage.storage_options.secret_access_key (or AWS_SECRET_ACCESS_KEY), and \
+             storage_options.region"
+        );
     }
 }

@@ -1,8 +1,10 @@
 //! The `io_uring` engine: reads are submitted through an io_uring with up to `io_depth`
 //! requests in flight per reader thread (one ring per thread, made on first use and kept for
 //! the thread's life, as fio keeps one per job). A batch ([`ReadHandle::read_batch`], which
-//! [`crate::SplitReads`] produces from one long read) is submitted together, so one read of a
-//! whole file split into transfers keeps the device's queue full. With `odirect` the files
+//! [`crate::SplitReads`] produces from one long read) is submitted together, and each slot is
+//! refilled as its request completes, so one read of a whole file split into transfers keeps
+//! the device's queue full until its last `io_depth` requests, which drain: the call returns
+//! when all are done (bench/RESULTS.md measures what that costs). With `odirect` the files
 //! are opened with O_DIRECT (fio's `direct=1`); unaligned requests then take the `direct`
 //! engine's bounce path. Writes, listing and removal are the `posix` (or `direct`) engine's.
 
@@ -48,6 +50,30 @@ impl UringStorage {
     pub fn io_depth(&self) -> u32 {
         self.io_depth
     }
+}
+
+/// A ring of `depth` entries for this thread only. Like fio, it asks the kernel not to
+/// interrupt the thread to post completions (`COOP_TASKRUN`) and to run completion work only
+/// when the thread waits for it (`SINGLE_ISSUER | DEFER_TASKRUN`: the ring is thread-local, so
+/// one task submits and reaps), and falls back to fewer flags on kernels that refuse them.
+fn new_ring(depth: u32) -> io::Result<IoUring> {
+    let mut last = None;
+    for level in (0..=2).rev() {
+        let mut builder = IoUring::builder();
+        builder.setup_cqsize(depth);
+        if level >= 1 {
+            builder.setup_coop_taskrun();
+        }
+        if level >= 2 {
+            builder.setup_single_issuer().setup_defer_taskrun();
+        }
+        match builder.build(depth) {
+            Ok(ring) => return Ok(ring),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::from_raw_os_error(libc::EINVAL)))
 }
 
 fn uring_refused(source: io::Error) -> StorageError {
@@ -96,6 +122,7 @@ impl Storage for UringStorage {
                 None
             },
             done: Vec::new(),
+            reaped: Vec::new(),
         }))
     }
 
@@ -141,123 +168,178 @@ struct UringRead {
     bounce: Option<IoBuffer>,
     /// Bytes done per request of the current batch (kept to reuse its allocation).
     done: Vec<usize>,
+    /// The completions of one wait: request index and result (kept to reuse its allocation).
+    reaped: Vec<(usize, i32)>,
 }
 
 impl UringRead {
-    /// Runs `requests` on this thread's ring; each must read exactly its length. Returns only
-    /// when no request is in flight any more, so the buffers are free again.
-    fn run(&mut self, requests: &mut [ReadRequest<'_>]) -> Result<(), StorageError> {
+    /// Runs `requests` on this thread's ring, except those `skip` selects (and empty ones);
+    /// each must read exactly its length. Returns only when no request is in flight any
+    /// more, so the buffers are free again.
+    fn run(
+        &mut self,
+        requests: &mut [ReadRequest<'_>],
+        skip: fn(&ReadRequest<'_>) -> bool,
+    ) -> Result<(), StorageError> {
         let depth = self.io_depth;
         RING.with(|cell| {
             let mut slot = cell.borrow_mut();
             let ring = match &mut *slot {
                 Some(ring) if ring.params().sq_entries() >= depth => ring,
-                slot => slot.insert(IoUring::new(depth).map_err(uring_refused)?),
+                slot => slot.insert(new_ring(depth).map_err(uring_refused)?),
             };
             self.done.clear();
             self.done.resize(requests.len(), 0);
-            submit_all(
+            let mut batch = Batch {
                 ring,
-                &self.file,
-                &self.path,
-                requests,
-                &mut self.done,
+                fd: types::Fd(self.file.as_raw_fd()),
+                path: &self.path,
+                len: self.len,
+                done: &mut self.done,
+                reaped: &mut self.reaped,
                 depth,
-            )
+            };
+            batch.run(requests, skip)
         })
     }
 }
 
-/// Pushes the unfinished part of request `index`.
-fn push(
-    ring: &mut IoUring,
+/// One `read_batch` on a ring.
+struct Batch<'a> {
+    ring: &'a mut IoUring,
     fd: types::Fd,
-    request: &mut ReadRequest<'_>,
-    done: usize,
-    index: usize,
-) -> bool {
-    let remaining = &mut request.buf[done..];
-    let len = remaining.len().min(MAX_SUBMISSION) as u32;
-    let entry = opcode::Read::new(fd, remaining.as_mut_ptr(), len)
-        .offset(request.offset + done as u64)
-        .build()
-        .user_data(index as u64);
-    // SAFETY: the entry points into `request.buf`, which the caller keeps borrowed (and so
-    // alive and unaliased) until `submit_all` returns, and `submit_all` returns only after
-    // the completion of every entry it pushed has been reaped.
-    unsafe { ring.submission().push(&entry).is_ok() }
+    path: &'a Path,
+    /// The file's length.
+    len: u64,
+    done: &'a mut [usize],
+    reaped: &'a mut Vec<(usize, i32)>,
+    depth: u32,
 }
 
-fn submit_all(
-    ring: &mut IoUring,
-    file: &File,
-    path: &Path,
-    requests: &mut [ReadRequest<'_>],
-    done: &mut [usize],
-    depth: u32,
-) -> Result<(), StorageError> {
-    let fd = types::Fd(file.as_raw_fd());
-    let mut next = 0;
-    let mut in_flight = 0u32;
-    let mut first_error: Option<StorageError> = None;
-    loop {
-        while first_error.is_none() && in_flight < depth && next < requests.len() {
-            if requests[next].buf.is_empty() {
+impl Batch<'_> {
+    /// Queues the unfinished part of request `index` (submitted by the next `wait`, together
+    /// with the others queued since). Returns false if the submission queue is full (it
+    /// never is: at most `depth` entries are queued or in flight and the queue holds as
+    /// many).
+    fn push(&mut self, request: &mut ReadRequest<'_>, index: usize) -> bool {
+        let done = self.done[index];
+        let remaining = &mut request.buf[done..];
+        let len = remaining.len().min(MAX_SUBMISSION) as u32;
+        let entry = opcode::Read::new(self.fd, remaining.as_mut_ptr(), len)
+            .offset(request.offset + done as u64)
+            .build()
+            .user_data(index as u64);
+        // SAFETY: the entry points into `request.buf`, which the caller keeps borrowed (and
+        // so alive, unmoved and unaliased) until `Batch::run` returns, and `run` returns only
+        // after the completion of every entry it pushed has been reaped (`wait` never returns
+        // early with entries in flight: it retries or aborts the process).
+        if unsafe { self.ring.submission().push(&entry) }.is_err() {
+            return false;
+        }
+        true
+    }
+
+    fn run(
+        &mut self,
+        requests: &mut [ReadRequest<'_>],
+        skip: fn(&ReadRequest<'_>) -> bool,
+    ) -> Result<(), StorageError> {
+        let mut next = 0;
+        let mut in_flight = 0u32;
+        let mut first_error: Option<StorageError> = None;
+        loop {
+            while first_error.is_none() && in_flight < self.depth && next < requests.len() {
+                let request = &mut requests[next];
+                if request.buf.is_empty() || skip(request) {
+                    next += 1;
+                    continue;
+                }
+                if !self.push(request, next) {
+                    if in_flight == 0 {
+                        // Nothing would ever free a slot: fail rather than skip the rest.
+                        first_error = Some(queue_full(self.path));
+                    }
+                    break;
+                }
+                in_flight += 1;
                 next += 1;
-                continue;
             }
-            if !push(ring, fd, &mut requests[next], 0, next) {
+            if in_flight == 0 {
                 break;
             }
-            in_flight += 1;
-            next += 1;
-        }
-        if in_flight == 0 {
-            break;
-        }
-        wait(ring, path)?;
-        let completions: Vec<(usize, i32)> = ring
-            .completion()
-            .map(|cqe| (cqe.user_data() as usize, cqe.result()))
-            .collect();
-        for (index, result) in completions {
-            in_flight -= 1;
-            let request = &mut requests[index];
-            if result < 0 {
-                first_error.get_or_insert_with(|| {
-                    let error = io::Error::from_raw_os_error(-result);
-                    StorageError::io("read", path, error)
-                });
-            } else if result == 0 {
-                first_error.get_or_insert_with(|| StorageError::Truncated {
-                    path: path.to_path_buf(),
-                    offset: request.offset + done[index] as u64,
-                    wanted: (request.buf.len() - done[index]) as u64,
-                });
-            } else {
-                done[index] += result as usize;
-                if done[index] < request.buf.len()
-                    && first_error.is_none()
-                    && push(ring, fd, request, done[index], index)
-                {
-                    in_flight += 1;
+            // While requests wait for a slot, wake at the first completion to refill it (fio's
+            // `iodepth_batch_complete_min=1`); once all are queued, sleep until the last one
+            // is done instead of waking for each.
+            let all_queued = next >= requests.len() || first_error.is_some();
+            let want = if all_queued { in_flight } else { 1 };
+            wait(self.ring, self.path, want as usize);
+            self.reaped.clear();
+            self.reaped.extend(
+                self.ring
+                    .completion()
+                    .map(|cqe| (cqe.user_data() as usize, cqe.result())),
+            );
+            for i in 0..self.reaped.len() {
+                let (index, result) = self.reaped[i];
+                in_flight -= 1;
+                let request = &mut requests[index];
+                let done = self.done[index];
+                if result < 0 {
+                    first_error.get_or_insert_with(|| {
+                        let error = io::Error::from_raw_os_error(-result);
+                        StorageError::io("read", self.path, error)
+                    });
+                } else if result == 0 {
+                    first_error.get_or_insert_with(|| StorageError::Truncated {
+                        path: self.path.to_path_buf(),
+                        offset: request.offset + done as u64,
+                        wanted: (request.buf.len() - done) as u64,
+                    });
+                } else {
+                    self.done[index] += result as usize;
+                    let done = self.done[index];
+                    let at = request.offset + done as u64;
+                    if done < request.buf.len() && at >= self.len {
+                        // Short at the end of the file: asking again would return 0, or
+                        // EINVAL with O_DIRECT at an unaligned offset.
+                        first_error.get_or_insert_with(|| StorageError::Truncated {
+                            path: self.path.to_path_buf(),
+                            offset: at,
+                            wanted: (request.buf.len() - done) as u64,
+                        });
+                    } else if done < request.buf.len() && first_error.is_none() {
+                        // A short read: ask for the rest.
+                        if self.push(request, index) {
+                            in_flight += 1;
+                        } else {
+                            first_error = Some(queue_full(self.path));
+                        }
+                    }
                 }
             }
         }
-    }
-    match first_error {
-        Some(error) => Err(error),
-        None => Ok(()),
+        match first_error {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
     }
 }
 
-/// Submits what was pushed and waits for at least one completion. Interrupted waits are
+fn queue_full(path: &Path) -> StorageError {
+    StorageError::io(
+        "read",
+        path,
+        io::Error::other("the io_uring submission queue is full"),
+    )
+}
+
+/// Submits what was pushed and waits for at least `want` completions. Interrupted waits are
 /// retried: returning with requests in flight would free buffers the kernel still fills.
-fn wait(ring: &mut IoUring, path: &Path) -> Result<(), StorageError> {
+fn wait(ring: &mut IoUring, path: &Path, want: usize) {
     let mut failures = 0u32;
     loop {
-        match ring.submit_and_wait(1) {
-            Ok(_) => return Ok(()),
+        match ring.submit_and_wait(want) {
+            Ok(_) => return,
             Err(e)
                 if matches!(
                     e.raw_os_error(),
@@ -310,10 +392,13 @@ impl ReadHandle for UringRead {
         {
             return direct_read_at(&self.file, &self.path, bounce, &mut buf[..n], offset);
         }
-        self.run(&mut [ReadRequest {
-            offset,
-            buf: &mut buf[..n],
-        }])?;
+        self.run(
+            &mut [ReadRequest {
+                offset,
+                buf: &mut buf[..n],
+            }],
+            |_| false,
+        )?;
         Ok(n)
     }
 
@@ -323,22 +408,18 @@ impl ReadHandle for UringRead {
 
     fn read_batch(&mut self, requests: &mut [ReadRequest<'_>]) -> Result<(), StorageError> {
         let Some(bounce) = &mut self.bounce else {
-            return self.run(requests);
+            return self.run(requests, |_| false);
         };
-        // O_DIRECT: aligned requests go to the ring together, the others through the bounce
-        // buffer (each of those is at most one block plus its misaligned ends).
-        let mut aligned = Vec::with_capacity(requests.len());
+        // O_DIRECT: unaligned requests go through the bounce buffer first (each is at most
+        // one block plus its misaligned ends), then the aligned ones to the ring together.
         for request in requests.iter_mut() {
-            if request_is_aligned(request.buf, request.offset) {
-                aligned.push(ReadRequest {
-                    offset: request.offset,
-                    buf: &mut *request.buf,
-                });
-            } else {
+            if !request_is_aligned(request.buf, request.offset) {
                 read_exact_bounced(&self.file, &self.path, bounce, request)?;
             }
         }
-        self.run(&mut aligned)
+        self.run(requests, |request| {
+            !request_is_aligned(request.buf, request.offset)
+        })
     }
 }
 

@@ -373,3 +373,69 @@ fn o_direct_on_a_file_system_that_refuses_it_names_the_path_and_suggests_posix()
     assert!(message.contains("/proc/self/status"), "{message}");
     assert!(message.contains("io_engine=posix"), "{message}");
 }
+
+#[test]
+fn a_batch_longer_than_the_queue_mixing_aligned_and_unaligned_requests_reads_every_byte() {
+    let dir = temp_dir();
+    let blocks = 40;
+    let (path, bytes) = patterned_file(dir.path(), "h.bin", blocks * 4096 + 100);
+    for (label, engine) in local_engines(None) {
+        let storage = engine.storage();
+        let mut handle = storage.open(&path).unwrap();
+        // Every other aligned block into one aligned buffer, plus two unaligned requests:
+        // 22 requests for a queue of 4, so io_uring refills it as requests complete.
+        let mut aligned = IoBuffer::zeroed(20 * 4096, DIRECT_ALIGNMENT).unwrap();
+        let (mut head, mut tail) = (vec![0u8; 777], vec![0u8; 100]);
+        let mut requests: Vec<ReadRequest<'_>> = aligned
+            .chunks_mut(4096)
+            .enumerate()
+            .map(|(i, buf)| ReadRequest {
+                offset: (2 * i * 4096) as u64,
+                buf,
+            })
+            .collect();
+        requests.insert(
+            7,
+            ReadRequest {
+                offset: 5,
+                buf: &mut head,
+            },
+        );
+        requests.push(ReadRequest {
+            offset: (blocks * 4096) as u64,
+            buf: &mut tail,
+        });
+        handle.read_batch(&mut requests).unwrap();
+        drop(requests);
+        for i in 0..20 {
+            let at = 2 * i * 4096;
+            assert!(
+                aligned[i * 4096..(i + 1) * 4096] == bytes[at..at + 4096],
+                "{label}: block {i}"
+            );
+        }
+        assert_eq!(head, bytes[5..782], "{label}");
+        assert_eq!(tail, bytes[blocks * 4096..], "{label}");
+
+        // An aligned request that runs past the end fails as truncated, among others in
+        // flight, and leaves the handle (and its thread's ring) usable.
+        let mut blocks_buf = IoBuffer::zeroed(8 * 4096, DIRECT_ALIGNMENT).unwrap();
+        let mut requests: Vec<ReadRequest<'_>> = blocks_buf
+            .chunks_mut(4096)
+            .enumerate()
+            .map(|(i, buf)| ReadRequest {
+                offset: ((blocks - 7 + i) * 4096) as u64,
+                buf,
+            })
+            .collect();
+        let error = handle.read_batch(&mut requests).unwrap_err();
+        assert!(
+            matches!(error, StorageError::Truncated { .. }),
+            "{label}: {error}"
+        );
+        drop(requests);
+        let mut again = IoBuffer::zeroed(4096, DIRECT_ALIGNMENT).unwrap();
+        handle.read_exact_at(&mut again, 4096).unwrap();
+        assert!(again[..] == bytes[4096..8192], "{label}");
+    }
+}

@@ -1,10 +1,9 @@
 //! The s3 engine against a real S3-compatible server: moto's, started on 127.0.0.1 with a
 //! free port and killed at the end. Skipped, with the reason printed, only when moto cannot
-//! be started (not installed and `pip install 'moto[server]'` failed).
+//! be started (`scripts/test.sh` installs it).
 
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,84 +13,13 @@ use dlio_storage::{
     EngineKind, EngineSettings, IoCounters, S3Settings, Storage, StorageError, engine_for,
 };
 
-const KEY_ID: &str = "AKIDLIOTESTKEY0001";
-const SECRET: &str = "dlio-test-secret-value-0123456789";
-
-struct Moto {
-    child: Child,
-    endpoint: String,
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+#[path = "support/moto.rs"]
+mod moto;
+use moto::{KEY_ID, Moto, SECRET};
 
 fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     listener.local_addr().expect("address").port()
-}
-
-fn moto_installed() -> bool {
-    Command::new("moto_server")
-        .arg("--help")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-fn start_moto() -> Result<Moto, String> {
-    if !moto_installed() {
-        let installed = Command::new("python3")
-            .args(["-m", "pip", "install", "-q", "moto[server]", "boto3"])
-            .status()
-            .is_ok_and(|s| s.success());
-        if !installed || !moto_installed() {
-            return Err(
-                "moto_server is not installed and `pip install 'moto[server]'` failed".into(),
-            );
-        }
-    }
-    let port = free_port();
-    let child = Command::new("moto_server")
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot start moto_server: {e}"))?;
-    let moto = Moto {
-        child,
-        endpoint: format!("http://127.0.0.1:{port}"),
-    };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if Instant::now() > deadline {
-            return Err("moto_server did not listen within 30 s".into());
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Ok(moto)
-}
-
-/// Runs boto3 against the server; returns stdout.
-fn boto3(endpoint: &str, script: &str) -> String {
-    let program = format!(
-        "import boto3\ns3 = boto3.client('s3', endpoint_url='{endpoint}', region_name='us-east-1', \
-         aws_access_key_id='{KEY_ID}', aws_secret_access_key='{SECRET}')\n{script}"
-    );
-    let output = Command::new("python3")
-        .args(["-c", &program])
-        .output()
-        .expect("python3");
-    assert!(
-        output.status.success(),
-        "boto3 failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 fn s3_settings(endpoint: &str, bucket: &str) -> S3Settings {
@@ -139,14 +67,14 @@ fn samples(format: FormatKind, storage: &dyn Storage, path: &Path) -> Vec<Vec<u8
 
 #[test]
 fn a_dataset_and_a_checkpoint_live_in_a_bucket_and_read_back_identically() {
-    let moto = match start_moto() {
+    let moto = match Moto::start() {
         Ok(moto) => moto,
         Err(reason) => {
             eprintln!("skipped: {reason}");
             return;
         }
     };
-    boto3(&moto.endpoint, "s3.create_bucket(Bucket='dlio-data')");
+    moto.boto3("s3.create_bucket(Bucket='dlio-data')");
 
     // A missing bucket is named; credentials appear nowhere.
     let error =
@@ -274,8 +202,7 @@ fn a_dataset_and_a_checkpoint_live_in_a_bucket_and_read_back_identically() {
     abandoned.write_all(&data[..(9 << 20)]).unwrap();
     drop(abandoned);
 
-    let listing = boto3(
-        &moto.endpoint,
+    let listing = moto.boto3(
         "for o in s3.list_objects_v2(Bucket='dlio-data')['Contents']: print(o['Key'], o['Size'])",
     );
     let objects: Vec<&str> = listing.lines().collect();
@@ -292,11 +219,8 @@ fn a_dataset_and_a_checkpoint_live_in_a_bucket_and_read_back_identically() {
         .remove_dir_all(Path::new("s3://dlio-data/data"))
         .unwrap();
     assert_eq!(
-        boto3(
-            &moto.endpoint,
-            "print(s3.list_objects_v2(Bucket='dlio-data')['KeyCount'])"
-        )
-        .trim(),
+        moto.boto3("print(s3.list_objects_v2(Bucket='dlio-data')['KeyCount'])")
+            .trim(),
         "1"
     );
 
@@ -320,4 +244,61 @@ fn an_unreachable_endpoint_fails_within_the_retry_budget_naming_the_endpoint() {
         !message.contains(SECRET) && !message.contains(KEY_ID),
         "{message}"
     );
+}
+
+#[test]
+fn wrong_credentials_fail_at_once_with_an_authentication_error_that_hides_them() {
+    let moto = match Moto::start() {
+        Ok(moto) => moto,
+        Err(reason) => {
+            eprintln!("skipped: {reason}");
+            return;
+        }
+    };
+    moto.boto3("s3.create_bucket(Bucket='dlio-auth')");
+    let (key_id, secret) = moto.require_authentication();
+    let wrong_secret = format!("{secret}-wrong");
+    let unknown_key = "AKIADLIOUNKNOWNKEY01";
+    for (id, secret, code, setting) in [
+        (
+            key_id.as_str(),
+            wrong_secret.as_str(),
+            "SignatureDoesNotMatch",
+            "secret_access_key",
+        ),
+        (
+            unknown_key,
+            secret.as_str(),
+            "InvalidAccessKeyId",
+            "access_key_id",
+        ),
+    ] {
+        let mut settings = s3_settings(&moto.endpoint, "dlio-auth");
+        settings.access_key_id = Some(id.into());
+        settings.secret_access_key = Some(secret.into());
+        settings.max_attempts = 5;
+        let started = Instant::now();
+        let error = engine_for(&engine_settings(settings, None)).unwrap_err();
+        let elapsed = started.elapsed();
+        let message = error.to_string();
+        assert!(
+            matches!(error, StorageError::S3AccessRefused { .. }),
+            "{error:?}"
+        );
+        // Fails at the first answer: object_store retries 5xx, 429 and transport errors, not 403.
+        assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
+        for wanted in [
+            "S3 authentication failed",
+            moto.endpoint.as_str(),
+            "s3://dlio-auth",
+            code,
+            setting,
+        ] {
+            assert!(message.contains(wanted), "no `{wanted}` in: {message}");
+        }
+        assert!(
+            !message.contains(secret) && !message.contains(id),
+            "{message}"
+        );
+    }
 }

@@ -1,0 +1,126 @@
+//! moto's S3 server for the S3 tests of `dlio-storage` and of the `dlio` binary (which includes
+//! this file with `#[path]`): started on 127.0.0.1 with a free port, killed when dropped.
+//! `scripts/test.sh` installs it (`pip install 'moto[server]' boto3`).
+//!
+//! moto accepts any credentials until [`Moto::require_authentication`] turns its IAM checks on.
+#![allow(dead_code)] // each test file uses its own subset
+
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Credentials for the server before it checks them (it accepts any).
+pub const KEY_ID: &str = "AKIDLIOTESTKEY0001";
+/// See [`KEY_ID`].
+pub const SECRET: &str = "dlio-test-secret-value-0123456789";
+
+/// A running moto server.
+pub struct Moto {
+    child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub endpoint: String,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Moto {
+    /// Starts the server and waits until it listens. The error says why it could not start
+    /// (the caller skips its test with that reason).
+    pub fn start() -> Result<Moto, String> {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| format!("no free port on 127.0.0.1: {e}"))?
+            .port();
+        let child = Command::new("moto_server")
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| {
+                format!("moto_server cannot be started ({e}); scripts/test.sh installs it")
+            })?;
+        let moto = Moto {
+            child,
+            endpoint: format!("http://127.0.0.1:{port}"),
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if Instant::now() > deadline {
+                return Err("moto_server did not listen within 30 s".into());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(moto)
+    }
+
+    /// Runs a Python `script` with boto3 clients `s3` and `iam` for this server (credentials
+    /// [`KEY_ID`] / [`SECRET`]); returns its stdout. Fails the test if the script fails.
+    pub fn boto3(&self, script: &str) -> String {
+        let program = format!(
+            "import boto3\n\
+             kw = dict(endpoint_url='{}', region_name='us-east-1', \
+             aws_access_key_id='{KEY_ID}', aws_secret_access_key='{SECRET}')\n\
+             s3 = boto3.client('s3', **kw)\n\
+             iam = boto3.client('iam', **kw)\n\
+             {script}",
+            self.endpoint
+        );
+        let output = Command::new("python3")
+            .args(["-c", &program])
+            .output()
+            .expect("python3 runs");
+        assert!(
+            output.status.success(),
+            "boto3 script failed:\n{script}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// Makes the server check every request's signature and permissions from now on, as a
+    /// real S3 service does, and returns the only credentials it then accepts: an IAM user's
+    /// access key id and secret, allowed `s3:*`. Checks that the server accepts them and
+    /// refuses a wrong secret (boto3), so a test that sees a refusal knows it is the
+    /// credentials'.
+    ///
+    /// moto's check has a limit: it recomputes the signature from the decoded query string,
+    /// so it refuses every correctly signed request whose query holds an escaped `/`
+    /// (`prefix=a%2F`, `delimiter=%2F`; botocore's requests too). Delimited listings, which
+    /// dlio uses, therefore fail there even with the right secret: use this for tests of
+    /// refused credentials only.
+    pub fn require_authentication(&self) -> (String, String) {
+        let out = self.boto3(
+            "import json, urllib.request\n\
+             from botocore.exceptions import ClientError\n\
+             iam.create_user(UserName='dlio')\n\
+             policy = {'Version': '2012-10-17', 'Statement': [{'Effect': 'Allow', \
+             'Action': 's3:*', 'Resource': '*'}]}\n\
+             iam.put_user_policy(UserName='dlio', PolicyName='s3', \
+             PolicyDocument=json.dumps(policy))\n\
+             key = iam.create_access_key(UserName='dlio')['AccessKey']\n\
+             urllib.request.urlopen(urllib.request.Request(kw['endpoint_url'] + \
+             '/moto-api/reset-auth', data=b'0', headers={'Content-Type': 'text/plain'}))\n\
+             def client(secret):\n    \
+                 return boto3.client('s3', endpoint_url=kw['endpoint_url'], \
+             region_name='us-east-1', aws_access_key_id=key['AccessKeyId'], \
+             aws_secret_access_key=secret)\n\
+             client(key['SecretAccessKey']).list_buckets()\n\
+             try:\n    \
+                 client(key['SecretAccessKey'] + 'x').list_buckets()\n    \
+                 raise SystemExit('moto accepted a wrong secret')\n\
+             except ClientError as e:\n    \
+                 assert e.response['Error']['Code'] == 'SignatureDoesNotMatch', e\n\
+             print(key['AccessKeyId'], key['SecretAccessKey'])",
+        );
+        let mut words = out.split_whitespace();
+        match (words.next(), words.next()) {
+            (Some(id), Some(secret)) => (id.to_owned(), secret.to_owned()),
+            _ => panic!("no access key from moto: {out}"),
+        }
+    }
+}
