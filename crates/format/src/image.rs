@@ -218,7 +218,8 @@ fn decode_png(bytes: &[u8], pixels: &mut Vec<u8>) -> Result<(), DecodeError> {
     let len = reader.output_buffer_size();
     match (output, len) {
         ((png::ColorType::Grayscale, png::BitDepth::Eight), Some(len)) => {
-            pixels.clear();
+            // The frame overwrites every byte, so a reused buffer of the right size is not
+            // cleared first.
             pixels.resize(len, 0);
             reader.next_frame(pixels)?;
             Ok(())
