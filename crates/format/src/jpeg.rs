@@ -8,8 +8,8 @@
 //! coefficients of every block is coded (about 53 Huffman symbols per block of a 256x256
 //! image at quality 75), and every sample of an `on_demand` run decodes its image again.
 //! Decoding such an image costs zune-jpeg (the `image` crate's decoder) about 3.8 million
-//! instructions and Pillow's libjpeg-turbo about 3.7 million (callgrind), 85% of it in Huffman
-//! decoding, a chain of dependent table lookups. This decoder shortens that chain and the work
+//! instructions and Pillow's libjpeg-turbo about 3.7 million (callgrind), about 80% of it in
+//! Huffman decoding, a chain of dependent table lookups. This decoder shortens that chain and the work
 //! around it:
 //!
 //! - the entropy-coded segment is copied once, without its stuffed zero bytes, into a buffer
@@ -17,7 +17,7 @@
 //!   fixed-size window, with no per-byte marker or bounds checks;
 //! - one lookup on the next [`LOOKAHEAD`] bits yields a whole AC coefficient (zero run, value
 //!   with its extra bits, bits used), and, when they fit in the lookahead too, the next one
-//!   as well: three in five lookups of a noise image decode two coefficients. Longer codes
+//!   as well: two in three lookups of a noise image decode two coefficients. Longer codes
 //!   take a canonical slow path;
 //! - the tables are rebuilt only when an image defines different ones (DLIO's images all use
 //!   the same standard tables), and all buffers live in the decoder, so a decode allocates
