@@ -5,6 +5,7 @@
 //!
 //!     cargo run --release -p dlio-format --example image_decode -- 2000 256
 use std::error::Error;
+use std::io::Write;
 use std::time::Instant;
 
 use dlio_config::{Compression, ElementType, FormatKind};
@@ -31,8 +32,17 @@ fn measure(
     }
     let wall = start.elapsed().as_secs_f64() * 1e6 / f64::from(n);
     let cpu = cpu_ns().saturating_sub(cpu) as f64 / 1e3 / f64::from(n);
-    println!("  {label:28} {wall:8.1} us wall {cpu:8.1} us CPU");
-    Ok(())
+    say(format_args!(
+        "  {label:28} {wall:8.1} us wall {cpu:8.1} us CPU"
+    ))
+}
+
+/// Prints a line; a closed stdout (`| head`) ends the program quietly.
+fn say(line: std::fmt::Arguments<'_>) -> Result<(), Box<dyn Error>> {
+    match writeln!(std::io::stdout(), "{line}") {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        result => Ok(result?),
+    }
 }
 
 fn main() -> Result<(), Box<dyn Error>> {
@@ -55,7 +65,10 @@ fn main() -> Result<(), Box<dyn Error>> {
         let path = dir.path().join(format!("a.{format_name}"));
         format.generate(&storage, &path, &layout, &mut DataRng::for_file(1, 0, 0))?;
         let bytes = std::fs::read(&path)?;
-        println!("{format_name}: {side}x{side}, {} bytes", bytes.len());
+        say(format_args!(
+            "{format_name}: {side}x{side}, {} bytes",
+            bytes.len()
+        ))?;
         measure("image crate decode", n, || {
             std::hint::black_box(image::load_from_memory_with_format(&bytes, image_format)?);
             Ok(())

@@ -84,11 +84,12 @@ struct HuffmanTable {
     spec: Vec<u8>,
     /// True when `lut` and the canonical arrays were built from `spec`.
     built: bool,
-    /// One entry per value of the next [`LOOKAHEAD`] bits (see [`SLOW`]).
-    lut: Box<[u32; 1 << LOOKAHEAD]>,
+    /// One entry per value of the next [`LOOKAHEAD`] bits (see [`SLOW`]); allocated by the
+    /// first `build`, so unused slots (and readers of other formats) cost no memory.
+    lut: Option<Box<[u32; 1 << LOOKAHEAD]>>,
     /// For AC tables: the same lookup, extended with the symbol that follows when it fits in
     /// the lookahead too (see [`PAIR_RUN_SHIFT`]).
-    pairs: Box<[u64; 1 << LOOKAHEAD]>,
+    pairs: Option<Box<[u64; 1 << LOOKAHEAD]>>,
     /// For codes longer than the lookahead: per length, the largest code of that length (-1
     /// when none) and what to add to a code to get its index in `symbols`.
     max_code: [i32; 17],
@@ -102,8 +103,8 @@ impl HuffmanTable {
             defined: false,
             spec: Vec::new(),
             built: false,
-            lut: Box::new([SLOW; 1 << LOOKAHEAD]),
-            pairs: Box::new([u64::from(SLOW); 1 << LOOKAHEAD]),
+            lut: None,
+            pairs: None,
             max_code: [-1; 17],
             offset: [0; 17],
             symbols: [0; 256],
@@ -138,7 +139,10 @@ impl HuffmanTable {
             return false;
         }
         self.symbols[..total].copy_from_slice(symbols);
-        self.lut.fill(SLOW);
+        let lut = self
+            .lut
+            .get_or_insert_with(|| Box::new([SLOW; 1 << LOOKAHEAD]));
+        lut.fill(SLOW);
         let mut code: u32 = 0;
         let mut index: usize = 0;
         for (len, &count) in (1..=16u32).zip(counts) {
@@ -153,7 +157,7 @@ impl HuffmanTable {
                     let shift = LOOKAHEAD - len;
                     for fill in 0..(1u32 << shift) {
                         let slot = (code << shift | fill) as usize;
-                        self.lut[slot] = entry(symbol, len, fill, shift, dc);
+                        lut[slot] = entry(symbol, len, fill, shift, dc);
                     }
                 }
                 code += 1;
@@ -173,8 +177,14 @@ impl HuffmanTable {
     /// Fills `pairs` from `lut`: where a whole symbol other than end-of-block leaves enough
     /// of the lookahead for the next whole symbol, the entry carries both.
     fn build_pairs(&mut self) {
-        for (slot, pair) in self.pairs.iter_mut().enumerate() {
-            let first = self.lut[slot];
+        let Some(lut) = self.lut.as_deref() else {
+            return;
+        };
+        let pairs = self
+            .pairs
+            .get_or_insert_with(|| Box::new([u64::from(SLOW); 1 << LOOKAHEAD]));
+        for (slot, pair) in pairs.iter_mut().enumerate() {
+            let first = lut[slot];
             let first_len = first & 63;
             *pair = u64::from(first) | u64::from(first_len) << PAIR_LEN_SHIFT;
             if first & SLOW != 0 || (first >> 8) & 0xFF == EOB_RUN {
@@ -183,7 +193,7 @@ impl HuffmanTable {
             // The bits after the first symbol, padded with zeros: the entry there describes
             // the next symbol if it is no longer than the bits that are really there.
             let rest = (slot << first_len) & ((1 << LOOKAHEAD) - 1);
-            let second = self.lut[rest];
+            let second = lut[rest];
             let second_len = second & 63;
             if second & SLOW != 0 || first_len + second_len > LOOKAHEAD {
                 continue;
@@ -531,7 +541,8 @@ fn decode_blocks(
     pixels: &mut [u8],
     idct: impl Fn(&[i32; 64], &[f32; 64]) -> [[u8; 8]; 8],
 ) -> Option<()> {
-    let (dc_lut, pairs) = (&*scan.dc.lut, &*scan.ac.pairs);
+    // `build` allocated both tables.
+    let (dc_lut, pairs) = (scan.dc.lut.as_deref()?, scan.ac.pairs.as_deref()?);
     let mut bits = Bits {
         buf: 0,
         count: 0,
@@ -1116,11 +1127,12 @@ mod tests {
         let (first, _) = jpeg(16, 16, 75, true, 1);
         decoder.decode(&first, &mut pixels).unwrap().unwrap();
         assert!(decoder.dc[0].built && decoder.ac[0].built);
-        let before = decoder.ac[0].lut[17];
+        let lut = |decoder: &GrayJpegDecoder| decoder.ac[0].lut.as_deref().unwrap()[17];
+        let before = lut(&decoder);
         let (second, _) = jpeg(16, 16, 75, true, 2);
-        decoder.ac[0].lut[17] ^= 1; // a rebuild would undo this
+        decoder.ac[0].lut.as_deref_mut().unwrap()[17] ^= 1; // a rebuild would undo this
         decoder.decode(&second, &mut pixels).unwrap().unwrap();
-        assert_eq!(decoder.ac[0].lut[17], before ^ 1);
+        assert_eq!(lut(&decoder), before ^ 1);
     }
 
     /// `file` with the byte at the first occurrence of `marker` (0xFF, code) changed.
