@@ -5,12 +5,20 @@
 //! Reading decodes the whole image, as `np.asarray(PIL.Image.open(f))` does; the sample is the
 //! decoded pixels. JPEG is lossy, so files are smaller than `record_length_bytes` (upstream's
 //! "JPEG generator issue"); the sample handed out still has `d1·d2` bytes.
+//!
+//! Decoding is most of what reading an image costs, so the images DLIO writes take fast paths
+//! into buffers the reader reuses: grayscale baseline JPEGs go through [`crate::jpeg`], 8-bit
+//! grayscale PNGs straight through the `png` crate. Every other image goes through the `image`
+//! crate. A JPEG whose file ends inside its image data is refused, as Pillow refuses it.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::io::Cursor;
+use std::path::Path;
 
 use dlio_storage::{IoBuffer, Storage};
 use image::{ExtendedColorType, ImageEncoder, ImageFormat};
+
+use crate::jpeg::GrayJpegDecoder;
 
 use crate::ranged::{read_range, write_whole_file};
 use crate::{DataRng, FileKey, FileLayout, Format, FormatError, FormatReader};
@@ -106,15 +114,25 @@ impl Format for ImageFileFormat {
         Box::new(ImageReader {
             kind: self.kind,
             file: None,
+            jpeg: GrayJpegDecoder::new(),
             images: HashMap::new(),
+            spare: Vec::new(),
         })
     }
 }
 
+/// Closed images whose pixel buffers are kept for reuse.
+const SPARE_IMAGES: usize = 4;
+
 struct ImageReader {
     kind: ImageKind,
+    /// The encoded file, reused across files.
     file: Option<IoBuffer>,
-    images: HashMap<FileKey, (PathBuf, Vec<u8>)>, // path kept for diagnostics
+    /// The fast decoder for grayscale baseline JPEGs (DLIO's), reused across files.
+    jpeg: GrayJpegDecoder,
+    /// The decoded pixels of each open file.
+    images: HashMap<FileKey, Vec<u8>>,
+    spare: Vec<Vec<u8>>,
 }
 
 impl FormatReader for ImageReader {
@@ -130,20 +148,34 @@ impl FormatReader for ImageReader {
             .map_err(|_| FormatError::corrupt(path, 0, "an image larger than memory"))?;
         let alignment = storage.capabilities().alignment;
         let bytes = read_range(&mut *handle, &mut self.file, alignment, 0, len)?;
-        let format = match self.kind {
-            ImageKind::Jpeg => ImageFormat::Jpeg,
-            ImageKind::Png => ImageFormat::Png,
+        drop(handle);
+        let mut pixels = self
+            .images
+            .remove(&key)
+            .or_else(|| self.spare.pop())
+            .unwrap_or_default();
+        let decoded = match self.kind {
+            ImageKind::Jpeg => match self.jpeg.decode(bytes, &mut pixels) {
+                Ok(Some(_)) => Ok(()),
+                Ok(None) => decode_any(bytes, ImageFormat::Jpeg, &mut pixels),
+                Err(truncated) => Err(truncated.into()),
+            },
+            ImageKind::Png => decode_png(bytes, &mut pixels),
         };
-        let decoded = image::load_from_memory_with_format(bytes, format)
-            .map_err(|e| FormatError::corrupt(path, 0, format!("cannot decode the image: {e}")))?;
-        // Grayscale images decode to L8 without a copy; others are converted, as PIL's
-        // asarray would hand out all channels (we hand out the luma plane).
-        let pixels = match decoded {
-            image::DynamicImage::ImageLuma8(gray) => gray.into_raw(),
-            other => other.into_luma8().into_raw(),
-        };
-        self.images.insert(key, (path.to_path_buf(), pixels));
-        Ok(())
+        match decoded {
+            Ok(()) => {
+                self.images.insert(key, pixels);
+                Ok(())
+            }
+            Err(error) => {
+                self.recycle(pixels);
+                Err(FormatError::corrupt(
+                    path,
+                    0,
+                    format!("cannot decode the image: {error}"),
+                ))
+            }
+        }
     }
 
     /// The whole image, whatever the index: a file is one image, and DLIO's image reader
@@ -154,16 +186,68 @@ impl FormatReader for ImageReader {
         key: FileKey,
         _index: u32,
     ) -> Result<&[u8], FormatError> {
-        let (_, pixels) = self
-            .images
+        self.images
             .get(&key)
-            .ok_or(FormatError::FileNotOpen { key })?;
-        Ok(pixels)
+            .map(Vec::as_slice)
+            .ok_or(FormatError::FileNotOpen { key })
     }
 
     fn close(&mut self, key: FileKey) {
-        self.images.remove(&key);
+        if let Some(pixels) = self.images.remove(&key) {
+            self.recycle(pixels);
+        }
     }
+}
+
+impl ImageReader {
+    fn recycle(&mut self, pixels: Vec<u8>) {
+        if self.spare.len() < SPARE_IMAGES {
+            self.spare.push(pixels);
+        }
+    }
+}
+
+/// Decodes an 8-bit grayscale PNG (DLIO's) straight into `pixels`; any other PNG goes
+/// through [`decode_any`].
+fn decode_png(bytes: &[u8], pixels: &mut Vec<u8>) -> Result<(), DecodeError> {
+    let mut decoder = png::Decoder::new(Cursor::new(bytes));
+    // The expansions the `image` crate asks for, so both paths agree on every PNG.
+    decoder.set_transformations(png::Transformations::EXPAND);
+    let mut reader = decoder.read_info()?;
+    let output = reader.output_color_type();
+    let len = reader.output_buffer_size();
+    match (output, len) {
+        ((png::ColorType::Grayscale, png::BitDepth::Eight), Some(len)) => {
+            // The frame overwrites every byte, so a reused buffer of the right size is not
+            // cleared first.
+            pixels.resize(len, 0);
+            reader.next_frame(pixels)?;
+            Ok(())
+        }
+        _ => decode_any(bytes, ImageFormat::Png, pixels),
+    }
+}
+
+/// Why an image could not be decoded (the reader wraps it in [`FormatError::Corrupt`]).
+#[derive(Debug, thiserror::Error)]
+enum DecodeError {
+    #[error(transparent)]
+    Png(#[from] png::DecodingError),
+    #[error(transparent)]
+    Image(#[from] image::ImageError),
+    #[error(transparent)]
+    Truncated(#[from] crate::jpeg::Truncated),
+}
+
+/// Decodes any image the `image` crate reads into its luma plane (grayscale images as they
+/// are; others are converted, where PIL's asarray would hand out all channels).
+fn decode_any(bytes: &[u8], format: ImageFormat, pixels: &mut Vec<u8>) -> Result<(), DecodeError> {
+    let decoded = image::load_from_memory_with_format(bytes, format)?;
+    *pixels = match decoded {
+        image::DynamicImage::ImageLuma8(gray) => gray.into_raw(),
+        other => other.into_luma8().into_raw(),
+    };
+    Ok(())
 }
 
 #[cfg(test)]
@@ -210,6 +294,74 @@ mod tests {
     }
 
     #[test]
+    fn images_the_fast_paths_leave_alone_decode_to_their_luma_plane() {
+        // A colour JPEG and a 16-bit PNG go through the `image` crate, as before.
+        let dir = tempfile::tempdir().unwrap();
+        let storage = PosixStorage::new();
+        let mut rgb = vec![0u8; 20 * 12 * 3];
+        DataRng::for_file(5, 0, 0).fill(&mut rgb);
+        let jpeg = dir.path().join("colour.jpeg");
+        let mut encoded = Vec::new();
+        image::codecs::jpeg::JpegEncoder::new_with_quality(&mut encoded, 90)
+            .write_image(&rgb, 20, 12, ExtendedColorType::Rgb8)
+            .unwrap();
+        std::fs::write(&jpeg, &encoded).unwrap();
+        let png = dir.path().join("deep.png");
+        let deep: Vec<u8> = (0..20 * 12 * 2).map(|i| (i * 7) as u8).collect();
+        let mut encoded = Vec::new();
+        image::codecs::png::PngEncoder::new(&mut encoded)
+            .write_image(&deep, 20, 12, ExtendedColorType::L16)
+            .unwrap();
+        std::fs::write(&png, &encoded).unwrap();
+        for (kind, path) in [(ImageKind::Jpeg, jpeg), (ImageKind::Png, png)] {
+            let want = image::open(&path).unwrap().into_luma8().into_raw();
+            let mut reader = ImageFileFormat { kind }.reader(&layout(vec![12, 20]));
+            reader.open(&storage, 3, &path).unwrap();
+            assert_eq!(reader.read_sample(&storage, 3, 0).unwrap(), want.as_slice());
+            reader.close(3);
+        }
+    }
+
+    #[test]
+    fn a_reader_reuses_its_buffers_and_keeps_files_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = PosixStorage::new();
+        let format = ImageFileFormat {
+            kind: ImageKind::Jpeg,
+        };
+        let l = layout(vec![16, 16]);
+        let paths: Vec<_> = (0..3)
+            .map(|i| {
+                let path = dir.path().join(format!("{i}.jpeg"));
+                format
+                    .generate(&storage, &path, &l, &mut DataRng::for_file(1, i, 0))
+                    .unwrap();
+                path
+            })
+            .collect();
+        let mut reader = format.reader(&l);
+        let mut first = Vec::new();
+        for round in 0..3 {
+            for (key, path) in paths.iter().enumerate() {
+                reader.open(&storage, key as u64, path).unwrap();
+            }
+            let samples: Vec<Vec<u8>> = (0..3)
+                .map(|key| reader.read_sample(&storage, key, 0).unwrap().to_vec())
+                .collect();
+            assert_ne!(samples[0], samples[1]);
+            if round == 0 {
+                first = samples;
+            } else {
+                assert_eq!(samples, first);
+            }
+            for key in 0..3 {
+                reader.close(key);
+            }
+        }
+        assert!(reader.read_sample(&storage, 0, 0).is_err());
+    }
+
+    #[test]
     fn more_than_two_dimensions_is_dlios_error() {
         let err = image_size("jpeg", &layout(vec![2, 3, 4]))
             .unwrap_err()
@@ -225,19 +377,32 @@ mod tests {
     #[test]
     fn a_damaged_image_names_the_file() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("bad.png");
-        std::fs::write(&path, b"\x89PNG\r\n\x1a\nthis is not a png").unwrap();
-        let format = ImageFileFormat {
-            kind: ImageKind::Png,
+        let storage = PosixStorage::new();
+        let png = dir.path().join("bad.png");
+        std::fs::write(&png, b"\x89PNG\r\n\x1a\nthis is not a png").unwrap();
+        let jpeg = dir.path().join("bad.jpeg");
+        std::fs::write(&jpeg, b"\xFF\xD8\xFF\xDBthis is not a jpeg").unwrap();
+        // A JPEG cut short in its scan: the fast decoder refuses it and the general one
+        // reports it.
+        let cut = dir.path().join("cut.jpeg");
+        let l = layout(vec![64, 64]);
+        let jpeg_format = ImageFileFormat {
+            kind: ImageKind::Jpeg,
         };
-        let mut reader = format.reader(&layout(vec![2, 2]));
-        let err = reader
-            .open(&PosixStorage::new(), 0, &path)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("bad.png") && err.contains("cannot decode"),
-            "{err}"
-        );
+        jpeg_format
+            .generate(&storage, &cut, &l, &mut DataRng::for_file(1, 0, 0))
+            .unwrap();
+        let whole = std::fs::read(&cut).unwrap();
+        std::fs::write(&cut, &whole[..whole.len() / 2]).unwrap();
+        for (kind, path, name) in [
+            (ImageKind::Png, png, "bad.png"),
+            (ImageKind::Jpeg, jpeg, "bad.jpeg"),
+            (ImageKind::Jpeg, cut, "cut.jpeg"),
+        ] {
+            let mut reader = ImageFileFormat { kind }.reader(&l);
+            let err = reader.open(&storage, 0, &path).unwrap_err().to_string();
+            assert!(err.contains(name) && err.contains("cannot decode"), "{err}");
+            assert!(reader.read_sample(&storage, 0, 0).is_err());
+        }
     }
 }

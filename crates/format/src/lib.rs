@@ -60,6 +60,7 @@ mod generate;
 mod hdf5;
 mod image;
 mod indexed_binary;
+mod jpeg;
 mod npy;
 mod npz;
 mod parquet;

@@ -73,9 +73,10 @@ pub struct LoaderSpec {
     pub tracer: dlio_trace::Tracer,
     /// Bytes of the sample handed to the training loop, when the workload sets it
     /// (`dataset.record_length_bytes_resize`, `reader.transformed_record_dims`): each sample is
-    /// then copied (cut or zero-padded) into the reader thread's batch buffer, as a framework's
-    /// collate step copies the transformed sample into the batch tensor. `None`: the batch
-    /// refers to the samples as read.
+    /// then copied (cut or zero-padded) into the batch buffer of the thread that finishes it (a
+    /// reader thread, or a parse thread of the tf.data TFRecord pipeline), as a framework's
+    /// collate or parse step copies the transformed sample into the batch tensor. `None`: the
+    /// batch refers to the samples as read.
     pub sample_out_bytes: Option<usize>,
 }
 
@@ -194,7 +195,10 @@ impl Loader {
                 Arc::clone(&files),
                 Arc::clone(&self.storage),
                 &self.stream_options,
-                prefetch,
+                stream::Output {
+                    prefetch,
+                    sample_out_bytes: self.spec.sample_out_bytes,
+                },
                 Arc::clone(&self.cancel),
             );
             let (_done, finished) = mpsc::channel();
@@ -340,6 +344,20 @@ impl EpochBatches<'_> {
         while self.finished.recv().is_ok() {}
         std::mem::take(&mut *lock(&self.stats))
     }
+}
+
+/// The collate step of a framework's data loader, for workloads that resize samples: copies
+/// `sample`, cut or zero-padded to `out` bytes, into slot `slot` of `batch` (grown as needed and
+/// reused, never shrunk) and returns the bytes handed to the loop (`out`).
+fn collate(batch: &mut Vec<u8>, slot: usize, out: usize, sample: &[u8]) -> usize {
+    let start = slot * out;
+    if batch.len() < start + out {
+        batch.resize(start + out, 0);
+    }
+    let n = sample.len().min(out);
+    batch[start..start + n].copy_from_slice(&sample[..n]);
+    batch[start + n..start + out].fill(0);
+    out
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

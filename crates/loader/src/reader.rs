@@ -13,7 +13,9 @@ use dlio_trace::{Tracer, ai};
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use crate::{EpochWork, FileList, LoadedBatch, LoaderError, LoaderSpec, TimeSampler, lock};
+use crate::{
+    EpochWork, FileList, LoadedBatch, LoaderError, LoaderSpec, TimeSampler, collate, lock,
+};
 
 /// A format reader plus the open/close policy of the configured loader.
 pub(crate) struct SampleReader {
@@ -175,18 +177,7 @@ impl SampleReader {
             let data = self.reader.read_sample(storage, key, index).map_err(fail)?;
             let len = match self.sample_out_bytes {
                 None => data.len(),
-                Some(out) => {
-                    // The collate copy: the sample, cut or zero-padded to the transformed size,
-                    // into its slot of the batch.
-                    let slot = samples as usize * out;
-                    if self.batch.len() < slot + out {
-                        self.batch.resize(slot + out, 0);
-                    }
-                    let n = data.len().min(out);
-                    self.batch[slot..slot + n].copy_from_slice(&data[..n]);
-                    self.batch[slot + n..slot + out].fill(0);
-                    out
-                }
+                Some(out) => collate(&mut self.batch, samples as usize, out, data),
             };
             if self.policy == OpenPolicy::PerSample {
                 self.reader.close(key);

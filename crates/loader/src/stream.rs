@@ -12,12 +12,16 @@
 //!   one from each in turn (the interleave), passes them through the shuffle buffer, keeps every
 //!   `P`-th one when the rank shards records, and cuts batches.
 //! - `computation_threads` parsers: decode each record's `tf.train.Example` (the `image`
-//!   bytes), the work of tf.data's `map`.
+//!   bytes), the work of tf.data's `map`, and, when the workload resizes samples
+//!   (`record_length_bytes_resize`, `transformed_record_dims`), copy each image, cut or
+//!   zero-padded to that size, into the parser's batch buffer, as DLIO's parse function hands
+//!   the step the resized array.
 //!
 //! Batches reach the trainer in step order through a bounded queue of `prefetch_size`
 //! batches. Every byte goes through the storage the loader was given, so `Metered` counts it.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
@@ -32,7 +36,7 @@ use dlio_storage::Storage;
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use crate::{EpochReadStats, FileList, LoadedBatch, LoaderError, lock};
+use crate::{EpochReadStats, FileList, LoadedBatch, LoaderError, collate, lock};
 
 /// Settings of the tf.data TFRecord pipeline, from the `reader` section.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,6 +96,14 @@ enum FromReader {
 /// A record with where it came from: (file number, offset in the file, payload).
 type Tagged = (u64, u64, Vec<u8>);
 
+/// How the pipeline hands batches to the loop.
+pub(crate) struct Output {
+    /// Batches the queue to the loop holds (`prefetch`).
+    pub(crate) prefetch: usize,
+    /// Bytes of each sample handed to the loop when samples are resized (see `LoaderSpec`).
+    pub(crate) sample_out_bytes: Option<usize>,
+}
+
 /// One running epoch of the pipeline.
 pub(crate) struct StreamEpoch {
     batches: Receiver<(u64, Result<LoadedBatch, LoaderError>)>,
@@ -108,7 +120,7 @@ impl StreamEpoch {
         files: FileList,
         storage: Arc<dyn Storage>,
         options: &StreamOptions,
-        prefetch: usize,
+        output: Output,
         cancel: Arc<AtomicBool>,
     ) -> StreamEpoch {
         let stop = Arc::new(AtomicBool::new(false));
@@ -136,13 +148,14 @@ impl StreamEpoch {
         let parsers = options.computation_threads.max(1) as usize;
         let (work_tx, work_rx) = sync_channel::<(u64, Vec<Tagged>)>(parsers);
         let work_rx = Arc::new(Mutex::new(work_rx));
-        let (out_tx, out_rx) = sync_channel(prefetch.max(1));
+        let (out_tx, out_rx) = sync_channel(output.prefetch.max(1));
         for _ in 0..parsers {
             let work_rx = Arc::clone(&work_rx);
             let out_tx = out_tx.clone();
             let files = Arc::clone(&files);
+            let sample_out_bytes = output.sample_out_bytes;
             threads.push(std::thread::spawn(move || {
-                parse_batches(&work_rx, &out_tx, &files)
+                parse_batches(&work_rx, &out_tx, &files, sample_out_bytes)
             }));
         }
         let assembler = Assembler {
@@ -258,25 +271,37 @@ fn read_files(
     lock(stats).sample_read.merge(&hist);
 }
 
-/// Decodes the Examples of each batch (tf.data's `map(parse)`).
+/// Decodes the Examples of each batch (tf.data's `map(parse)`), resizing the samples when
+/// `sample_out_bytes` says so.
 fn parse_batches(
     work: &Mutex<Receiver<(u64, Vec<Tagged>)>>,
     out: &SyncSender<(u64, Result<LoadedBatch, LoaderError>)>,
     files: &FileList,
+    sample_out_bytes: Option<usize>,
 ) {
     let mut image = Vec::new();
+    // The resized samples of the batch being parsed; allocated once, reused.
+    let mut batch = Vec::new();
     loop {
         let next = lock(work).recv();
         let Ok((step, records)) = next else { return };
         let mut sample_bytes = 0u64;
         let mut result = Ok(());
-        for (file, offset, record) in &records {
-            let path = files.get(*file as usize).cloned().unwrap_or_default();
-            match decode_tfrecord_image(&path, *offset, record, &mut image) {
-                Ok(()) => sample_bytes += image.len() as u64,
+        for (slot, (file, offset, record)) in records.iter().enumerate() {
+            let path = files
+                .get(*file as usize)
+                .map_or(Path::new(""), PathBuf::as_path);
+            match decode_tfrecord_image(path, *offset, record, &mut image) {
+                Ok(()) => {
+                    let len = match sample_out_bytes {
+                        None => image.len(),
+                        Some(size) => collate(&mut batch, slot, size, &image),
+                    };
+                    sample_bytes += len as u64;
+                }
                 Err(source) => {
                     result = Err(LoaderError::Read {
-                        path,
+                        path: path.to_path_buf(),
                         index: 0,
                         source: Box::new(source),
                     });

@@ -51,6 +51,16 @@ fn plan_spec(files: u64, world: u32, threads: u32, batch: u64) -> PlanSpec {
 }
 
 fn loader(storage: Arc<dyn Storage>, threads: u32, options: StreamOptions) -> Loader {
+    resizing_loader(storage, threads, options, None)
+}
+
+/// A loader whose samples reach the loop at `sample_out_bytes` (None: as read).
+fn resizing_loader(
+    storage: Arc<dyn Storage>,
+    threads: u32,
+    options: StreamOptions,
+    sample_out_bytes: Option<usize>,
+) -> Loader {
     let spec = LoaderSpec {
         read_threads: threads,
         prefetch_size: 2,
@@ -60,7 +70,7 @@ fn loader(storage: Arc<dyn Storage>, threads: u32, options: StreamOptions) -> Lo
         seed: 5,
         layout: layout(),
         tracer: dlio_trace::Tracer::disabled(),
-        sample_out_bytes: None,
+        sample_out_bytes,
     };
     let format = Arc::from(dlio_format::format_for(FormatKind::Tfrecord).unwrap());
     let mut loader = Loader::new(spec, storage, format, Arc::new(AtomicBool::new(false))).unwrap();
@@ -172,4 +182,41 @@ fn a_damaged_record_fails_the_epoch_naming_the_file() {
         error.contains("f001.tfrecord") && error.contains("CRC"),
         "{error}"
     );
+}
+
+#[test]
+fn resized_samples_reach_the_loop_at_the_transformed_size() {
+    // record_length_bytes_resize / transformed_record_dims: the parse step hands every
+    // 2000-byte image to the loop cut or zero-padded to the transformed size, while storage
+    // still reads every byte of every file.
+    let dir = tempfile::tempdir().unwrap();
+    let files = dataset(dir.path(), 4);
+    let whole_files: u64 = files.iter().map(file_len).sum();
+    let spec = plan_spec(4, 1, 2, 3);
+    for (out, parsers) in [(1500, 1), (2600, 2)] {
+        let metered = Arc::new(Metered::new(PosixStorage::new()));
+        let counters = Arc::clone(metered.counters());
+        let options = StreamOptions {
+            computation_threads: parsers,
+            ..StreamOptions::default()
+        };
+        let mut loader = resizing_loader(metered, spec.read_threads, options, Some(out));
+        let plan = EpochPlan::new(&spec, 1, 0).unwrap();
+        let mut batches = loader.start_epoch(plan, Arc::clone(&files));
+        let mut samples = 0;
+        while let Some(batch) = batches.next_batch() {
+            let batch = batch.unwrap();
+            assert_eq!(batch.samples, 3, "out {out}");
+            assert_eq!(
+                batch.sample_bytes,
+                3 * out as u64,
+                "out {out}, step {}",
+                batch.step
+            );
+            samples += batch.samples;
+        }
+        batches.finish();
+        assert_eq!(samples, 4 * SPF, "out {out}");
+        assert_eq!(counters.snapshot().bytes_read, whole_files, "out {out}");
+    }
 }

@@ -181,6 +181,38 @@ elif mode == "image-write":
     path, fmt = args[0], args[1]
     Image.fromarray((np.arange(20 * 30) % 251).astype(np.uint8).reshape(20, 30)).save(path, format=fmt)
     print("ok")
+elif mode == "jpeg-variants":
+    # JPEGs the way Pillow writes them, each with the pixels np.asarray(Image.open(f)) gives.
+    from PIL import Image
+    import numpy as np
+    out = args[0]
+    rng = np.random.default_rng(3)
+    noise = lambda h, w: rng.integers(0, 256, (h, w), dtype=np.uint8)
+    ramp = (np.add.outer(np.arange(48) * 2, np.arange(64) * 3) % 256).astype(np.uint8)
+    variants = [
+        ("dlio", noise(256, 256), {}),                        # DLIO's images: quality 75
+        ("odd_size", noise(23, 37), {"quality": 90}),
+        ("smooth", ramp, {"quality": 50}),
+        ("optimized_tables", noise(40, 56), {"optimize": True}),
+        ("tiny", noise(1, 1), {}),
+        ("progressive", noise(48, 64), {"progressive": True}),
+        ("restarts", noise(48, 64), {"restart_marker_blocks": 3}),
+        ("colour", np.dstack([noise(24, 40)] * 3), {}),
+    ]
+    for name, pixels, options in variants:
+        path = f"{out}/{name}.jpeg"
+        try:
+            Image.fromarray(pixels).save(path, format="JPEG", **options)
+        except TypeError:
+            continue  # an option this Pillow lacks
+        decoded = np.asarray(Image.open(path))
+        open(f"{out}/{name}.raw", "wb").write(decoded.tobytes())
+        print(name, decoded.shape[1], decoded.shape[0], decoded.ndim)
+elif mode == "jpeg-pixels":
+    from PIL import Image
+    import numpy as np
+    open(args[1], "wb").write(np.asarray(Image.open(args[0])).tobytes())
+    print("ok")
 elif mode == "parquet-check":
     import pyarrow.parquet as pq
     path, rows, groups, sample, codec = args[0], int(args[1]), int(args[2]), int(args[3]), args[4]
@@ -388,6 +420,66 @@ fn pillow_opens_our_images_and_we_decode_pillows() {
             assert_eq!(got[0], want);
         }
     }
+}
+
+/// What one JPEG decodes to: most `Pillow - ours` differences stay within one grey level
+/// (decoders may round their inverse DCTs differently).
+fn assert_close(name: &str, ours: &[u8], pillow: &[u8]) {
+    assert_eq!(ours.len(), pillow.len(), "{name}: pixel count");
+    let worst = ours.iter().zip(pillow).map(|(a, b)| a.abs_diff(*b)).max();
+    assert!(
+        worst <= Some(1),
+        "{name}: {worst:?} grey levels from Pillow's pixels"
+    );
+}
+
+#[test]
+fn we_decode_every_pixel_of_pillows_jpegs_as_pillow_does_and_pillow_ours() {
+    if !python_available("PIL, numpy") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let format = format_from_config(&dataset(FormatKind::Jpeg)).unwrap();
+    let listing = python("jpeg-variants", &[s(dir.path())]);
+    let mut names = Vec::new();
+    for line in listing.lines() {
+        let [name, width, height, ndim] = line.split(' ').collect::<Vec<_>>()[..] else {
+            panic!("unexpected line {line:?}");
+        };
+        let (width, height): (usize, usize) = (width.parse().unwrap(), height.parse().unwrap());
+        let path = dir.path().join(format!("{name}.jpeg"));
+        let l = layout(1, &[height, width], ElementType::Uint8, Compression::None);
+        let ours = read_all(&*format, &path, &l, 1).remove(0);
+        let pillow = std::fs::read(dir.path().join(format!("{name}.raw"))).unwrap();
+        if ndim == "3" {
+            // Colour: Pillow hands out RGB, we hand out the luma plane.
+            assert_eq!(ours.len(), width * height, "{name}");
+        } else {
+            assert_close(name, &ours, &pillow);
+        }
+        names.push(name.to_string());
+    }
+    for expected in [
+        "dlio",
+        "odd_size",
+        "smooth",
+        "optimized_tables",
+        "progressive",
+    ] {
+        assert!(
+            names.iter().any(|n| n == expected),
+            "{expected} missing: {names:?}"
+        );
+    }
+
+    // Pillow decodes the JPEGs we write to the same pixels as we do.
+    let l = layout(1, &[64, 96], ElementType::Uint8, Compression::None);
+    let ours = dir.path().join("ours.jpeg");
+    generate(&*format, &ours, &l);
+    let raw = dir.path().join("ours.raw");
+    assert_eq!(python("jpeg-pixels", &[s(&ours), s(&raw)]), "ok");
+    let got = read_all(&*format, &ours, &l, 1).remove(0);
+    assert_close("ours", &got, &std::fs::read(&raw).unwrap());
 }
 
 #[test]
