@@ -218,8 +218,11 @@ impl Hdf5Format {
             None
         };
 
+        // No modification times in the root group (datasets have none by default, as in
+        // h5py): the same config and seed give the same bytes, whenever they are written.
         let file = hdf5::File::with_options()
             .with_fapl(|p| p.libver_latest())
+            .with_fcpl(|p| p.obj_track_times(false))
             .create(scratch)
             .map_err(fail("creating the scratch file"))?;
         let element = layout.element;
