@@ -23,6 +23,7 @@ use std::fs::File;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::Receiver;
 
 use flate2::Compression;
@@ -74,9 +75,13 @@ pub(crate) struct WriterStats {
     pub metadata_events: u64,
 }
 
-/// Packed entries the writer holds in memory before it writes them to the spill file
-/// (64 MiB hold about three million I/O events, ten seconds of a small-record run).
+/// Packed entries the writers of a process hold in memory together before one writes its
+/// share to its spill file (64 MiB hold about three million I/O events, ten seconds of a
+/// small-record run). Counted across tracers, so a process with many ranks holds no more.
 const HELD_BYTES: usize = 64 << 20;
+
+/// Packed bytes held in memory by every writer of this process.
+static HELD: AtomicUsize = AtomicUsize::new(0);
 
 // Spill entry tags.
 const TAG_SPANS: u8 = 1;
@@ -191,8 +196,13 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(s.as_bytes());
 }
 
+/// What a writer's packing buffer starts with.
+const SPILL_CHUNK: usize = 1 << 20;
+
 /// Phase 1: packs records into the spill.
 struct Spiller {
+    /// Bytes of `buf` counted in [`HELD`].
+    counted: usize,
     file: BufWriter<File>,
     buf: Vec<u8>,
     interner: Interner,
@@ -252,9 +262,12 @@ impl Spiller {
         self.spill_if_full()
     }
 
-    /// Moves the packed entries to the spill file once they exceed [`HELD_BYTES`].
+    /// Moves this writer's packed entries to its spill file once the writers of the
+    /// process hold more than [`HELD_BYTES`] together.
     fn spill_if_full(&mut self) -> io::Result<()> {
-        if self.buf.len() > HELD_BYTES {
+        let added = self.buf.len() - self.counted;
+        self.counted = self.buf.len();
+        if HELD.fetch_add(added, Ordering::Relaxed) + added > HELD_BYTES {
             self.spill()?;
         }
         Ok(())
@@ -262,7 +275,13 @@ impl Spiller {
 
     fn spill(&mut self) -> io::Result<()> {
         self.file.write_all(&self.buf)?;
+        HELD.fetch_sub(self.counted, Ordering::Relaxed);
+        self.counted = 0;
         self.buf.clear();
+        if self.buf.capacity() > SPILL_CHUNK * 4 {
+            // Give back what a burst took; the next packing starts small again.
+            self.buf = Vec::with_capacity(SPILL_CHUNK);
+        }
         self.file.flush()
     }
 
@@ -281,6 +300,12 @@ impl Spiller {
         put_varint(&mut self.buf, u64::from(tid));
         put_str(&mut self.buf, name);
         self.spill_if_full()
+    }
+}
+
+impl Drop for Spiller {
+    fn drop(&mut self) {
+        HELD.fetch_sub(self.counted, Ordering::Relaxed);
     }
 }
 
@@ -528,7 +553,8 @@ pub(crate) fn run(
         .ok_or_else(|| corrupt("no spill file"))?;
     let mut spiller = Spiller {
         file: BufWriter::with_capacity(1 << 20, spill_file),
-        buf: Vec::with_capacity(1 << 20),
+        buf: Vec::with_capacity(SPILL_CHUNK),
+        counted: 0,
         interner: Interner::default(),
         files_seen: HashSet::default(),
     };
