@@ -329,8 +329,17 @@ fn drive(
                 compress: dlio_trace::dftracer_compression_from_env().unwrap_or(true),
                 ..dlio_trace::TraceOptions::new(&out, group.global_rank(local), world)
             };
-            Tracer::create(&opts)
-                .with_context(|| format!("starting the trace {}", opts.path().display()))?
+            let tracer = Tracer::create(&opts)
+                .with_context(|| format!("starting the trace {}", opts.path().display()))?;
+            // The dataset's names go to the trace now, not on the reader threads' first
+            // opens during the measured run.
+            tracer.name_files(
+                train_files
+                    .iter()
+                    .chain(eval_files.iter())
+                    .map(|p| p.as_path()),
+            );
+            tracer
         } else {
             Tracer::disabled()
         };

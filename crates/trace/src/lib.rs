@@ -8,19 +8,25 @@
 //! measured ones with [`Tracer::complete`]. [`Tracer::finish`] closes the file.
 //!
 //! Why this shape: the hot path must stay cheap. A small-record run makes a million
-//! events per second, so a call appends one fixed-size record to a buffer owned by the
-//! calling thread (an uncontended lock, no formatting, no allocation); a full buffer goes
-//! to one background thread per rank, which holds up to 64 MiB of buffers and packs older
-//! ones into a spill file (`trace-{rank}-of-{size}.pfw.spill`, a few bytes per field)
-//! while the run goes on. [`Tracer::finish`], after the measured phase, writes the JSON
-//! lines and gzips them, as dftracer compresses at finalisation; the trace appears under
-//! its final name only when complete. Timestamps read the CPU's time-stamp counter where
-//! the kernel trusts it ([`Stamp`]). A read handle collects its `open`, `pread` and `close`
-//! events and hands them over together when it closes, and it holds the tracer's id, not
-//! a reference-counted tracer, so reader threads never write to a cache line they share.
-//! File names are hashed once per open ([`Tracer::file`]) and sent to the writer with the
-//! records the first time a thread sees them. A [disabled](Tracer::disabled) tracer
+//! events per second, so a call appends one fixed-size record to a small staging area of
+//! the calling thread (no lock, no formatting, no allocation), which moves to the thread's
+//! buffer every sixteen samples or so; a full buffer goes to one background thread per
+//! rank, which packs it (a few bytes per field) in memory, and beyond 64 MiB per process
+//! into a spill file (`trace-{rank}-of-{size}.pfw.spill`), while the run goes on.
+//! [`Tracer::finish`], after the measured phase, writes the JSON lines and gzips them, as
+//! dftracer compresses at finalisation; the trace appears under its final name only when
+//! complete. Timestamps read the CPU's time-stamp counter where the kernel trusts it
+//! ([`Stamp`]). A read handle collects its `open`, `pread` and `close` events and hands them
+//! over together when it closes, and it holds the tracer's id, not a reference-counted
+//! tracer, so reader threads never write to a cache line they share. The run driver names
+//! the dataset's files before the run ([`Tracer::name_files`]); other files are named the
+//! first time a thread opens them ([`Tracer::file`]). A [disabled](Tracer::disabled) tracer
 //! returns at once, so call sites need no `if`.
+//!
+//! Events of a thread reach the file when the thread ends or calls [`Tracer::finish`]; a
+//! thread still running when another thread finishes the trace may keep its last few
+//! events (fewer than 64) out of it. The run driver finishes traces after every rank,
+//! reader and checkpoint thread has ended.
 //!
 //! # Format (dftracer's, Chrome-trace JSON)
 //! One JSON array, one event per line: `[`, then events separated by `,` at line ends, then

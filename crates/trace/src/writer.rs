@@ -43,6 +43,8 @@ pub(crate) enum Msg {
         ios: Vec<IoRecord>,
         files: Vec<(u64, String)>,
     },
+    /// File names given ahead of the run (FH metadata).
+    Names(Vec<(u64, String)>),
     /// A new thread (thread_name metadata).
     Thread { tid: u32, name: String },
     /// Stop spilling and write the trace file; stamps are worth `ns_per_unit` ns each.
@@ -575,6 +577,11 @@ pub(crate) fn run(
                     // Straight back to the threads: a buffer they refill is one whose
                     // pages are already mapped.
                     pool.give_back(spans, ios);
+                }
+                Msg::Names(files) => {
+                    for (hash, name) in &files {
+                        spiller.file_name(*hash, name)?;
+                    }
                 }
                 Msg::Thread { tid, name } => spiller.thread(tid, &name)?,
                 Msg::Finish { ns_per_unit: rate } => {

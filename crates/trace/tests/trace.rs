@@ -437,3 +437,50 @@ fn stamped_and_instant_timed_events_share_one_timeline() {
     );
     assert!((19_000.0..40_000.0).contains(&read_dur), "{read_dur} µs");
 }
+
+#[test]
+fn files_named_ahead_of_the_run_get_one_name_each() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tracer = Tracer::create(&TraceOptions::new(dir.path(), 0, 1)).expect("tracer");
+    let storage = Traced::new(PosixStorage::new(), tracer.clone());
+    let paths: Vec<_> = (0..3)
+        .map(|i| {
+            let p = dir.path().join(format!("img_{i}.bin"));
+            std::fs::write(&p, [i as u8; 64]).expect("sample");
+            p
+        })
+        .collect();
+    tracer.name_files(paths.iter().map(|p| p.as_path()));
+    // Two threads open every file; a file not named ahead is named at its first open.
+    let other = dir.path().join("other.bin");
+    std::fs::write(&other, [9u8; 64]).expect("other");
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                for p in paths.iter().chain([&other]) {
+                    let mut buf = [0u8; 64];
+                    storage
+                        .open(p)
+                        .expect("open")
+                        .read_exact_at(&mut buf, 0)
+                        .expect("read");
+                }
+            });
+        }
+    });
+    let summary = tracer.finish().expect("finish").expect("enabled");
+    let events = load(&summary.path);
+    let mut named: Vec<String> = metadata(&events, "FH")
+        .iter()
+        .map(|e| e["args"]["name"].as_str().expect("name").to_string())
+        .collect();
+    named.sort();
+    let mut expected: Vec<String> = paths
+        .iter()
+        .chain([&other])
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    expected.sort();
+    assert_eq!(named, expected, "every file exactly once");
+    assert_eq!(count_by_name(&events).get("pread"), Some(&8));
+}
