@@ -9,7 +9,7 @@ use std::cell::RefCell;
 use std::collections::HashSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, SyncSender};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::thread::JoinHandle;
@@ -271,6 +271,8 @@ pub(crate) struct Shared {
     pool: Arc<Pool>,
     /// Hashes of the files named ahead of the run ([`Tracer::name_files`]).
     prenamed: OnceLock<HashSet<u64, CheapBuild>>,
+    /// Threads whose staging area holds events of this tracer.
+    staged_threads: Arc<AtomicUsize>,
     writer: Mutex<Option<JoinHandle<Result<WriterStats, std::io::Error>>>>,
     summary: Mutex<Option<TraceSummary>>,
 }
@@ -386,7 +388,9 @@ impl Shared {
         }
         let finishing = Instant::now();
         self.open.store(false, Ordering::SeqCst);
-        // This thread's staged events; other threads hand theirs over when they end.
+        // This thread's staged events; other threads hand theirs over when they end, which
+        // may be a moment after they were joined (a scoped thread's closure returns before
+        // its thread-local areas are dropped): wait for that, briefly.
         let _ = STAGE.try_with(|cell| {
             if let Ok(mut staging) = cell.try_borrow_mut()
                 && staging.id == self.id
@@ -394,6 +398,10 @@ impl Shared {
                 staging.flush();
             }
         });
+        let waiting = Instant::now();
+        while self.staged_threads.load(Ordering::Acquire) > 0 && waiting.elapsed() < STAGED_WAIT {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         for buf in lock(&self.buffers).iter() {
             lock(buf).hand_over();
         }
@@ -479,28 +487,51 @@ impl Recorder {
 const STAGED_IOS: usize = 64;
 /// Spans a thread stages before it takes its buffer's lock.
 const STAGED_SPANS: usize = 16;
+/// How long [`Tracer::finish`] waits for ending threads to hand over their staged events.
+const STAGED_WAIT: Duration = Duration::from_millis(500);
 
 /// A thread's staging area: the events it recorded last, for one tracer, in memory no
 /// other thread touches. A small-record run makes four events per sample; staging them
 /// turns four lookups and lock round trips on the thread's buffer into one per sixteen
 /// samples. Staged events reach the buffer when the area fills, when the thread records
 /// for another tracer, when the thread ends, and, for the thread that calls it, in
-/// [`Tracer::finish`]; a thread still running when another thread finishes the trace keeps
-/// its last few events (fewer than 64) out of it.
+/// [`Tracer::finish`], which also waits (at most half a second) for threads that are
+/// ending to hand theirs over. A thread that is still running and idle when another thread
+/// finishes the trace keeps its last few events (fewer than 64) out of it.
 struct Staging {
     /// The tracer the staged events belong to (0: none).
     id: u64,
+    /// That tracer's count of threads with staged events (`None` when it is gone).
+    counter: Option<Arc<AtomicUsize>>,
     ios: Vec<IoRecord>,
     spans: Vec<SpanRecord>,
 }
 
 impl Staging {
+    fn is_empty(&self) -> bool {
+        self.ios.is_empty() && self.spans.is_empty()
+    }
+
     fn flush(&mut self) {
-        if !self.ios.is_empty() || !self.spans.is_empty() {
+        if !self.is_empty() {
             deliver(self.id, &self.spans, &self.ios);
             self.ios.clear();
             self.spans.clear();
+            if let Some(counter) = &self.counter {
+                counter.fetch_sub(1, Ordering::Release);
+            }
         }
+    }
+
+    /// Switches to tracer `id` (flushing what was staged for another).
+    fn switch_to(&mut self, id: u64) {
+        self.flush();
+        self.id = id;
+        self.counter = lock(&REGISTRY)
+            .iter()
+            .find(|(live, _)| *live == id)
+            .and_then(|(_, weak)| weak.upgrade())
+            .map(|shared| Arc::clone(&shared.staged_threads));
     }
 }
 
@@ -513,6 +544,7 @@ impl Drop for Staging {
 thread_local! {
     static STAGE: RefCell<Staging> = RefCell::new(Staging {
         id: 0,
+        counter: None,
         ios: Vec::with_capacity(STAGED_IOS),
         spans: Vec::with_capacity(STAGED_SPANS),
     });
@@ -526,8 +558,12 @@ fn stage(id: u64, spans: &[SpanRecord], ios: &[IoRecord]) {
                 return false;
             };
             if staging.id != id {
-                staging.flush();
-                staging.id = id;
+                staging.switch_to(id);
+            }
+            if staging.is_empty()
+                && let Some(counter) = &staging.counter
+            {
+                counter.fetch_add(1, Ordering::Release);
             }
             staging.spans.extend_from_slice(spans);
             staging.ios.extend_from_slice(ios);
@@ -644,6 +680,7 @@ impl Tracer {
             buffers: Mutex::new(Vec::new()),
             pool,
             prenamed: OnceLock::new(),
+            staged_threads: Arc::new(AtomicUsize::new(0)),
             writer: Mutex::new(Some(handle)),
             summary: Mutex::new(None),
         });
