@@ -29,6 +29,8 @@ const BUFFER_SPANS: usize = BUFFER_EVENTS / 4;
 const POOLED_BUFFERS: usize = 16;
 /// Full buffers that may wait for the writer before recording threads block.
 const QUEUE_BUFFERS: usize = 64;
+/// Files [`Tracer::name_files`] names ahead of a run, at most (about 16 MiB of hashes).
+pub const PRENAMED_MAX: usize = 1 << 20;
 /// Most arguments one event carries; further `arg` calls are ignored.
 pub const MAX_ARGS: usize = 4;
 
@@ -786,7 +788,9 @@ impl Tracer {
     /// the writer now, in chunks, and opening one of these files during the run then needs
     /// no bookkeeping on the reading thread (on a small-record run, naming each file the
     /// first time each reader thread opened it cost more than any other part of tracing).
-    /// Only the first call counts; files not named here are named when first opened.
+    /// Only the first call counts; files not named here are named when first opened. At
+    /// most [`PRENAMED_MAX`] files are named ahead (the set of their hashes stays in memory
+    /// for the run); a larger dataset's files are named when first opened.
     pub fn name_files<'a>(&self, paths: impl IntoIterator<Item = &'a Path>) {
         const CHUNK: usize = 4096;
         let Some(shared) = self.shared.as_deref() else {
@@ -797,7 +801,7 @@ impl Tracer {
         }
         let mut names: HashSet<u64, CheapBuild> = HashSet::default();
         let mut chunk = Vec::with_capacity(CHUNK);
-        for path in paths {
+        for path in paths.into_iter().take(PRENAMED_MAX) {
             let hash = name_hash(path.as_os_str().as_encoded_bytes());
             if names.insert(hash) {
                 chunk.push((hash, path.to_string_lossy().into_owned()));
