@@ -18,7 +18,7 @@ use std::os::raw::{c_int, c_void};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use dlio_storage::{Capabilities, DirEntry, ReadHandle, Storage, StorageError, WriteHandle};
+use dlio_storage::{Capabilities, ForwardStorage, ReadHandle, Storage, StorageError};
 use mpi::ffi;
 
 /// A dedicated communicator for file I/O: a duplicate of `MPI_COMM_WORLD`, so the reader
@@ -74,6 +74,12 @@ impl CollectiveStorage {
     }
 }
 
+impl ForwardStorage for CollectiveStorage {
+    fn forward_to(&self) -> &dyn Storage {
+        &*self.inner
+    }
+}
+
 impl Storage for CollectiveStorage {
     fn engine(&self) -> &'static str {
         "mpiio-collective"
@@ -122,30 +128,17 @@ impl Storage for CollectiveStorage {
             _comm: Arc::clone(&self.comm),
         }))
     }
-    fn create(&self, path: &Path) -> Result<Box<dyn WriteHandle>, StorageError> {
-        self.inner.create(path)
-    }
-    fn list(&self, dir: &Path) -> Result<Vec<DirEntry>, StorageError> {
-        self.inner.list(dir)
-    }
-    fn size(&self, path: &Path) -> Result<Option<u64>, StorageError> {
-        self.inner.size(path)
-    }
-    fn create_dir_all(&self, dir: &Path) -> Result<(), StorageError> {
-        self.inner.create_dir_all(dir)
-    }
-    fn remove_file(&self, path: &Path) -> Result<(), StorageError> {
-        self.inner.remove_file(path)
-    }
-    fn remove_dir_all(&self, dir: &Path) -> Result<(), StorageError> {
-        self.inner.remove_dir_all(dir)
-    }
-    fn partial_path(&self, path: &Path) -> Option<PathBuf> {
-        self.inner.partial_path(path)
-    }
-    fn drop_cache(&self, path: &Path) -> Result<(), StorageError> {
-        self.inner.drop_cache(path)
-    }
+
+    dlio_storage::forward_storage!(
+        create,
+        list,
+        size,
+        create_dir_all,
+        remove_file,
+        remove_dir_all,
+        partial_path,
+        drop_cache
+    );
 }
 
 /// A file opened collectively.

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use dlio_storage::{Capabilities, DirEntry, ReadHandle, Storage, StorageError, WriteHandle};
+use dlio_storage::{ForwardStorage, Storage, StorageError, WriteHandle};
 
 use crate::{DataRng, FileLayout, Format, FormatError};
 
@@ -258,19 +258,13 @@ struct StoppableStorage<'a> {
     shared: Arc<Shared>,
 }
 
+impl ForwardStorage for StoppableStorage<'_> {
+    fn forward_to(&self) -> &dyn Storage {
+        self.inner
+    }
+}
+
 impl Storage for StoppableStorage<'_> {
-    fn engine(&self) -> &'static str {
-        self.inner.engine()
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-
-    fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {
-        self.inner.open(path)
-    }
-
     fn create(&self, path: &Path) -> Result<Box<dyn WriteHandle>, StorageError> {
         let inner = self.inner.create(path)?;
         Ok(Box::new(StoppableWrite {
@@ -279,33 +273,18 @@ impl Storage for StoppableStorage<'_> {
         }))
     }
 
-    fn list(&self, dir: &Path) -> Result<Vec<DirEntry>, StorageError> {
-        self.inner.list(dir)
-    }
-
-    fn size(&self, path: &Path) -> Result<Option<u64>, StorageError> {
-        self.inner.size(path)
-    }
-
-    fn create_dir_all(&self, dir: &Path) -> Result<(), StorageError> {
-        self.inner.create_dir_all(dir)
-    }
-
-    fn remove_file(&self, path: &Path) -> Result<(), StorageError> {
-        self.inner.remove_file(path)
-    }
-
-    fn remove_dir_all(&self, dir: &Path) -> Result<(), StorageError> {
-        self.inner.remove_dir_all(dir)
-    }
-
-    fn partial_path(&self, path: &Path) -> Option<PathBuf> {
-        self.inner.partial_path(path)
-    }
-
-    fn drop_cache(&self, path: &Path) -> Result<(), StorageError> {
-        self.inner.drop_cache(path)
-    }
+    dlio_storage::forward_storage!(
+        engine,
+        capabilities,
+        open,
+        list,
+        size,
+        create_dir_all,
+        remove_file,
+        remove_dir_all,
+        partial_path,
+        drop_cache
+    );
 }
 
 /// A write handle that refuses to go on once generation stops.

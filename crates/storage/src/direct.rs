@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 
 use crate::posix::partial_path_of;
 use crate::{
-    Capabilities, DirEntry, IoBuffer, PosixStorage, ReadHandle, Storage, StorageError, WriteHandle,
+    Capabilities, ForwardStorage, IoBuffer, PosixStorage, ReadHandle, Storage, StorageError,
+    WriteHandle,
 };
 
 /// Alignment of buffers, offsets and lengths: the largest logical block size of common
@@ -119,6 +120,13 @@ pub(crate) fn direct_read_at(
     Ok(available)
 }
 
+impl ForwardStorage for DirectStorage {
+    /// File-system chores (listing, sizes, directories, removal) are POSIX calls.
+    fn forward_to(&self) -> &dyn Storage {
+        &PosixStorage
+    }
+}
+
 impl Storage for DirectStorage {
     fn engine(&self) -> &'static str {
         "direct"
@@ -173,29 +181,14 @@ impl Storage for DirectStorage {
         }))
     }
 
-    fn list(&self, dir: &Path) -> Result<Vec<DirEntry>, StorageError> {
-        PosixStorage.list(dir)
-    }
-
-    fn size(&self, path: &Path) -> Result<Option<u64>, StorageError> {
-        PosixStorage.size(path)
-    }
-
-    fn create_dir_all(&self, dir: &Path) -> Result<(), StorageError> {
-        PosixStorage.create_dir_all(dir)
-    }
-
-    fn remove_file(&self, path: &Path) -> Result<(), StorageError> {
-        PosixStorage.remove_file(path)
-    }
-
-    fn remove_dir_all(&self, dir: &Path) -> Result<(), StorageError> {
-        PosixStorage.remove_dir_all(dir)
-    }
-
-    fn partial_path(&self, path: &Path) -> Option<PathBuf> {
-        partial_path_of(path).ok()
-    }
+    crate::forward_storage!(
+        list,
+        size,
+        create_dir_all,
+        remove_file,
+        remove_dir_all,
+        partial_path
+    );
 }
 
 struct DirectRead {

@@ -67,6 +67,7 @@ mod cache;
 mod direct;
 mod engine;
 mod error;
+mod forward;
 mod histogram;
 mod metered;
 mod mmap;
@@ -83,6 +84,7 @@ pub use cache::{
 pub use direct::{DIRECT_ALIGNMENT, DirectStorage};
 pub use engine::{ENGINES, Engine, EngineInfo, EngineKind, EngineSettings, engine_for};
 pub use error::StorageError;
+pub use forward::ForwardStorage;
 pub use histogram::{LatencyBuckets, LatencySnapshot};
 pub use metered::{IoCounters, IoCountersSnapshot, Metered};
 pub use mmap::MmapStorage;

@@ -2,13 +2,15 @@
 //! free of metrics code and every engine is measured the same way.
 
 use std::ops::{Add, Sub};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use crate::histogram::{LatencyBuckets, LatencySnapshot};
-use crate::{Capabilities, DirEntry, ReadHandle, ReadRequest, Storage, StorageError, WriteHandle};
+use crate::{
+    DirEntry, ForwardStorage, ReadHandle, ReadRequest, Storage, StorageError, WriteHandle,
+};
 
 /// Live operation counters, shared by every handle of one [`Metered`] storage. Relaxed
 /// atomics: the counts are totals read after the fact, never used to synchronise. The
@@ -140,15 +142,13 @@ impl<S: Storage> Metered<S> {
     }
 }
 
+impl<S: Storage> ForwardStorage for Metered<S> {
+    fn forward_to(&self) -> &dyn Storage {
+        &self.inner
+    }
+}
+
 impl<S: Storage> Storage for Metered<S> {
-    fn engine(&self) -> &'static str {
-        self.inner.engine()
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-
     fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {
         let inner = self.inner.open(path)?;
         IoCounters::count(&self.counters.opens, 1);
@@ -173,29 +173,16 @@ impl<S: Storage> Storage for Metered<S> {
         Ok(entries)
     }
 
-    fn size(&self, path: &Path) -> Result<Option<u64>, StorageError> {
-        self.inner.size(path)
-    }
-
-    fn create_dir_all(&self, dir: &Path) -> Result<(), StorageError> {
-        self.inner.create_dir_all(dir)
-    }
-
-    fn remove_file(&self, path: &Path) -> Result<(), StorageError> {
-        self.inner.remove_file(path)
-    }
-
-    fn remove_dir_all(&self, dir: &Path) -> Result<(), StorageError> {
-        self.inner.remove_dir_all(dir)
-    }
-
-    fn partial_path(&self, path: &Path) -> Option<PathBuf> {
-        self.inner.partial_path(path)
-    }
-
-    fn drop_cache(&self, path: &Path) -> Result<(), StorageError> {
-        self.inner.drop_cache(path)
-    }
+    crate::forward_storage!(
+        engine,
+        capabilities,
+        size,
+        create_dir_all,
+        remove_file,
+        remove_dir_all,
+        partial_path,
+        drop_cache
+    );
 }
 
 struct MeteredRead {

@@ -11,7 +11,9 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 
-use crate::{Capabilities, DirEntry, PosixStorage, ReadHandle, Storage, StorageError, WriteHandle};
+use crate::{
+    Capabilities, ForwardStorage, PosixStorage, ReadHandle, Storage, StorageError, WriteHandle,
+};
 
 /// Memory-mapped reads.
 #[derive(Debug, Clone, Copy, Default)]
@@ -21,6 +23,13 @@ impl MmapStorage {
     /// The engine.
     pub fn new() -> MmapStorage {
         MmapStorage
+    }
+}
+
+impl ForwardStorage for MmapStorage {
+    /// File-system chores (listing, sizes, directories, removal) are POSIX calls.
+    fn forward_to(&self) -> &dyn Storage {
+        &PosixStorage
     }
 }
 
@@ -92,29 +101,14 @@ impl Storage for MmapStorage {
         PosixStorage.create(path)
     }
 
-    fn list(&self, dir: &Path) -> Result<Vec<DirEntry>, StorageError> {
-        PosixStorage.list(dir)
-    }
-
-    fn size(&self, path: &Path) -> Result<Option<u64>, StorageError> {
-        PosixStorage.size(path)
-    }
-
-    fn create_dir_all(&self, dir: &Path) -> Result<(), StorageError> {
-        PosixStorage.create_dir_all(dir)
-    }
-
-    fn remove_file(&self, path: &Path) -> Result<(), StorageError> {
-        PosixStorage.remove_file(path)
-    }
-
-    fn remove_dir_all(&self, dir: &Path) -> Result<(), StorageError> {
-        PosixStorage.remove_dir_all(dir)
-    }
-
-    fn partial_path(&self, path: &Path) -> Option<PathBuf> {
-        PosixStorage.partial_path(path)
-    }
+    crate::forward_storage!(
+        list,
+        size,
+        create_dir_all,
+        remove_file,
+        remove_dir_all,
+        partial_path
+    );
 }
 
 /// A mapped file. The mapping outlives the descriptor (closed at open), as POSIX allows.

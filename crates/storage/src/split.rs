@@ -4,9 +4,9 @@
 //! overlaps requests (io_uring, S3) keeps `io_depth` of them in flight, and a [`crate::Metered`]
 //! beneath counts each transfer as one request.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use crate::{Capabilities, DirEntry, ReadHandle, ReadRequest, Storage, StorageError, WriteHandle};
+use crate::{ForwardStorage, ReadHandle, ReadRequest, Storage, StorageError};
 
 /// Splits long reads of `inner` into requests of at most `transfer_size` bytes.
 #[derive(Debug)]
@@ -30,15 +30,13 @@ impl<S: Storage> SplitReads<S> {
     }
 }
 
+impl<S: Storage> ForwardStorage for SplitReads<S> {
+    fn forward_to(&self) -> &dyn Storage {
+        &self.inner
+    }
+}
+
 impl<S: Storage> Storage for SplitReads<S> {
-    fn engine(&self) -> &'static str {
-        self.inner.engine()
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-
     fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {
         Ok(Box::new(SplitRead {
             inner: self.inner.open(path)?,
@@ -46,37 +44,18 @@ impl<S: Storage> Storage for SplitReads<S> {
         }))
     }
 
-    fn create(&self, path: &Path) -> Result<Box<dyn WriteHandle>, StorageError> {
-        self.inner.create(path)
-    }
-
-    fn list(&self, dir: &Path) -> Result<Vec<DirEntry>, StorageError> {
-        self.inner.list(dir)
-    }
-
-    fn size(&self, path: &Path) -> Result<Option<u64>, StorageError> {
-        self.inner.size(path)
-    }
-
-    fn create_dir_all(&self, dir: &Path) -> Result<(), StorageError> {
-        self.inner.create_dir_all(dir)
-    }
-
-    fn remove_file(&self, path: &Path) -> Result<(), StorageError> {
-        self.inner.remove_file(path)
-    }
-
-    fn remove_dir_all(&self, dir: &Path) -> Result<(), StorageError> {
-        self.inner.remove_dir_all(dir)
-    }
-
-    fn partial_path(&self, path: &Path) -> Option<PathBuf> {
-        self.inner.partial_path(path)
-    }
-
-    fn drop_cache(&self, path: &Path) -> Result<(), StorageError> {
-        self.inner.drop_cache(path)
-    }
+    crate::forward_storage!(
+        engine,
+        capabilities,
+        create,
+        list,
+        size,
+        create_dir_all,
+        remove_file,
+        remove_dir_all,
+        partial_path,
+        drop_cache
+    );
 }
 
 struct SplitRead {

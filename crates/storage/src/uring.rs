@@ -18,7 +18,7 @@ use io_uring::{IoUring, opcode, types};
 
 use crate::direct::{DIRECT_ALIGNMENT, direct_read_at, open_direct, request_is_aligned};
 use crate::{
-    Capabilities, DirEntry, DirectStorage, IoBuffer, PosixStorage, ReadHandle, ReadRequest,
+    Capabilities, DirectStorage, ForwardStorage, IoBuffer, PosixStorage, ReadHandle, ReadRequest,
     Storage, StorageError, WriteHandle,
 };
 
@@ -85,6 +85,13 @@ fn uring_refused(source: io::Error) -> StorageError {
     }
 }
 
+impl ForwardStorage for UringStorage {
+    /// File-system chores (listing, sizes, directories, removal) are POSIX calls.
+    fn forward_to(&self) -> &dyn Storage {
+        &PosixStorage
+    }
+}
+
 impl Storage for UringStorage {
     fn engine(&self) -> &'static str {
         "io_uring"
@@ -134,29 +141,14 @@ impl Storage for UringStorage {
         }
     }
 
-    fn list(&self, dir: &Path) -> Result<Vec<DirEntry>, StorageError> {
-        PosixStorage.list(dir)
-    }
-
-    fn size(&self, path: &Path) -> Result<Option<u64>, StorageError> {
-        PosixStorage.size(path)
-    }
-
-    fn create_dir_all(&self, dir: &Path) -> Result<(), StorageError> {
-        PosixStorage.create_dir_all(dir)
-    }
-
-    fn remove_file(&self, path: &Path) -> Result<(), StorageError> {
-        PosixStorage.remove_file(path)
-    }
-
-    fn remove_dir_all(&self, dir: &Path) -> Result<(), StorageError> {
-        PosixStorage.remove_dir_all(dir)
-    }
-
-    fn partial_path(&self, path: &Path) -> Option<PathBuf> {
-        PosixStorage.partial_path(path)
-    }
+    crate::forward_storage!(
+        list,
+        size,
+        create_dir_all,
+        remove_file,
+        remove_dir_all,
+        partial_path
+    );
 }
 
 struct UringRead {

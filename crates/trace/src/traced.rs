@@ -2,10 +2,10 @@
 //! engine is traced the same way and engines stay free of tracing code (as `Metered`
 //! keeps them free of counters).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use dlio_storage::{
-    Capabilities, DirEntry, ReadHandle, ReadRequest, Storage, StorageError, WriteHandle,
+    DirEntry, ForwardStorage, ReadHandle, ReadRequest, Storage, StorageError, WriteHandle,
 };
 
 use crate::clock::Stamp;
@@ -61,15 +61,13 @@ impl<S: Storage> Traced<S> {
     }
 }
 
+impl<S: Storage> ForwardStorage for Traced<S> {
+    fn forward_to(&self) -> &dyn Storage {
+        &self.inner
+    }
+}
+
 impl<S: Storage> Storage for Traced<S> {
-    fn engine(&self) -> &'static str {
-        self.inner.engine()
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-
     fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {
         if !self.tracer.is_enabled() {
             return self.inner.open(path);
@@ -166,13 +164,7 @@ impl<S: Storage> Storage for Traced<S> {
         })
     }
 
-    fn partial_path(&self, path: &Path) -> Option<PathBuf> {
-        self.inner.partial_path(path)
-    }
-
-    fn drop_cache(&self, path: &Path) -> Result<(), StorageError> {
-        self.inner.drop_cache(path)
-    }
+    dlio_storage::forward_storage!(engine, capabilities, partial_path, drop_cache);
 }
 
 /// Events a read handle holds before it hands them to the thread's buffer: `open`,

@@ -1,0 +1,114 @@
+//! [`forward_storage!`]: the [`Storage`](crate::Storage) methods a decorator or an engine
+//! passes through unchanged, written once.
+//!
+//! Why a macro: every decorator (`Metered`, `SplitReads`, tracing, the generator's stop
+//! switch, MPI-IO) and every local engine that leaves file-system chores to POSIX repeated
+//! the same eight one-line methods. Two of them have trait defaults (`partial_path`,
+//! `drop_cache`), and a decorator that forgot to forward one of those silently used the
+//! default instead of the engine it wraps. Naming the forwarded methods in one list makes
+//! such a gap visible where the type is defined.
+
+use crate::Storage;
+
+/// Where a type's forwarded [`Storage`] calls go (see [`forward_storage!`]).
+pub trait ForwardStorage {
+    /// The storage that answers the forwarded calls.
+    fn forward_to(&self) -> &dyn Storage;
+}
+
+/// Writes [`Storage`](crate::Storage) methods that call the same method of
+/// [`ForwardStorage::forward_to`], inside an `impl Storage for T` block:
+///
+/// ```ignore
+/// impl ForwardStorage for MyDecorator { fn forward_to(&self) -> &dyn Storage { &self.inner } }
+/// impl Storage for MyDecorator {
+///     fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> { ... }
+///     dlio_storage::forward_storage!(engine, capabilities, create, list, size,
+///         create_dir_all, remove_file, remove_dir_all, partial_path, drop_cache);
+/// }
+/// ```
+#[macro_export]
+macro_rules! forward_storage {
+    ($($method:ident),+ $(,)?) => {
+        $( $crate::forward_storage!(@one $method); )+
+    };
+    (@one engine) => {
+        fn engine(&self) -> &'static str {
+            $crate::ForwardStorage::forward_to(self).engine()
+        }
+    };
+    (@one capabilities) => {
+        fn capabilities(&self) -> $crate::Capabilities {
+            $crate::ForwardStorage::forward_to(self).capabilities()
+        }
+    };
+    (@one open) => {
+        fn open(
+            &self,
+            path: &::std::path::Path,
+        ) -> ::std::result::Result<Box<dyn $crate::ReadHandle>, $crate::StorageError> {
+            $crate::ForwardStorage::forward_to(self).open(path)
+        }
+    };
+    (@one create) => {
+        fn create(
+            &self,
+            path: &::std::path::Path,
+        ) -> ::std::result::Result<Box<dyn $crate::WriteHandle>, $crate::StorageError> {
+            $crate::ForwardStorage::forward_to(self).create(path)
+        }
+    };
+    (@one list) => {
+        fn list(
+            &self,
+            dir: &::std::path::Path,
+        ) -> ::std::result::Result<Vec<$crate::DirEntry>, $crate::StorageError> {
+            $crate::ForwardStorage::forward_to(self).list(dir)
+        }
+    };
+    (@one size) => {
+        fn size(
+            &self,
+            path: &::std::path::Path,
+        ) -> ::std::result::Result<Option<u64>, $crate::StorageError> {
+            $crate::ForwardStorage::forward_to(self).size(path)
+        }
+    };
+    (@one create_dir_all) => {
+        fn create_dir_all(
+            &self,
+            dir: &::std::path::Path,
+        ) -> ::std::result::Result<(), $crate::StorageError> {
+            $crate::ForwardStorage::forward_to(self).create_dir_all(dir)
+        }
+    };
+    (@one remove_file) => {
+        fn remove_file(
+            &self,
+            path: &::std::path::Path,
+        ) -> ::std::result::Result<(), $crate::StorageError> {
+            $crate::ForwardStorage::forward_to(self).remove_file(path)
+        }
+    };
+    (@one remove_dir_all) => {
+        fn remove_dir_all(
+            &self,
+            dir: &::std::path::Path,
+        ) -> ::std::result::Result<(), $crate::StorageError> {
+            $crate::ForwardStorage::forward_to(self).remove_dir_all(dir)
+        }
+    };
+    (@one partial_path) => {
+        fn partial_path(&self, path: &::std::path::Path) -> Option<::std::path::PathBuf> {
+            $crate::ForwardStorage::forward_to(self).partial_path(path)
+        }
+    };
+    (@one drop_cache) => {
+        fn drop_cache(
+            &self,
+            path: &::std::path::Path,
+        ) -> ::std::result::Result<(), $crate::StorageError> {
+            $crate::ForwardStorage::forward_to(self).drop_cache(path)
+        }
+    };
+}
