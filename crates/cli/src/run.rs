@@ -414,7 +414,7 @@ fn drive(
     });
     progress.finish();
     let mut traced_events = 0u64;
-    let finishing = std::time::Instant::now();
+    let mut written_in = std::time::Duration::ZERO;
     // Each rank's writer turns its spill into JSON on its own thread: finish them together.
     let finished: Vec<_> = std::thread::scope(|s| {
         let handles: Vec<_> = tracers.iter().map(|t| s.spawn(|| t.finish())).collect();
@@ -429,13 +429,14 @@ fn drive(
     for summary in finished {
         if let Some(summary) = summary? {
             traced_events += summary.events;
+            written_in = written_in.max(summary.finish_time);
         }
     }
     if tracing {
         log.output(&format!(
             "Trace: {traced_events} events in {}, written in {:.2} s after the run (read it with `dlio analyze {}`)",
             out.join("trace-*-of-*.pfw*").display(),
-            finishing.elapsed().as_secs_f64(),
+            written_in.as_secs_f64(),
             out.display()
         ));
     }
