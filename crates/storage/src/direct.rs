@@ -14,7 +14,7 @@ use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::posix::partial_path_of;
+use crate::posix::{partial_path_of, regular_file_len};
 use crate::{
     Capabilities, ForwardStorage, IoBuffer, PosixStorage, ReadHandle, Storage, StorageError,
     WriteHandle,
@@ -141,18 +141,11 @@ impl Storage for DirectStorage {
 
     fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {
         let file = open_direct(path, OpenOptions::new().read(true))?;
-        let metadata = file
-            .metadata()
-            .map_err(|e| StorageError::io("stat", path, e))?;
-        if !metadata.is_file() {
-            return Err(StorageError::NotAFile {
-                path: path.to_path_buf(),
-            });
-        }
+        let len = regular_file_len(&file, path)?;
         Ok(Box::new(DirectRead {
             file,
             path: path.to_path_buf(),
-            len: metadata.len(),
+            len,
             bounce: IoBuffer::new(DIRECT_ALIGNMENT)?,
         }))
     }

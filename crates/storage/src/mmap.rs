@@ -11,6 +11,7 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 
+use crate::posix::regular_file_len;
 use crate::{
     Capabilities, ForwardStorage, PosixStorage, ReadHandle, Storage, StorageError, WriteHandle,
 };
@@ -47,15 +48,7 @@ impl Storage for MmapStorage {
 
     fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {
         let file = File::open(path).map_err(|e| StorageError::io("open", path, e))?;
-        let metadata = file
-            .metadata()
-            .map_err(|e| StorageError::io("stat", path, e))?;
-        if !metadata.is_file() {
-            return Err(StorageError::NotAFile {
-                path: path.to_path_buf(),
-            });
-        }
-        let len = metadata.len();
+        let len = regular_file_len(&file, path)?;
         let map_len = usize::try_from(len).map_err(|_| StorageError::Io {
             op: "map",
             path: path.to_path_buf(),

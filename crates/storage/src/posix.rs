@@ -38,6 +38,20 @@ pub(crate) fn partial_path_of(path: &Path) -> Result<PathBuf, StorageError> {
     Ok(path.with_file_name(partial))
 }
 
+/// The length of `file`, opened at `path`, after checking that it is a regular file (a
+/// directory or a device opens, but is no sample file).
+pub(crate) fn regular_file_len(file: &File, path: &Path) -> Result<u64, StorageError> {
+    let metadata = file
+        .metadata()
+        .map_err(|e| StorageError::io("stat", path, e))?;
+    if !metadata.is_file() {
+        return Err(StorageError::NotAFile {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(metadata.len())
+}
+
 impl Storage for PosixStorage {
     fn engine(&self) -> &'static str {
         "posix"
@@ -52,18 +66,11 @@ impl Storage for PosixStorage {
 
     fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {
         let file = File::open(path).map_err(|e| StorageError::io("open", path, e))?;
-        let metadata = file
-            .metadata()
-            .map_err(|e| StorageError::io("stat", path, e))?;
-        if !metadata.is_file() {
-            return Err(StorageError::NotAFile {
-                path: path.to_path_buf(),
-            });
-        }
+        let len = regular_file_len(&file, path)?;
         Ok(Box::new(PosixRead {
             file,
             path: path.to_path_buf(),
-            len: metadata.len(),
+            len,
         }))
     }
 

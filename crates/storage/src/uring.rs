@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use io_uring::{IoUring, opcode, types};
 
 use crate::direct::{DIRECT_ALIGNMENT, direct_read_at, open_direct, request_is_aligned};
+use crate::posix::regular_file_len;
 use crate::{
     Capabilities, DirectStorage, ForwardStorage, IoBuffer, PosixStorage, ReadHandle, ReadRequest,
     Storage, StorageError, WriteHandle,
@@ -110,18 +111,11 @@ impl Storage for UringStorage {
         } else {
             File::open(path).map_err(|e| StorageError::io("open", path, e))?
         };
-        let metadata = file
-            .metadata()
-            .map_err(|e| StorageError::io("stat", path, e))?;
-        if !metadata.is_file() {
-            return Err(StorageError::NotAFile {
-                path: path.to_path_buf(),
-            });
-        }
+        let len = regular_file_len(&file, path)?;
         Ok(Box::new(UringRead {
             file,
             path: path.to_path_buf(),
-            len: metadata.len(),
+            len,
             io_depth: self.io_depth,
             bounce: if self.odirect {
                 Some(IoBuffer::new(DIRECT_ALIGNMENT)?)
