@@ -12,7 +12,7 @@ use dlio_config::{IoEngine, StorageType};
 use dlio_format::{Format, GenerationJob};
 use dlio_metrics::{HostInfo, HostShare, MetricParams, RankReport, RunInfo};
 use dlio_storage::{
-    EngineKind, EngineSettings, IoCounters, Metered, S3Settings, SplitReads, Storage,
+    EngineKind, EngineSettings, IoCounters, Metered, PathTable, S3Settings, SplitReads, Storage,
 };
 use dlio_trace::{Traced, Tracer};
 use dlio_trainer::{CheckpointSetup, LocalGroup, RankSetup, TrainError};
@@ -275,7 +275,10 @@ fn drive(
         }
     })?;
     let (train_files, eval_files) = lists.map_err(|e| anyhow!(e))?;
-    let (train_files, eval_files) = (Arc::new(train_files), Arc::new(eval_files));
+    let (train_files, eval_files) = (
+        Arc::new(PathTable::from(train_files)),
+        Arc::new(PathTable::from(eval_files)),
+    );
     let random_seed = cluster.broadcast(rand_seed)?;
     let train_spec =
         dlio_trainer::train_plan_spec(config, world, train_files.len() as u64, random_seed);
@@ -333,12 +336,7 @@ fn drive(
                 .with_context(|| format!("starting the trace {}", opts.path().display()))?;
             // The dataset's names go to the trace now, not on the reader threads' first
             // opens during the measured run.
-            tracer.name_files(
-                train_files
-                    .iter()
-                    .chain(eval_files.iter())
-                    .map(|p| p.as_path()),
-            );
+            tracer.name_files(&[Arc::clone(&train_files), Arc::clone(&eval_files)]);
             tracer
         } else {
             Tracer::disabled()
@@ -857,7 +855,7 @@ fn write_hydra_files(out: &std::path::Path, loaded: &Loaded) -> Result<()> {
     Ok(())
 }
 
-fn dataset_bytes(storage: &dyn Storage, files: &[PathBuf]) -> u64 {
+fn dataset_bytes(storage: &dyn Storage, files: &PathTable) -> u64 {
     files
         .iter()
         .filter_map(|f| storage.size(f).ok().flatten())

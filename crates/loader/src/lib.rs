@@ -36,7 +36,6 @@ pub use error::LoaderError;
 pub use sleep::TimeSampler;
 pub use stream::StreamOptions;
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
@@ -46,7 +45,7 @@ use dlio_config::{ReadType, Sampler, TimeDistribution};
 use dlio_format::Format;
 use dlio_metrics::LatencyHistogram;
 use dlio_plan::EpochPlan;
-use dlio_storage::Storage;
+use dlio_storage::{PathTable, Storage};
 
 use reader::SampleReader;
 
@@ -101,8 +100,10 @@ pub struct EpochReadStats {
     pub samples: u64,
 }
 
-/// The files of one list (train or valid), indexed by the plan's file numbers.
-pub type FileList = Arc<Vec<PathBuf>>;
+/// The files of one list (train or valid), indexed by the plan's file numbers. A
+/// [`PathTable`], so that the storage decorators recognise the dataset's paths when
+/// they are opened (see [`PathTable::holds`]).
+pub type FileList = Arc<PathTable>;
 
 struct EpochWork {
     plan: Arc<EpochPlan>,

@@ -143,7 +143,7 @@ impl SampleReader {
             let started = Instant::now();
             let key = sample.file;
             let fail = |source| LoaderError::Read {
-                path: path.clone(),
+                path: path.to_path_buf(),
                 index: sample.index_in_file,
                 source: Box::new(source),
             };
@@ -166,10 +166,10 @@ impl SampleReader {
                 }
             }
             let index = u32::try_from(sample.index_in_file).map_err(|_| LoaderError::Read {
-                path: path.clone(),
+                path: path.to_path_buf(),
                 index: sample.index_in_file,
                 source: Box::new(dlio_format::FormatError::SampleOutOfRange {
-                    path: path.clone(),
+                    path: path.to_path_buf(),
                     index: sample.index_in_file,
                     samples: u64::from(u32::MAX),
                 }),

@@ -21,7 +21,7 @@
 //! batches. Every byte goes through the storage the loader was given, so `Metered` counts it.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
@@ -226,7 +226,7 @@ fn read_files(
             break;
         };
         let fail = |source: FormatError, index: u64| LoaderError::Read {
-            path: path.clone(),
+            path: path.to_path_buf(),
             index,
             source: Box::new(source),
         };
@@ -288,9 +288,7 @@ fn parse_batches(
         let mut sample_bytes = 0u64;
         let mut result = Ok(());
         for (slot, (file, offset, record)) in records.iter().enumerate() {
-            let path = files
-                .get(*file as usize)
-                .map_or(Path::new(""), PathBuf::as_path);
+            let path = files.get(*file as usize).unwrap_or(Path::new(""));
             match decode_tfrecord_image(path, *offset, record, &mut image) {
                 Ok(()) => {
                     let len = match sample_out_bytes {

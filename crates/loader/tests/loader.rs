@@ -1,7 +1,6 @@
 //! The loader reads exactly what the plan says, in step order, with the open pattern of the
 //! configured read type and sampler; every byte goes through the metered storage.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -9,7 +8,7 @@ use dlio_config::{
     Compression, ElementType, FormatKind, ReadType, Sampler, Shuffle, TimeDistribution,
 };
 use dlio_format::FileLayout;
-use dlio_loader::{Loader, LoaderError, LoaderSpec};
+use dlio_loader::{FileList, Loader, LoaderError, LoaderSpec};
 use dlio_plan::{EpochPlan, PlanSpec};
 use dlio_storage::{Metered, PosixStorage, Storage};
 
@@ -27,7 +26,7 @@ fn layout() -> FileLayout {
 }
 
 /// `n` npz files of 3 samples each.
-fn dataset(dir: &std::path::Path, n: u64) -> Arc<Vec<PathBuf>> {
+fn dataset(dir: &std::path::Path, n: u64) -> FileList {
     common::generate_files(FormatKind::Npz, &layout(), n, |i| {
         dir.join(format!("f{i:03}.npz"))
     })
@@ -73,7 +72,7 @@ struct Outcome {
     bytes_read: u64,
 }
 
-fn read_epoch(files: &Arc<Vec<PathBuf>>, spec: LoaderSpec, plan: EpochPlan) -> Outcome {
+fn read_epoch(files: &FileList, spec: LoaderSpec, plan: EpochPlan) -> Outcome {
     let metered = Metered::new(PosixStorage::new());
     let counters = Arc::clone(metered.counters());
     let storage: Arc<dyn Storage> = Arc::new(metered);

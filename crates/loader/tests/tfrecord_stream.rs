@@ -2,13 +2,13 @@
 //! records, with fewer files than ranks), streamed in transfer-size requests, interleaved over
 //! the reader threads, shuffled in a buffer, and parsed; every rank runs the planned steps.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use dlio_config::{Compression, ElementType, FormatKind, ReadType, Sampler, Shuffle};
 use dlio_format::FileLayout;
-use dlio_loader::{Loader, LoaderSpec, StreamOptions};
+use dlio_loader::{FileList, Loader, LoaderSpec, StreamOptions};
 use dlio_plan::{EpochPlan, PlanSpec};
 use dlio_storage::{Metered, PosixStorage, Storage};
 
@@ -26,7 +26,7 @@ fn layout() -> FileLayout {
 }
 
 /// `n` tfrecord files of 3 records of 2000 bytes under `dir/train`.
-fn dataset(dir: &std::path::Path, n: u64) -> Arc<Vec<PathBuf>> {
+fn dataset(dir: &std::path::Path, n: u64) -> FileList {
     common::generate_files(FormatKind::Tfrecord, &layout(), n, |i| {
         dir.join(format!("train/f{i:03}.tfrecord"))
     })
@@ -80,7 +80,7 @@ fn resizing_loader(
 
 /// Runs one epoch; returns (steps, samples, sample bytes, bytes read, read requests).
 fn epoch(
-    files: &Arc<Vec<PathBuf>>,
+    files: &FileList,
     spec: &PlanSpec,
     rank: u32,
     options: StreamOptions,
@@ -104,7 +104,7 @@ fn epoch(
     (steps, samples, bytes, io.bytes_read, io.read_requests)
 }
 
-fn file_len(path: &PathBuf) -> u64 {
+fn file_len(path: &Path) -> u64 {
     std::fs::metadata(path).unwrap().len()
 }
 

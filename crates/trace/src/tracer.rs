@@ -15,6 +15,8 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use dlio_storage::PathTable;
+
 use crate::clock::{Clock, Stamp};
 use crate::error::TraceError;
 use crate::names::{IoOp, SpanName, name_hash};
@@ -29,7 +31,8 @@ const BUFFER_SPANS: usize = BUFFER_EVENTS / 4;
 const POOLED_BUFFERS: usize = 16;
 /// Full buffers that may wait for the writer before recording threads block.
 const QUEUE_BUFFERS: usize = 64;
-/// Files [`Tracer::name_files`] names ahead of a run, at most (about 16 MiB of hashes).
+/// Files [`Tracer::name_files`] names ahead of a run, at most (the writer keeps their hashes
+/// during the run, about 16 MiB at most).
 pub const PRENAMED_MAX: usize = 1 << 20;
 /// Most arguments one event carries; further `arg` calls are ignored.
 pub const MAX_ARGS: usize = 4;
@@ -271,8 +274,8 @@ pub(crate) struct Shared {
     tx: SyncSender<Msg>,
     buffers: Mutex<Vec<Arc<Mutex<ThreadBuf>>>>,
     pool: Arc<Pool>,
-    /// Hashes of the files named ahead of the run ([`Tracer::name_files`]).
-    prenamed: OnceLock<HashSet<u64, CheapBuild>>,
+    /// The tables of files named ahead of the run ([`Tracer::name_files`]).
+    prenamed: OnceLock<Vec<Arc<PathTable>>>,
     /// Threads whose staging area holds events of this tracer.
     staged_threads: Arc<AtomicUsize>,
     writer: Mutex<Option<JoinHandle<Result<WriterStats, std::io::Error>>>>,
@@ -745,9 +748,10 @@ impl Tracer {
         shared.push_span(rec);
     }
 
-    /// Names a file: hashes its path and, the first time this thread sees it, passes the
-    /// name to the writer for the `FH` metadata event that maps the hash to the path. Call
-    /// once per open, not per read.
+    /// Names a file: hashes its path and, unless the path is an entry of a table given to
+    /// [`Tracer::name_files`] or this thread has seen it before, passes the name to the
+    /// writer for the `FH` metadata event that maps the hash to the path. Call once per
+    /// open, not per read.
     pub fn file(&self, path: &Path) -> FileId {
         let Some(shared) = self.shared.as_deref() else {
             return FileId::NONE;
@@ -756,7 +760,7 @@ impl Tracer {
         if shared
             .prenamed
             .get()
-            .is_some_and(|names| names.contains(&hash))
+            .is_some_and(|tables| tables.iter().any(|t| t.holds(path)))
         {
             return FileId(hash);
         }
@@ -784,36 +788,29 @@ impl Tracer {
         FileId(hash)
     }
 
-    /// Names the files a run will read (the dataset's), before it starts: the names go to
-    /// the writer now, in chunks, and opening one of these files during the run then needs
-    /// no bookkeeping on the reading thread (on a small-record run, naming each file the
-    /// first time each reader thread opened it cost more than any other part of tracing).
-    /// Only the first call counts; files not named here are named when first opened. At
-    /// most [`PRENAMED_MAX`] files are named ahead (the set of their hashes stays in memory
-    /// for the run); a larger dataset's files are named when first opened.
-    pub fn name_files<'a>(&self, paths: impl IntoIterator<Item = &'a Path>) {
-        const CHUNK: usize = 4096;
+    /// Names the files a run will read (the dataset's), before it starts. Opening one of
+    /// these files through a path the table handed out then costs the reading thread a
+    /// hash and no lookup ([`PathTable::holds`]): on a small-record run, looking each
+    /// opened file up in a set of names cost more than any other part of tracing, because
+    /// the set had left the CPU's caches by the next open. The writer writes the tables'
+    /// names when the trace is finished. Only the first call counts; tables of more than
+    /// [`PRENAMED_MAX`] files together are left out (their files are named when first
+    /// opened, so a trace never lists millions of files it did not read).
+    pub fn name_files(&self, tables: &[Arc<PathTable>]) {
         let Some(shared) = self.shared.as_deref() else {
             return;
         };
-        if shared.prenamed.get().is_some() {
-            return;
-        }
-        let mut names: HashSet<u64, CheapBuild> = HashSet::default();
-        let mut chunk = Vec::with_capacity(CHUNK);
-        for path in paths.into_iter().take(PRENAMED_MAX) {
-            let hash = name_hash(path.as_os_str().as_encoded_bytes());
-            if names.insert(hash) {
-                chunk.push((hash, path.to_string_lossy().into_owned()));
-                if chunk.len() == CHUNK {
-                    let _ = shared.tx.send(Msg::Names(std::mem::take(&mut chunk)));
-                }
+        let mut kept = Vec::new();
+        let mut files = 0;
+        for table in tables {
+            if files + table.len() <= PRENAMED_MAX {
+                files += table.len();
+                kept.push(Arc::clone(table));
             }
         }
-        if !chunk.is_empty() {
-            let _ = shared.tx.send(Msg::Names(chunk));
+        if shared.prenamed.set(kept.clone()).is_ok() {
+            let _ = shared.tx.send(Msg::Tables(kept));
         }
-        let _ = shared.prenamed.set(names);
     }
 
     /// Now, on the trace's clock (see [`Stamp`]); a zero stamp when disabled. Cheaper than

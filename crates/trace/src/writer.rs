@@ -23,8 +23,11 @@ use std::fs::File;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::Receiver;
+
+use dlio_storage::PathTable;
 
 use flate2::Compression;
 use flate2::write::GzEncoder;
@@ -43,8 +46,9 @@ pub(crate) enum Msg {
         ios: Vec<IoRecord>,
         files: Vec<(u64, String)>,
     },
-    /// File names given ahead of the run (FH metadata).
-    Names(Vec<(u64, String)>),
+    /// Tables of the files named ahead of the run: their FH metadata is written when the
+    /// trace is finished.
+    Tables(Vec<Arc<PathTable>>),
     /// A new thread (thread_name metadata).
     Thread { tid: u32, name: String },
     /// Stop spilling and write the trace file; stamps are worth `ns_per_unit` ns each.
@@ -561,6 +565,7 @@ pub(crate) fn run(
         files_seen: HashSet::default(),
     };
     let mut ns_per_unit = 1.0;
+    let mut tables: Vec<Arc<PathTable>> = Vec::new();
     let spilled = (|| -> io::Result<()> {
         for msg in rx.iter() {
             match msg {
@@ -578,10 +583,17 @@ pub(crate) fn run(
                     // pages are already mapped.
                     pool.give_back(spans, ios);
                 }
-                Msg::Names(files) => {
-                    for (hash, name) in &files {
-                        spiller.file_name(*hash, name)?;
+                Msg::Tables(new) => {
+                    // Names met later in the buffers are these tables' only when the same
+                    // path was opened through another copy of it; write each name once.
+                    for table in &new {
+                        for path in table.iter() {
+                            spiller
+                                .files_seen
+                                .insert(name_hash(path.as_os_str().as_encoded_bytes()));
+                        }
                     }
+                    tables.extend(new);
                 }
                 Msg::Thread { tid, name } => spiller.thread(tid, &name)?,
                 Msg::Finish { ns_per_unit: rate } => {
@@ -600,8 +612,8 @@ pub(crate) fn run(
             }
         }
     }
-    let result =
-        spilled.and_then(|()| write_trace(&paths, &header, &spiller.interner, ns_per_unit));
+    let result = spilled
+        .and_then(|()| write_trace(&paths, &header, &spiller.interner, &tables, ns_per_unit));
     let _ = std::fs::remove_file(&paths.spill);
     result
 }
@@ -617,10 +629,11 @@ fn write_trace(
     paths: &Paths,
     header: &Header,
     interner: &Interner,
+    tables: &[Arc<PathTable>],
     ns_per_unit: f64,
 ) -> io::Result<WriterStats> {
     let partial = partial_name(&paths.trace);
-    let result = write_trace_to(&partial, paths, header, interner, ns_per_unit)
+    let result = write_trace_to(&partial, paths, header, interner, tables, ns_per_unit)
         .and_then(|stats| std::fs::rename(&partial, &paths.trace).map(|()| stats));
     if result.is_err() {
         let _ = std::fs::remove_file(&partial);
@@ -633,6 +646,7 @@ fn write_trace_to(
     paths: &Paths,
     header: &Header,
     interner: &Interner,
+    tables: &[Arc<PathTable>],
     ns_per_unit: f64,
 ) -> io::Result<WriterStats> {
     // Stamps to nanoseconds (exact when the clock already counts nanoseconds).
@@ -670,6 +684,16 @@ fn write_trace_to(
     out.metadata(pid_tid, "HH", &header.hostname, &hhash);
     out.metadata(pid_tid, "PR", "rank", &header.rank.to_string());
     out.metadata(pid_tid, "PR", "size", &header.size.to_string());
+    for path in tables.iter().flat_map(|t| t.iter()) {
+        let hash = name_hash(path.as_os_str().as_encoded_bytes());
+        out.metadata(
+            pid_tid,
+            "FH",
+            &path.to_string_lossy(),
+            &format!("{hash:016x}"),
+        );
+        out.flush_line()?;
+    }
 
     let mut spill = SpillReader {
         inner: BufReader::with_capacity(1 << 20, File::open(&paths.spill)?),

@@ -4,9 +4,10 @@
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dlio_storage::{PosixStorage, ReadRequest, Storage};
+use dlio_storage::{PathTable, PosixStorage, ReadRequest, Storage};
 use dlio_trace::{FileId, IoOp, TraceOptions, Traced, Tracer, ai};
 use serde_json::Value;
 
@@ -450,14 +451,19 @@ fn files_named_ahead_of_the_run_get_one_name_each() {
             p
         })
         .collect();
-    tracer.name_files(paths.iter().map(|p| p.as_path()));
-    // Two threads open every file; a file not named ahead is named at its first open.
+    let table = Arc::new(PathTable::new(&paths[..2]));
+    let empty = Arc::new(PathTable::default());
+    tracer.name_files(&[Arc::clone(&table), empty]);
+    // Two threads open every file: the table's through the table (named ahead), the first
+    // one also through a copy of its path, and two files not in the table (named at their
+    // first open).
     let other = dir.path().join("other.bin");
     std::fs::write(&other, [9u8; 64]).expect("other");
     std::thread::scope(|s| {
         for _ in 0..2 {
             s.spawn(|| {
-                for p in paths.iter().chain([&other]) {
+                let opened = [&table[0], &table[1], paths[0].as_path(), &paths[2], &other];
+                for p in opened {
                     let mut buf = [0u8; 64];
                     storage
                         .open(p)
@@ -470,7 +476,8 @@ fn files_named_ahead_of_the_run_get_one_name_each() {
     });
     let summary = tracer.finish().expect("finish").expect("enabled");
     let events = load(&summary.path);
-    let mut named: Vec<String> = metadata(&events, "FH")
+    let fh = metadata(&events, "FH");
+    let mut named: Vec<String> = fh
         .iter()
         .map(|e| e["args"]["name"].as_str().expect("name").to_string())
         .collect();
@@ -482,5 +489,20 @@ fn files_named_ahead_of_the_run_get_one_name_each() {
         .collect();
     expected.sort();
     assert_eq!(named, expected, "every file exactly once");
-    assert_eq!(count_by_name(&events).get("pread"), Some(&8));
+    // Each name maps to the hash its reads carry.
+    for e in &fh {
+        let name = e["args"]["name"].as_str().expect("name");
+        let hash = e["args"]["value"].as_str().expect("hash");
+        let reads = events
+            .iter()
+            .filter(|r| r["name"] == "pread" && r["args"]["fhash"] == hash)
+            .count();
+        let expected_reads = if name == paths[0].to_string_lossy() {
+            4
+        } else {
+            2
+        };
+        assert_eq!(reads, expected_reads, "{name}");
+    }
+    assert_eq!(count_by_name(&events).get("pread"), Some(&10));
 }

@@ -6,7 +6,8 @@ use std::sync::atomic::AtomicBool;
 
 use dlio_config::FormatKind;
 use dlio_format::{FileLayout, GenerationFile, GenerationJob};
-use dlio_storage::PosixStorage;
+use dlio_loader::FileList;
+use dlio_storage::{PathTable, PosixStorage};
 
 /// Generates `n` files of `kind` with `layout`, file `i` at `path_of(i)`; returns their paths
 /// in file order.
@@ -15,7 +16,7 @@ pub fn generate_files(
     layout: &FileLayout,
     n: u64,
     path_of: impl Fn(u64) -> PathBuf,
-) -> Arc<Vec<PathBuf>> {
+) -> FileList {
     let storage = PosixStorage::new();
     let format = dlio_format::format_for(kind).unwrap();
     let files: Vec<GenerationFile> = (0..n)
@@ -26,7 +27,7 @@ pub fn generate_files(
             file_index: i,
         })
         .collect();
-    let paths = files.iter().map(|f| f.path.clone()).collect();
+    let paths: PathTable = files.iter().map(|f| f.path.as_path()).collect();
     dlio_format::generate(
         GenerationJob {
             storage: &storage,
