@@ -136,6 +136,7 @@ impl Storage for DirectStorage {
         Capabilities {
             alignment: DIRECT_ALIGNMENT,
             batched: false,
+            io_depth: 1,
         }
     }
 

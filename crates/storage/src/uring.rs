@@ -102,6 +102,7 @@ impl Storage for UringStorage {
         Capabilities {
             alignment: if self.odirect { DIRECT_ALIGNMENT } else { 1 },
             batched: true,
+            io_depth: self.io_depth,
         }
     }
 
