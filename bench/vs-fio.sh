@@ -4,15 +4,18 @@
 # depths 1, 8 and 32, and buffered psync / posix after dropping the file's page cache.
 # Each cell runs fio and dlio alternately REPS times (default 3), so both see the same
 # conditions, and reports the medians. Prints a Markdown table (MiB/s, and dlio as a
-# percentage of fio) for bench/RESULTS.md.
+# percentage of fio) for bench/RESULTS.md. dlio reads every cell as one read_stream over
+# DEPTH blocks of memory (engine_bench's default): like fio, its queue never drains before
+# the last block.
 #
 #   bash bench/vs-fio.sh [DIR] [SIZE_MIB]     (DIR must not be tmpfs; default: a temp dir)
 #   REPS=5 bash bench/vs-fio.sh /work/bench-tmp 1024
 #
 # MODE=explain measures instead what separates dlio's io_uring figures from fio's: the
-# buffer memory (dlio at depth 1 cycling through 1, 64 and 256 blocks of memory), and the
-# queue draining at the end of every read_batch (fio with iodepth_batch_submit and
-# iodepth_batch_complete_min = DEPTH drains the same way) at depths 8 and 32.
+# buffer memory (dlio at depth 1 cycling through 1, 64 and 256 blocks of memory, with
+# engine_bench's batch=N), and the queue draining at the end of every read_batch (dlio with
+# batch=DEPTH; fio with iodepth_batch_submit and iodepth_batch_complete_min = DEPTH drains
+# the same way) at depths 8 and 32, beside dlio's stream, which does not drain.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 command -v fio >/dev/null || { apt-get install -y -qq fio >/dev/null; }
@@ -52,23 +55,24 @@ if [ "${MODE:-table}" = explain ]; then
     echo "| $n | $((n * 128)) KiB | $(median "${v[@]}") [$(printf '%s\n' "${v[@]}" | sort -g | sed -n '1p;$p' | paste -sd-)] |"
   done
   echo
-  echo "Queue drained after every DEPTH requests (dlio's read_batch returns when its requests are done):"
+  echo "Queue drained after every DEPTH requests (dlio's read_batch returns when its requests are done; its read_stream does not):"
   echo
-  echo "| pattern | block | depth | fio | fio, drained every DEPTH | dlio | dlio / fio drained |"
-  echo "|---|---|---|---:|---:|---:|---:|"
+  echo "| pattern | block | depth | fio | fio, drained every DEPTH | dlio read_batch of DEPTH | dlio batch / fio drained | dlio read_stream |"
+  echo "|---|---|---|---:|---:|---:|---:|---:|"
   for pattern in seq rand; do
     rw=read; [ $pattern = rand ] && rw=randread
     for bs in 1048576 131072; do
       label=$([ $bs = 1048576 ] && echo 1MiB || echo 128KiB)
       for depth in 8 32; do
-        a=(); b=(); c=()
+        a=(); b=(); c=(); d=()
         for _ in $(seq "$reps"); do
           a+=("$(fio_mib $rw $bs io_uring $depth 1)")
           b+=("$(fio_mib $rw $bs io_uring $depth 1 --iodepth_batch_submit=$depth --iodepth_batch_complete_min=$depth)")
-          c+=("$(ours_mib $pattern $bs io_uring $depth odirect)")
+          c+=("$(ours_mib $pattern $bs io_uring $depth odirect batch=$depth)")
+          d+=("$(ours_mib $pattern $bs io_uring $depth odirect)")
         done
-        fa=$(median "${a[@]}"); fb=$(median "${b[@]}"); oc=$(median "${c[@]}")
-        echo "| $pattern | $label | $depth | $fa | $fb ($(python3 -c "print('%.0f%%' % (100*$fb/$fa))") of fio) | $oc ($(python3 -c "print('%.0f%%' % (100*$oc/$fa))") of fio) | $(python3 -c "print('%.0f%%' % (100*$oc/$fb))") |"
+        fa=$(median "${a[@]}"); fb=$(median "${b[@]}"); oc=$(median "${c[@]}"); od=$(median "${d[@]}")
+        echo "| $pattern | $label | $depth | $fa | $fb ($(python3 -c "print('%.0f%%' % (100*$fb/$fa))") of fio) | $oc ($(python3 -c "print('%.0f%%' % (100*$oc/$fa))") of fio) | $(python3 -c "print('%.0f%%' % (100*$oc/$fb))") | $od ($(python3 -c "print('%.0f%%' % (100*$od/$fa))") of fio) |"
       done
     done
   done

@@ -1,13 +1,17 @@
 //! Streaming checkpoint writes and reads through a [`Storage`].
 //!
-//! Nothing here holds a tensor: every file is produced (or consumed) through one reusable
-//! chunk buffer, so memory stays at one chunk per rank whatever the checkpoint size (upstream
-//! keeps the whole checkpoint in RAM, issues #308/#188).
+//! Nothing here holds a tensor: every file is produced through one reusable chunk buffer, and
+//! consumed through one reusable window of a few chunks, so memory stays bounded per rank
+//! whatever the checkpoint size (upstream keeps the whole checkpoint in RAM, issues
+//! #308/#188). A restart reads each file as a stream of chunks
+//! ([`dlio_storage::ReadHandle::read_stream`]) with the engine's `io_depth` of them in flight
+//! (at most [`MAX_READ_WINDOW_BYTES`] of memory), so an io_uring or S3 engine keeps its queue
+//! full from a file's first chunk to its last.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use dlio_storage::{Storage, StorageError};
+use dlio_storage::{Extent, IoBuffer, Storage, StorageError};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rand_xoshiro::rand_core::{Rng, SeedableRng};
 
@@ -17,6 +21,10 @@ use crate::{
 
 /// Default size of the chunk buffer of a writer or reader: 16 MiB.
 pub const DEFAULT_CHUNK_BYTES: usize = 16 << 20;
+
+/// Most memory a [`CheckpointReader`] lends the engine: `io_depth` chunks in flight, but no
+/// more than this (256 MiB), or a deep queue of 16 MiB chunks would take gigabytes per rank.
+pub const MAX_READ_WINDOW_BYTES: usize = 256 << 20;
 
 /// How a [`CheckpointWriter`] produces bytes (`checkpoint.*` keys).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,7 +188,8 @@ pub struct ReadOptions {
     /// `checkpoint.recovery_rank_shift`: `Some(ranks_per_node)` reads the files of rank
     /// `(rank + ranks_per_node) % world` (the same local rank on the next node).
     pub recovery_rank_shift: Option<u32>,
-    /// Size of the reusable chunk buffer, a positive multiple of 8 ([`DEFAULT_CHUNK_BYTES`]).
+    /// Size of each read request, a positive multiple of 8 ([`DEFAULT_CHUNK_BYTES`]); the
+    /// reader keeps the engine's `io_depth` of them in flight (see [`CheckpointReader`]).
     pub chunk_bytes: usize,
 }
 
@@ -201,10 +210,17 @@ pub struct ReadReport {
 }
 
 /// Reads one rank's share of checkpoints back in bounded chunks, as a restart would.
+///
+/// Each file is one stream of chunk-sized reads ([`dlio_storage::ReadHandle::read_stream`])
+/// into a window of `io_depth` chunks ([`dlio_storage::Capabilities::io_depth`]: 1 for the
+/// synchronous engines; fewer for a file with fewer chunks; at most
+/// [`MAX_READ_WINDOW_BYTES`]), allocated with the engine's alignment so O_DIRECT reads go
+/// straight into it, and kept for the reader's life. The bytes are counted and dropped.
 #[derive(Debug)]
 pub struct CheckpointReader {
     options: ReadOptions,
-    buffer: Vec<u8>,
+    /// The stream's window; grows to the largest window needed, then is reused.
+    window: Option<IoBuffer>,
 }
 
 impl CheckpointReader {
@@ -216,7 +232,7 @@ impl CheckpointReader {
         }
         Ok(CheckpointReader {
             options,
-            buffer: Vec::new(),
+            window: None,
         })
     }
 
@@ -293,19 +309,43 @@ impl CheckpointReader {
                 found,
             });
         }
+        if expected == 0 {
+            return Ok(0);
+        }
         let chunk = self.options.chunk_bytes;
-        if self.buffer.len() != chunk {
-            self.buffer = vec![0; chunk];
-        }
+        let chunks = expected.div_ceil(chunk as u64);
+        let capabilities = storage.capabilities();
+        let slots = u64::from(capabilities.io_depth)
+            .min(chunks)
+            .min((MAX_READ_WINDOW_BYTES / chunk) as u64)
+            .max(1) as usize;
+        let window = self
+            .window(capabilities.alignment, slots * chunk)
+            .map_err(|e| failed(0, e))?;
+        let mut extents = (0..chunks).map(|i| {
+            let offset = i * chunk as u64;
+            Extent::new(offset, (expected - offset).min(chunk as u64) as usize)
+        });
+        // Chunks may complete out of order: `read` counts bytes, not a position.
         let mut read: u64 = 0;
-        while read < expected {
-            let n = (expected - read).min(chunk as u64) as usize;
-            handle
-                .read_exact_at(&mut self.buffer[..n], read)
-                .map_err(|e| failed(read, e))?;
-            read += n as u64;
-        }
+        let streamed = handle.read_stream(window, chunk, &mut extents, &mut |_, bytes| {
+            read += bytes.len() as u64;
+            Ok(())
+        });
+        streamed.map_err(|e| failed(read, e))?;
         Ok(read)
+    }
+
+    /// The window, `len` bytes aligned to `alignment` (reallocated only when the alignment
+    /// changes; it grows and never shrinks).
+    fn window(&mut self, alignment: usize, len: usize) -> Result<&mut [u8], StorageError> {
+        let window = match self.window.take() {
+            Some(window) if window.alignment() == alignment => window,
+            _ => IoBuffer::new(alignment)?,
+        };
+        let window = self.window.insert(window);
+        window.resize(len)?;
+        Ok(window)
     }
 }
 

@@ -27,9 +27,11 @@
 //!
 //! The plan is computed once and shared by every rank: each rank's writer looks up its own
 //! files, so what is written, what is read back and what is reported can never disagree.
-//! Writers and readers own one chunk buffer (16 MiB by default) and stream every file through
-//! it, from a Xoshiro256++ generator seeded per file (unique, dedup-proof bytes) or a constant
-//! `ones` pattern: memory does not grow with the checkpoint, unlike DLIO, which allocates every
+//! Writers own one chunk buffer (16 MiB by default) and stream every file through it, from a
+//! Xoshiro256++ generator seeded per file (unique, dedup-proof bytes) or a constant `ones`
+//! pattern; readers own one window of the engine's `io_depth` chunks (at most
+//! [`MAX_READ_WINDOW_BYTES`]) and read each file as one stream of chunks with that many in
+//! flight. Memory does not grow with the checkpoint, unlike DLIO, which allocates every
 //! tensor in RAM up front (issues #308, #188) and whose random generation caps write speed
 //! (mlcommons/storage #689). The files hold the raw tensor bytes only, not torch pickles or
 //! TensorFlow protobufs; their sizes are the tensors' sizes (torch.save's few-KiB framing is
@@ -126,8 +128,8 @@ mod table;
 
 pub use error::CheckpointError;
 pub use io::{
-    CheckpointReader, CheckpointWriter, DEFAULT_CHUNK_BYTES, ReadOptions, ReadReport, WriteOptions,
-    WriteReport, drop_page_cache,
+    CheckpointReader, CheckpointWriter, DEFAULT_CHUNK_BYTES, MAX_READ_WINDOW_BYTES, ReadOptions,
+    ReadReport, WriteOptions, WriteReport, drop_page_cache,
 };
 pub use model::{CheckpointMode, Datatype, ModelSpec, Parallelism, TransformerShape};
 pub use plan::{

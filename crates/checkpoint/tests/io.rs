@@ -1,20 +1,21 @@
 //! Streaming checkpoint writes and reads on a real file system: exact sizes on disk, unique
-//! bytes, `ones` tensors, fsync, full disks, read-back counts, recovery rank shift and page
-//! cache dropping.
+//! bytes, `ones` tensors, fsync, full disks, read-back counts (streamed in chunks on every
+//! local engine), recovery rank shift and page cache dropping.
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use dlio_checkpoint::{
     CheckpointError, CheckpointMode, CheckpointPlan, CheckpointReader, CheckpointWriter, Datatype,
-    ModelSpec, Parallelism, ReadOptions, TransformerShape, WriteOptions, checkpoint_dir_name,
-    checkpoint_plan, drop_page_cache,
+    MAX_READ_WINDOW_BYTES, ModelSpec, Parallelism, ReadOptions, TransformerShape, WriteOptions,
+    checkpoint_dir_name, checkpoint_plan, drop_page_cache,
 };
 use dlio_config::vocab::Framework;
 use dlio_storage::{
-    Capabilities, DirEntry, PosixStorage, ReadHandle, Storage, StorageError, WriteHandle,
+    Capabilities, Consume, DirEntry, Engine, EngineKind, EngineSettings, Extent, ForwardStorage,
+    IoCounters, PosixStorage, ReadHandle, Storage, StorageError, WriteHandle, engine_for,
 };
 
 const MIB: usize = 1 << 20;
@@ -327,6 +328,201 @@ impl Storage for TestStorage {
 
     fn partial_path(&self, path: &Path) -> Option<PathBuf> {
         self.inner.partial_path(path)
+    }
+}
+
+/// The local engines, with `io_depth` 4 (io_uring is skipped, with the reason printed, when
+/// the kernel refuses it).
+fn local_engines(transfer_size: Option<u64>) -> Vec<(&'static str, Engine)> {
+    let mut engines = Vec::new();
+    for (label, engine, odirect) in [
+        ("posix", EngineKind::Posix, false),
+        ("direct", EngineKind::Direct, false),
+        ("io_uring", EngineKind::IoUring, false),
+        ("io_uring+odirect", EngineKind::IoUring, true),
+    ] {
+        let settings = EngineSettings {
+            engine,
+            odirect,
+            transfer_size,
+            io_depth: 4,
+            s3: None,
+        };
+        match engine_for(&settings) {
+            Ok(engine) => engines.push((label, engine)),
+            Err(StorageError::EngineUnavailable { reason, .. }) => {
+                eprintln!("skipping the {label} engine: {reason}");
+            }
+            Err(other) => panic!("{label}: {other}"),
+        }
+    }
+    engines
+}
+
+/// The requests a restart makes for files of `sizes`: chunks of `chunk` bytes, each split
+/// into transfers when a transfer size is set.
+fn restart_requests(sizes: impl Iterator<Item = u64>, chunk: u64, transfer: Option<u64>) -> u64 {
+    sizes
+        .map(|size| {
+            (0..size.div_ceil(chunk))
+                .map(|i| {
+                    let len = (size - i * chunk).min(chunk);
+                    transfer.map_or(1, |t| len.div_ceil(t))
+                })
+                .sum::<u64>()
+        })
+        .sum()
+}
+
+#[test]
+fn a_restart_streams_every_byte_in_chunks_on_every_local_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = small_transformer(Framework::Pytorch);
+    let small = tiny_zero3(2);
+    let (big_name, small_name) = (checkpoint_dir_name(1, 1), checkpoint_dir_name(1, 2));
+    let mut writer = CheckpointWriter::new(write_options(true, false)).unwrap();
+    writer
+        .write(&PosixStorage::new(), dir.path(), &big_name, &big, 1)
+        .unwrap();
+    writer
+        .write(&PosixStorage::new(), dir.path(), &small_name, &small, 0)
+        .unwrap();
+    // 1 MiB chunks (aligned) of ~18 MiB, and 1000-byte chunks (unaligned, so O_DIRECT
+    // bounces them) of a few KiB, each file's last chunk short.
+    let cases = [(&big, &big_name, 1, MIB), (&small, &small_name, 0, 1000)];
+    for transfer_size in [None, Some(256 * 1024)] {
+        for (label, engine) in local_engines(transfer_size) {
+            for &(plan, name, rank, chunk) in &cases {
+                let counters = Arc::new(IoCounters::default());
+                let storage = engine.metered(Arc::clone(&counters));
+                let mut reader = CheckpointReader::new(ReadOptions {
+                    chunk_bytes: chunk,
+                    ..read_options(None)
+                })
+                .unwrap();
+                let report = reader
+                    .read(&*storage, dir.path(), name, plan, rank)
+                    .unwrap();
+                let files = &plan.ranks[rank as usize].files;
+                let label = format!("{label} {transfer_size:?} chunk {chunk}");
+                assert_eq!(report.files as usize, files.len(), "{label}");
+                assert_eq!(report.bytes, plan.ranks[rank as usize].bytes(), "{label}");
+                let counts = counters.snapshot();
+                assert_eq!(counts.bytes_read, report.bytes, "{label}");
+                // A transfer size below the chunk splits the chunks; above it, it changes
+                // nothing.
+                let split = transfer_size.filter(|&t| t < chunk as u64);
+                let expected = restart_requests(files.iter().map(|f| f.bytes), chunk as u64, split);
+                assert_eq!(counts.read_requests, expected, "{label}");
+            }
+        }
+    }
+}
+
+/// POSIX storage that claims an `io_depth` and records the slots of every stream it runs.
+#[derive(Debug)]
+struct StreamSpy {
+    io_depth: u32,
+    slots: Arc<Mutex<Vec<usize>>>,
+}
+
+struct SpyRead {
+    inner: Box<dyn ReadHandle>,
+    slots: Arc<Mutex<Vec<usize>>>,
+}
+
+impl ReadHandle for SpyRead {
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+
+    fn read_at(&mut self, buf: &mut [u8], offset: u64) -> Result<usize, StorageError> {
+        self.inner.read_at(buf, offset)
+    }
+
+    fn read_stream(
+        &mut self,
+        window: &mut [u8],
+        block: usize,
+        requests: &mut dyn Iterator<Item = Extent>,
+        consume: &mut Consume<'_>,
+    ) -> Result<(), StorageError> {
+        self.slots.lock().unwrap().push(window.len() / block);
+        self.inner.read_stream(window, block, requests, consume)
+    }
+}
+
+impl ForwardStorage for StreamSpy {
+    fn forward_to(&self) -> &dyn Storage {
+        &PosixStorage
+    }
+}
+
+impl Storage for StreamSpy {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            io_depth: self.io_depth,
+            ..PosixStorage.capabilities()
+        }
+    }
+
+    fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {
+        Ok(Box::new(SpyRead {
+            inner: PosixStorage.open(path)?,
+            slots: Arc::clone(&self.slots),
+        }))
+    }
+
+    dlio_storage::forward_storage!(
+        engine,
+        create,
+        list,
+        size,
+        create_dir_all,
+        remove_file,
+        remove_dir_all,
+        partial_path,
+        drop_cache
+    );
+}
+
+#[test]
+fn a_restart_lends_the_engine_io_depth_chunks_per_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = small_transformer(Framework::Pytorch);
+    let name = checkpoint_dir_name(1, 1);
+    let mut writer = CheckpointWriter::new(write_options(true, false)).unwrap();
+    writer
+        .write(&PosixStorage::new(), dir.path(), &name, &plan, 1)
+        .unwrap();
+    let files = &plan.ranks[1].files;
+    assert!(
+        files.iter().any(|f| f.bytes > 4 * MIB as u64),
+        "a file of many chunks"
+    );
+    // A chunk of 1 MiB: io_depth chunks, fewer for a file of fewer chunks (these files are
+    // far below the window limit, which the formula keeps for completeness).
+    for io_depth in [1, 4, 4096] {
+        let spy = StreamSpy {
+            io_depth,
+            slots: Arc::default(),
+        };
+        let mut reader = CheckpointReader::new(read_options(None)).unwrap();
+        let report = reader.read(&spy, dir.path(), &name, &plan, 1).unwrap();
+        assert_eq!(report.bytes, plan.ranks[1].bytes());
+        let expected: Vec<usize> = files
+            .iter()
+            .map(|f| {
+                (io_depth as usize)
+                    .min(f.bytes.div_ceil(MIB as u64) as usize)
+                    .min(MAX_READ_WINDOW_BYTES / MIB)
+            })
+            .collect();
+        assert_eq!(*spy.slots.lock().unwrap(), expected, "io_depth {io_depth}");
     }
 }
 

@@ -88,6 +88,7 @@ impl Storage for CollectiveStorage {
         Capabilities {
             alignment: 1,
             batched: false,
+            io_depth: 1,
         }
     }
     fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {

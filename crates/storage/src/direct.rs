@@ -84,9 +84,13 @@ pub(crate) fn pread(
 
 /// True when `buf` at `offset` can be handed to an O_DIRECT read as it is.
 pub(crate) fn request_is_aligned(buf: &[u8], offset: u64) -> bool {
-    is_aligned(buf.as_ptr() as usize)
-        && offset.is_multiple_of(DIRECT_ALIGNMENT as u64)
-        && is_aligned(buf.len())
+    parts_are_aligned(buf.as_ptr() as usize, buf.len(), offset)
+}
+
+/// True when `len` bytes at `offset` into memory at `address` can be handed to an O_DIRECT
+/// read as they are.
+pub(crate) fn parts_are_aligned(address: usize, len: usize, offset: u64) -> bool {
+    is_aligned(address) && offset.is_multiple_of(DIRECT_ALIGNMENT as u64) && is_aligned(len)
 }
 
 /// One O_DIRECT read of up to `buf.len()` bytes at `offset`: aligned requests (or their
@@ -136,6 +140,7 @@ impl Storage for DirectStorage {
         Capabilities {
             alignment: DIRECT_ALIGNMENT,
             batched: false,
+            io_depth: 1,
         }
     }
 

@@ -158,6 +158,17 @@ pub enum StorageError {
         hint: &'static str,
     },
 
+    /// A streaming read ([`crate::ReadHandle::read_stream`]) was asked for something its
+    /// window cannot hold: a block of 0 bytes, a window smaller than one block, or a request
+    /// longer than the block. A caller's mistake, reported instead of a panic.
+    #[error("cannot stream reads of {path}: {reason}", path = path.display())]
+    InvalidStream {
+        /// The file.
+        path: PathBuf,
+        /// What does not fit.
+        reason: String,
+    },
+
     /// The caller asked the write to stop (e.g. Ctrl-C during generation). What was written
     /// under the temporary name is removed.
     #[error("writing {path} was interrupted", path = path.display())]

@@ -17,7 +17,17 @@
 //! - Reads are positional (`read_at`), never cursor-based, so one handle can serve
 //!   concurrent logical streams and an engine can reorder or batch them.
 //! - [`ReadHandle::read_batch`] takes several requests at once. Synchronous engines run them
-//!   in order (the default); io_uring and S3 keep `io_depth` of them in flight.
+//!   in order (the default); io_uring and S3 keep `io_depth` of them in flight. A batch
+//!   returns when all of its requests are done, so an engine's queue drains at its end.
+//! - [`ReadHandle::read_stream`] is the read that never drains: the caller lends a window of
+//!   memory cut into slots of one block, a list of [`Extent`]s and a `consume` callback, and
+//!   the engine keeps up to `min(io_depth, slots)` requests in flight, handing each
+//!   completed range to `consume` (in completion order on io_uring) and reusing its slot
+//!   for the next one. Memory stays at the window whatever the number of requests. Its users
+//!   are checkpoint restart (`dlio-checkpoint` reads each file as a stream of chunks,
+//!   [`Capabilities::io_depth`] of them in flight) and `examples/engine_bench.rs`, which
+//!   `bench/vs-fio.sh` compares with fio. Synchronous engines run it one request at a time
+//!   (the default).
 //! - [`Capabilities::alignment`] tells callers how to allocate buffers ([`IoBuffer`]) and
 //!   align offsets, so O_DIRECT reads go straight into the caller's memory; engines still
 //!   accept any request (unaligned ones take a bounce buffer).
@@ -36,7 +46,7 @@
 //!
 //! ```
 //! use std::path::Path;
-//! use dlio_storage::{Metered, PosixStorage, Storage};
+//! use dlio_storage::{Extent, Metered, PosixStorage, Storage};
 //!
 //! # fn main() -> Result<(), dlio_storage::StorageError> {
 //! let dir = tempfile::tempdir().expect("temp dir");
@@ -54,8 +64,19 @@
 //! reader.read_exact_at(&mut word, 7)?;
 //! assert_eq!(&word, b"storage");
 //!
+//! // A stream: two ranges through a window of one 7-byte slot, consumed as they complete.
+//! let mut window = [0u8; 7];
+//! let mut words = Vec::new();
+//! let mut ranges = [Extent::new(0, 5), Extent::new(7, 7)].into_iter();
+//! reader.read_stream(&mut window, 7, &mut ranges, &mut |offset, bytes| {
+//!     words.push((offset, String::from_utf8_lossy(bytes).into_owned()));
+//!     Ok(())
+//! })?;
+//! assert_eq!(words, [(0, "hello".to_string()), (7, "storage".to_string())]);
+//!
 //! let counts = storage.counters().snapshot();
-//! assert_eq!((counts.bytes_written, counts.bytes_read), (14, 7));
+//! assert_eq!((counts.bytes_written, counts.bytes_read), (14, 19));
+//! assert_eq!(counts.read_requests, 3);
 //! # Ok(())
 //! # }
 //! ```
@@ -104,6 +125,10 @@ pub struct Capabilities {
     pub alignment: usize,
     /// True when [`ReadHandle::read_batch`] really overlaps requests.
     pub batched: bool,
+    /// Requests the engine keeps in flight per reader thread (`storage.io_depth` for
+    /// io_uring and S3; 1 for the synchronous engines): how many slots a
+    /// [`ReadHandle::read_stream`] window needs to keep the engine busy.
+    pub io_depth: u32,
 }
 
 /// One entry of a directory listing.
@@ -125,6 +150,60 @@ pub struct ReadRequest<'a> {
     /// Where the bytes go; the request reads exactly `buf.len()` bytes.
     pub buf: &'a mut [u8],
 }
+
+/// One range of a streaming read ([`ReadHandle::read_stream`]): `len` bytes at `offset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    /// Offset in the file.
+    pub offset: u64,
+    /// Bytes to read: at most the stream's block (less for a file's short last block).
+    pub len: usize,
+}
+
+impl Extent {
+    /// `len` bytes at `offset`.
+    pub fn new(offset: u64, len: usize) -> Extent {
+        Extent { offset, len }
+    }
+}
+
+/// The number of slots of a stream's `window` cut into blocks of `block` bytes, or
+/// [`StorageError::InvalidStream`] when it holds none.
+pub(crate) fn stream_slots(
+    path: &Path,
+    window: usize,
+    block: usize,
+) -> Result<usize, StorageError> {
+    if block == 0 || window < block {
+        return Err(StorageError::InvalidStream {
+            path: path.to_path_buf(),
+            reason: format!(
+                "a window of {window} bytes holds no block of {block} bytes; lend at least one \
+                 block of memory, and a block of at least one byte"
+            ),
+        });
+    }
+    Ok(window / block)
+}
+
+/// Checks that `extent` fits in one slot of `block` bytes.
+pub(crate) fn check_extent(path: &Path, extent: Extent, block: usize) -> Result<(), StorageError> {
+    if extent.len > block {
+        return Err(StorageError::InvalidStream {
+            path: path.to_path_buf(),
+            reason: format!(
+                "the request of {} bytes at offset {} is longer than the stream's block of \
+                 {block} bytes",
+                extent.len, extent.offset
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// What [`ReadHandle::read_stream`] hands each completed range to: its offset and bytes. An
+/// error stops the stream and is returned by it.
+pub type Consume<'a> = dyn FnMut(u64, &[u8]) -> Result<(), StorageError> + 'a;
 
 /// An engine: how dlio reaches a storage system.
 pub trait Storage: Send + Sync + std::fmt::Debug {
@@ -207,10 +286,47 @@ pub trait ReadHandle: Send {
     }
 
     /// Runs several reads; engines that can overlap them do. Each request reads exactly
-    /// its buffer's length.
+    /// its buffer's length. Returns when all are done (an overlapping engine's queue drains
+    /// at the end of every batch; [`ReadHandle::read_stream`] does not).
     fn read_batch(&mut self, requests: &mut [ReadRequest<'_>]) -> Result<(), StorageError> {
         for r in requests.iter_mut() {
             self.read_exact_at(r.buf, r.offset)?;
+        }
+        Ok(())
+    }
+
+    /// Reads every range `requests` yields, exactly (a range that runs past the end of the
+    /// file fails with [`StorageError::Truncated`], as [`ReadHandle::read_exact_at`] does),
+    /// and calls `consume` once per range with its offset and bytes.
+    ///
+    /// `window` is the memory the reads go into, cut into `window.len() / block` slots of
+    /// `block` bytes; every range must be at most `block` long. An engine that overlaps
+    /// requests keeps up to `min(io_depth, slots)` of them in flight and starts the next one
+    /// as soon as a slot's range has been consumed, so its queue never drains until
+    /// `requests` is exhausted; the others read one range at a time (this default). With
+    /// O_DIRECT, give an [`IoBuffer`] aligned to [`Capabilities::alignment`] and an aligned
+    /// `block`, or the reads take a bounce buffer.
+    ///
+    /// Ranges may be consumed in another order than they were requested (io_uring calls
+    /// `consume` in completion order); the offset says which range the bytes are. The bytes
+    /// may live in `window` or in the engine's own memory (S3), and are only valid during
+    /// the call. On an error, from the engine or from `consume`, the stream stops, waits
+    /// until no read is in flight any more, and returns the first error; ranges taken from
+    /// `requests` before it may not all have been consumed.
+    fn read_stream(
+        &mut self,
+        window: &mut [u8],
+        block: usize,
+        requests: &mut dyn Iterator<Item = Extent>,
+        consume: &mut Consume<'_>,
+    ) -> Result<(), StorageError> {
+        stream_slots(self.path(), window.len(), block)?;
+        let slot = &mut window[..block];
+        for extent in requests {
+            check_extent(self.path(), extent, block)?;
+            let buf = &mut slot[..extent.len];
+            self.read_exact_at(buf, extent.offset)?;
+            consume(extent.offset, buf)?;
         }
         Ok(())
     }

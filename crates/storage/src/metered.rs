@@ -1,6 +1,8 @@
 //! [`Metered`]: a decorator that counts what goes through any engine, so that engines stay
 //! free of metrics code and every engine is measured the same way.
 
+use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::ops::{Add, Sub};
 use std::path::Path;
 use std::sync::Arc;
@@ -9,7 +11,8 @@ use std::time::Instant;
 
 use crate::histogram::{LatencyBuckets, LatencySnapshot};
 use crate::{
-    DirEntry, ForwardStorage, ReadHandle, ReadRequest, Storage, StorageError, WriteHandle,
+    Consume, DirEntry, Extent, ForwardStorage, ReadHandle, ReadRequest, Storage, StorageError,
+    WriteHandle,
 };
 
 /// Live operation counters, shared by every handle of one [`Metered`] storage. Relaxed
@@ -44,8 +47,10 @@ impl IoCounters {
     }
 
     /// Latency of every read call that completed: one record per `read_at` or
-    /// `read_exact_at`, and one per `read_batch` (the time until its last request
-    /// completed). With a transfer size, each transfer is one call ([`crate::SplitReads`]).
+    /// `read_exact_at`, one per `read_batch` (the time until its last request completed),
+    /// and one per request of a `read_stream` (from the moment the engine took the request
+    /// to the moment it handed over its bytes). With a transfer size, each transfer is one
+    /// call ([`crate::SplitReads`]).
     pub fn read_latency(&self) -> LatencySnapshot {
         self.read_latency.snapshot()
     }
@@ -68,7 +73,8 @@ pub struct IoCountersSnapshot {
     pub opens: u64,
     /// Successful [`Storage::create`] calls.
     pub creates: u64,
-    /// Read requests that completed (each `read_at`, `read_exact_at` or batch entry is one).
+    /// Read requests that completed (each `read_at`, `read_exact_at`, batch entry or stream
+    /// range is one).
     pub read_requests: u64,
     /// Bytes those requests returned.
     pub bytes_read: u64,
@@ -192,11 +198,15 @@ struct MeteredRead {
 
 impl MeteredRead {
     fn count(&self, started: Instant, requests: u64, bytes: u64) {
-        let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.counters.read_latency.record(nanos);
-        IoCounters::count(&self.counters.read_requests, requests);
-        IoCounters::count(&self.counters.bytes_read, bytes);
+        count_read(&self.counters, started, requests, bytes);
     }
+}
+
+fn count_read(counters: &IoCounters, started: Instant, requests: u64, bytes: u64) {
+    let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    counters.read_latency.record(nanos);
+    IoCounters::count(&counters.read_requests, requests);
+    IoCounters::count(&counters.bytes_read, bytes);
 }
 
 impl ReadHandle for MeteredRead {
@@ -229,6 +239,45 @@ impl ReadHandle for MeteredRead {
         let bytes = requests.iter().map(|r| r.buf.len() as u64).sum();
         self.count(started, requests.len() as u64, bytes);
         Ok(())
+    }
+
+    /// Counts each range as one request when the engine hands over its bytes (before the
+    /// caller's `consume` sees them), with its own latency: from the moment the engine took
+    /// it from `requests` (which an overlapping engine does just before submitting it) to
+    /// that moment. Completions may come out of order, so each is matched to the oldest
+    /// outstanding start at the same offset; the outstanding starts are at most the
+    /// requests the engine has in flight.
+    fn read_stream(
+        &mut self,
+        window: &mut [u8],
+        block: usize,
+        requests: &mut dyn Iterator<Item = Extent>,
+        consume: &mut Consume<'_>,
+    ) -> Result<(), StorageError> {
+        let slots = window.len() / block.max(1);
+        let starts = RefCell::new(VecDeque::with_capacity(slots.clamp(1, 64)));
+        let mut timed = requests.inspect(|extent| {
+            starts
+                .borrow_mut()
+                .push_back((extent.offset, Instant::now()))
+        });
+        let counters = &self.counters;
+        self.inner
+            .read_stream(window, block, &mut timed, &mut |offset, bytes| {
+                let started = {
+                    let mut starts = starts.borrow_mut();
+                    let at = starts.iter().position(|&(start, _)| start == offset);
+                    at.and_then(|i| starts.remove(i))
+                };
+                match started {
+                    Some((_, started)) => count_read(counters, started, 1, bytes.len() as u64),
+                    None => {
+                        IoCounters::count(&counters.read_requests, 1);
+                        IoCounters::count(&counters.bytes_read, bytes.len() as u64);
+                    }
+                }
+                consume(offset, bytes)
+            })
     }
 }
 

@@ -43,6 +43,7 @@ impl Storage for MmapStorage {
         Capabilities {
             alignment: 1,
             batched: false,
+            io_depth: 1,
         }
     }
 

@@ -61,6 +61,7 @@ impl Storage for PosixStorage {
         Capabilities {
             alignment: 1,
             batched: false,
+            io_depth: 1,
         }
     }
 

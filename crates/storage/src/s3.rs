@@ -8,7 +8,9 @@
 //! or with a multipart upload (parts of [`S3_PART_BYTES`], a few in flight) when it is larger;
 //! either way it becomes visible only when complete. `open` is one HEAD; reads are ranged
 //! GETs (one per transfer with [`crate::SplitReads`]; a whole-object read is one GET of the
-//! whole range); a batch keeps `io_depth` GETs in flight.
+//! whole range); a batch keeps `io_depth` GETs in flight, and so does a stream
+//! ([`ReadHandle::read_stream`]: each GET's bytes go to `consume` as they are, in request
+//! order, without a copy into the window; the window's slots still bound the GETs in flight).
 //!
 //! Credentials never leave [`S3Settings`]: its `Debug` hides them and every error message
 //! has them replaced by `<redacted>`.
@@ -28,7 +30,10 @@ use object_store::{
 use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
 
-use crate::{Capabilities, DirEntry, ReadHandle, ReadRequest, Storage, StorageError, WriteHandle};
+use crate::{
+    Capabilities, Consume, DirEntry, Extent, ReadHandle, ReadRequest, Storage, StorageError,
+    WriteHandle, check_extent, stream_slots,
+};
 
 /// Objects larger than this are uploaded in parts of this size (S3's minimum part is 5 MiB).
 pub const S3_PART_BYTES: usize = 8 << 20;
@@ -412,6 +417,7 @@ impl Storage for S3Storage {
         Capabilities {
             alignment: 1,
             batched: true,
+            io_depth: u32::try_from(self.shared.io_depth).unwrap_or(u32::MAX),
         }
     }
 
@@ -538,12 +544,13 @@ impl S3Read {
             .spawn(async move { store.get_range(&key, range).await })
     }
 
-    fn wait(
+    /// Waits for the GET `handle` of `len` bytes at `offset` and returns them.
+    fn fetch(
         &self,
         handle: JoinHandle<object_store::Result<bytes::Bytes>>,
-        buf: &mut [u8],
         offset: u64,
-    ) -> Result<(), StorageError> {
+        len: usize,
+    ) -> Result<bytes::Bytes, StorageError> {
         let bytes = match self.shared.runtime.block_on(handle) {
             Ok(result) => result.map_err(|e| self.shared.error("read (GET)", &self.key, e))?,
             Err(join) => {
@@ -556,15 +563,69 @@ impl S3Read {
                 });
             }
         };
-        if bytes.len() != buf.len() {
+        if bytes.len() != len {
             return Err(StorageError::Truncated {
                 path: self.path.clone(),
-                offset: offset + bytes.len().min(buf.len()) as u64,
-                wanted: buf.len().saturating_sub(bytes.len()) as u64,
+                offset: offset + bytes.len().min(len) as u64,
+                wanted: len.saturating_sub(bytes.len()) as u64,
             });
         }
+        Ok(bytes)
+    }
+
+    fn wait(
+        &self,
+        handle: JoinHandle<object_store::Result<bytes::Bytes>>,
+        buf: &mut [u8],
+        offset: u64,
+    ) -> Result<(), StorageError> {
+        let bytes = self.fetch(handle, offset, buf.len())?;
         buf.copy_from_slice(&bytes);
         Ok(())
+    }
+
+    /// [`StorageError::Truncated`] if `len` bytes at `offset` run past the object's end.
+    fn check_in_object(&self, offset: u64, len: usize) -> Result<(), StorageError> {
+        let end = offset.saturating_add(len as u64);
+        if end > self.len {
+            return Err(StorageError::Truncated {
+                path: self.path.clone(),
+                offset: offset.max(self.len),
+                wanted: end - offset.max(self.len),
+            });
+        }
+        Ok(())
+    }
+
+    /// The stream's loop; `pending` holds the GETs started and not yet consumed, in order.
+    fn stream(
+        &self,
+        limit: usize,
+        block: usize,
+        requests: &mut dyn Iterator<Item = Extent>,
+        consume: &mut Consume<'_>,
+        pending: &mut VecDeque<(Extent, JoinHandle<object_store::Result<bytes::Bytes>>)>,
+    ) -> Result<(), StorageError> {
+        loop {
+            while pending.len() < limit {
+                let Some(extent) = requests.next() else {
+                    break;
+                };
+                check_extent(&self.path, extent, block)?;
+                self.check_in_object(extent.offset, extent.len)?;
+                if extent.len == 0 {
+                    consume(extent.offset, &[])?;
+                    continue;
+                }
+                let range = extent.offset..extent.offset + extent.len as u64;
+                pending.push_back((extent, self.get(range)));
+            }
+            let Some((extent, handle)) = pending.pop_front() else {
+                return Ok(());
+            };
+            let bytes = self.fetch(handle, extent.offset, extent.len)?;
+            consume(extent.offset, &bytes)?;
+        }
     }
 }
 
@@ -589,31 +650,17 @@ impl ReadHandle for S3Read {
     }
 
     fn read_exact_at(&mut self, buf: &mut [u8], offset: u64) -> Result<(), StorageError> {
-        let end = offset.saturating_add(buf.len() as u64);
-        if end > self.len {
-            return Err(StorageError::Truncated {
-                path: self.path.clone(),
-                offset: offset.max(self.len),
-                wanted: end - offset.max(self.len),
-            });
-        }
+        self.check_in_object(offset, buf.len())?;
         if buf.is_empty() {
             return Ok(());
         }
-        let handle = self.get(offset..end);
+        let handle = self.get(offset..offset + buf.len() as u64);
         self.wait(handle, buf, offset)
     }
 
     fn read_batch(&mut self, requests: &mut [ReadRequest<'_>]) -> Result<(), StorageError> {
         for r in requests.iter() {
-            let end = r.offset.saturating_add(r.buf.len() as u64);
-            if end > self.len {
-                return Err(StorageError::Truncated {
-                    path: self.path.clone(),
-                    offset: r.offset.max(self.len),
-                    wanted: end - r.offset.max(self.len),
-                });
-            }
+            self.check_in_object(r.offset, r.buf.len())?;
         }
         let mut pending = VecDeque::with_capacity(self.shared.io_depth);
         let mut next = 0;
@@ -631,6 +678,27 @@ impl ReadHandle for S3Read {
             self.wait(handle, request.buf, request.offset)?;
         }
         Ok(())
+    }
+
+    /// Keeps `min(io_depth, slots)` GETs in flight and consumes each in request order,
+    /// straight from the GET's own buffer (`window` only bounds how many are in flight). On
+    /// an error the GETs still running are aborted: they write only into their own buffers,
+    /// never into the caller's memory.
+    fn read_stream(
+        &mut self,
+        window: &mut [u8],
+        block: usize,
+        requests: &mut dyn Iterator<Item = Extent>,
+        consume: &mut Consume<'_>,
+    ) -> Result<(), StorageError> {
+        let slots = stream_slots(&self.path, window.len(), block)?;
+        let limit = slots.min(self.shared.io_depth).max(1);
+        let mut pending = VecDeque::with_capacity(limit);
+        let result = self.stream(limit, block, requests, consume, &mut pending);
+        for (_, handle) in pending {
+            handle.abort();
+        }
+        result
     }
 }
 

@@ -3,10 +3,21 @@
 //! shorter), handed to the engine in one [`ReadHandle::read_batch`], so an engine that
 //! overlaps requests (io_uring, S3) keeps `io_depth` of them in flight, and a [`crate::Metered`]
 //! beneath counts each transfer as one request.
+//!
+//! A stream ([`ReadHandle::read_stream`]) whose block is at most the transfer size passes
+//! through unchanged: each of its requests already is one transfer, and the engine keeps
+//! its queue full across them. A longer block is split too, as the transfer size is the
+//! workload's request size: the window is filled with one request per slot, and each
+//! window-full becomes one batch of transfers (`io_depth` in flight across all of them)
+//! before its requests are consumed in order, so the queue drains once per window rather
+//! than once per request.
 
 use std::path::Path;
 
-use crate::{ForwardStorage, ReadHandle, ReadRequest, Storage, StorageError};
+use crate::{
+    Consume, Extent, ForwardStorage, ReadHandle, ReadRequest, Storage, StorageError, check_extent,
+    stream_slots,
+};
 
 /// Splits long reads of `inner` into requests of at most `transfer_size` bytes.
 #[derive(Debug)]
@@ -81,6 +92,22 @@ fn split_into<'a>(
     }
 }
 
+impl SplitRead {
+    /// Never ask past the end: a split request that straddles it would be a short read.
+    fn check_in_file(&self, offset: u64, len: usize) -> Result<(), StorageError> {
+        let file_len = self.inner.len();
+        let end = offset.saturating_add(len as u64);
+        if end > file_len {
+            return Err(StorageError::Truncated {
+                path: self.inner.path().to_path_buf(),
+                offset: offset.max(file_len),
+                wanted: end - offset.max(file_len),
+            });
+        }
+        Ok(())
+    }
+}
+
 impl ReadHandle for SplitRead {
     fn path(&self) -> &Path {
         self.inner.path()
@@ -100,15 +127,7 @@ impl ReadHandle for SplitRead {
         if buf.len() <= self.transfer_size {
             return self.inner.read_exact_at(buf, offset);
         }
-        // Never ask past the end: a request that straddles it would be a short read.
-        let len = self.inner.len();
-        if offset.saturating_add(buf.len() as u64) > len {
-            return Err(StorageError::Truncated {
-                path: self.inner.path().to_path_buf(),
-                offset: offset.max(len),
-                wanted: offset.saturating_add(buf.len() as u64) - offset.max(len),
-            });
-        }
+        self.check_in_file(offset, buf.len())?;
         let mut requests = Vec::with_capacity(buf.len().div_ceil(self.transfer_size));
         split_into(buf, offset, self.transfer_size, &mut requests);
         self.inner.read_batch(&mut requests)
@@ -123,5 +142,40 @@ impl ReadHandle for SplitRead {
             split_into(request.buf, request.offset, self.transfer_size, &mut pieces);
         }
         self.inner.read_batch(&mut pieces)
+    }
+
+    fn read_stream(
+        &mut self,
+        window: &mut [u8],
+        block: usize,
+        requests: &mut dyn Iterator<Item = Extent>,
+        consume: &mut Consume<'_>,
+    ) -> Result<(), StorageError> {
+        if block <= self.transfer_size {
+            return self.inner.read_stream(window, block, requests, consume);
+        }
+        let slots = stream_slots(self.inner.path(), window.len(), block)?;
+        let mut group: Vec<Extent> = Vec::with_capacity(slots);
+        loop {
+            group.clear();
+            group.extend((&mut *requests).take(slots));
+            if group.is_empty() {
+                return Ok(());
+            }
+            for extent in &group {
+                check_extent(self.inner.path(), *extent, block)?;
+                self.check_in_file(extent.offset, extent.len)?;
+            }
+            let mut pieces = Vec::with_capacity(slots * block.div_ceil(self.transfer_size));
+            for (extent, slot) in group.iter().zip(window.chunks_mut(block)) {
+                let buf = &mut slot[..extent.len];
+                split_into(buf, extent.offset, self.transfer_size, &mut pieces);
+            }
+            self.inner.read_batch(&mut pieces)?;
+            drop(pieces);
+            for (extent, slot) in group.iter().zip(window.chunks(block)) {
+                consume(extent.offset, &slot[..extent.len])?;
+            }
+        }
     }
 }

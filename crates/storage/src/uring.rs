@@ -1,12 +1,28 @@
 //! The `io_uring` engine: reads are submitted through an io_uring with up to `io_depth`
 //! requests in flight per reader thread (one ring per thread, made on first use and kept for
-//! the thread's life, as fio keeps one per job). A batch ([`ReadHandle::read_batch`], which
-//! [`crate::SplitReads`] produces from one long read) is submitted together, and each slot is
-//! refilled as its request completes, so one read of a whole file split into transfers keeps
-//! the device's queue full until its last `io_depth` requests, which drain: the call returns
-//! when all are done (bench/RESULTS.md measures what that costs). With `odirect` the files
-//! are opened with O_DIRECT (fio's `direct=1`); unaligned requests then take the `direct`
-//! engine's bounce path. Writes, listing and removal are the `posix` (or `direct`) engine's.
+//! the thread's life, as fio keeps one per job). With `odirect` the files are opened with
+//! O_DIRECT (fio's `direct=1`); unaligned requests then take the `direct` engine's bounce
+//! path (a synchronous `pread`, while the ring's requests stay in flight). Writes, listing
+//! and removal are the `posix` (or `direct`) engine's.
+//!
+//! Every read runs on one core, [`run`]: it asks a [`Feed`] for requests while fewer than
+//! `min(io_depth, feed capacity)` are in flight, submits them together, wakes at the first
+//! completion while more requests wait, resubmits the rest of a short read, and hands each
+//! finished request back to the feed, which frees its memory for the next one. Two feeds
+//! use it:
+//! - a batch ([`ReadHandle::read_batch`], which [`crate::SplitReads`] produces from one long
+//!   read): the destinations are the requests' own buffers. Each slot is refilled as its
+//!   request completes, but the call returns when all are done, so the queue drains over the
+//!   batch's last `io_depth` requests (bench/RESULTS.md measures what that costs);
+//! - a stream ([`ReadHandle::read_stream`]): the destinations are the slots of the caller's
+//!   window, each completed request is consumed and its slot refilled at once, and the
+//!   queue drains only when the caller's requests run out, as fio's does. Requests are
+//!   consumed in completion order.
+//!
+//! Soundness: the kernel writes into the caller's memory until a request's completion is
+//! reaped, long after it was pushed, so [`run`] never returns (nor unwinds) while a request
+//! is in flight: a guard ([`Flight`]) waits for every outstanding completion before the
+//! borrowed buffers can be freed, even when a caller's `consume` or iterator panics.
 
 use std::cell::RefCell;
 use std::fs::{File, OpenOptions};
@@ -16,18 +32,21 @@ use std::path::{Path, PathBuf};
 
 use io_uring::{IoUring, opcode, types};
 
-use crate::direct::{DIRECT_ALIGNMENT, direct_read_at, open_direct, request_is_aligned};
+use crate::direct::{
+    DIRECT_ALIGNMENT, direct_read_at, open_direct, parts_are_aligned, request_is_aligned,
+};
 use crate::posix::regular_file_len;
 use crate::{
-    Capabilities, DirectStorage, ForwardStorage, IoBuffer, PosixStorage, ReadHandle, ReadRequest,
-    Storage, StorageError, WriteHandle,
+    Capabilities, Consume, DirectStorage, Extent, ForwardStorage, IoBuffer, PosixStorage,
+    ReadHandle, ReadRequest, Storage, StorageError, WriteHandle, check_extent, stream_slots,
 };
 
 /// Largest single submission; longer requests complete in several (the kernel takes a u32).
 const MAX_SUBMISSION: usize = 1 << 30;
 
 thread_local! {
-    /// This thread's ring, made on first use.
+    /// This thread's ring, made on first use. A run takes it out for its duration (see
+    /// [`with_ring`]).
     static RING: RefCell<Option<IoUring>> = const { RefCell::new(None) };
 }
 
@@ -102,6 +121,7 @@ impl Storage for UringStorage {
         Capabilities {
             alignment: if self.odirect { DIRECT_ALIGNMENT } else { 1 },
             batched: true,
+            io_depth: self.io_depth,
         }
     }
 
@@ -122,8 +142,8 @@ impl Storage for UringStorage {
             } else {
                 None
             },
-            done: Vec::new(),
-            reaped: Vec::new(),
+            scratch: Scratch::default(),
+            free_slots: Vec::new(),
         }))
     }
 
@@ -152,171 +172,402 @@ struct UringRead {
     io_depth: u32,
     /// With O_DIRECT: the bounce buffer for unaligned requests.
     bounce: Option<IoBuffer>,
-    /// Bytes done per request of the current batch (kept to reuse its allocation).
-    done: Vec<usize>,
-    /// The completions of one wait: request index and result (kept to reuse its allocation).
-    reaped: Vec<(usize, i32)>,
+    /// The core's bookkeeping (kept to reuse its allocations).
+    scratch: Scratch,
+    /// A stream's free window slots (kept to reuse its allocation).
+    free_slots: Vec<usize>,
 }
 
-impl UringRead {
-    /// Runs `requests` on this thread's ring, except those `skip` selects (and empty ones);
-    /// each must read exactly its length. Returns only when no request is in flight any
-    /// more, so the buffers are free again.
-    fn run(
-        &mut self,
-        requests: &mut [ReadRequest<'_>],
-        skip: fn(&ReadRequest<'_>) -> bool,
-    ) -> Result<(), StorageError> {
-        let depth = self.io_depth;
-        RING.with(|cell| {
-            let mut slot = cell.borrow_mut();
-            let ring = match &mut *slot {
-                Some(ring) if ring.params().sq_entries() >= depth => ring,
-                slot => slot.insert(new_ring(depth).map_err(uring_refused)?),
-            };
-            self.done.clear();
-            self.done.resize(requests.len(), 0);
-            let mut batch = Batch {
-                ring,
-                fd: types::Fd(self.file.as_raw_fd()),
-                path: &self.path,
-                len: self.len,
-                done: &mut self.done,
-                reaped: &mut self.reaped,
-                depth,
-            };
-            batch.run(requests, skip)
-        })
-    }
+/// Runs `f` with this thread's ring (made, or remade larger, if it has fewer than `depth`
+/// entries). The ring is taken out of the thread-local for the call, so that a `consume`
+/// that itself reads through io_uring gets a ring of its own instead of a `RefCell` panic;
+/// it is put back afterwards (a panic drops it, once [`Flight`] has drained it).
+fn with_ring<T>(
+    depth: u32,
+    f: impl FnOnce(&mut IoUring) -> Result<T, StorageError>,
+) -> Result<T, StorageError> {
+    let mut ring = match RING.with(|cell| cell.borrow_mut().take()) {
+        Some(ring) if ring.params().sq_entries() >= depth => ring,
+        _ => new_ring(depth).map_err(uring_refused)?,
+    };
+    let result = f(&mut ring);
+    RING.with(|cell| *cell.borrow_mut() = Some(ring));
+    result
 }
 
-/// One `read_batch` on a ring.
-struct Batch<'a> {
-    ring: &'a mut IoUring,
+/// The file a run reads.
+#[derive(Clone, Copy)]
+struct Source<'a> {
     fd: types::Fd,
     path: &'a Path,
     /// The file's length.
     len: u64,
-    done: &'a mut [usize],
-    reaped: &'a mut Vec<(usize, i32)>,
+    /// Most requests in flight.
     depth: u32,
 }
 
-impl Batch<'_> {
-    /// Queues the unfinished part of request `index` (submitted by the next `wait`, together
-    /// with the others queued since). Returns false if the submission queue is full (it
-    /// never is: at most `depth` entries are queued or in flight and the queue holds as
-    /// many).
-    fn push(&mut self, request: &mut ReadRequest<'_>, index: usize) -> bool {
-        let done = self.done[index];
-        let remaining = &mut request.buf[done..];
-        let len = remaining.len().min(MAX_SUBMISSION) as u32;
-        let entry = opcode::Read::new(self.fd, remaining.as_mut_ptr(), len)
-            .offset(request.offset + done as u64)
-            .build()
-            .user_data(index as u64);
-        // SAFETY: the entry points into `request.buf`, which the caller keeps borrowed (and
-        // so alive, unmoved and unaliased) until `Batch::run` returns, and `run` returns only
-        // after the completion of every entry it pushed has been reaped (`wait` never returns
-        // early with entries in flight: it retries or aborts the process).
-        if unsafe { self.ring.submission().push(&entry) }.is_err() {
-            return false;
-        }
-        true
+/// One read for the ring: `len` bytes at `offset` into the memory at `ptr`. `tag` is the
+/// feed's own (which request, or which window slot).
+#[derive(Clone, Copy)]
+struct Target {
+    offset: u64,
+    ptr: *mut u8,
+    len: usize,
+    tag: usize,
+}
+
+/// Where the requests of one [`run`] come from and where their bytes go.
+///
+/// # Safety
+///
+/// Every [`Target`] that `next` returns must point to `len` bytes that stay allocated,
+/// valid for writes and untouched by anyone else (no Rust reference to them is used) from
+/// that `next` call until `completed` is called with it or, if it never is, until the run
+/// returns; [`run`] guarantees that the kernel is done with them by then. Targets in flight
+/// at the same time must not overlap.
+unsafe trait Feed {
+    /// Most targets the feed can have outstanding at once (its memory's slots).
+    fn capacity(&self) -> usize;
+
+    /// The next target, `None` once there are no more. A feed may serve requests itself
+    /// (empty ones, O_DIRECT bounces) before it returns one.
+    fn next(&mut self) -> Result<Option<Target>, StorageError>;
+
+    /// `target` has all its bytes and the kernel holds no reference to it any more. Called
+    /// only while the run has no error.
+    fn completed(&mut self, target: Target) -> Result<(), StorageError>;
+}
+
+/// A batch: each request's own buffer is its target.
+struct BatchFeed<'r, 'b> {
+    requests: &'r mut [ReadRequest<'b>],
+    next: usize,
+    /// With O_DIRECT: unaligned requests are served here, through the bounce buffer.
+    bounce: Option<Bounce<'r>>,
+}
+
+/// What an O_DIRECT feed needs to serve an unaligned request itself.
+struct Bounce<'a> {
+    file: &'a File,
+    path: &'a Path,
+    buffer: &'a mut IoBuffer,
+}
+
+impl Bounce<'_> {
+    fn read_exact(&mut self, buf: &mut [u8], offset: u64) -> Result<(), StorageError> {
+        read_exact_bounced(self.file, self.path, self.buffer, buf, offset)
+    }
+}
+
+// SAFETY: a target is the whole buffer of one request, a distinct `&mut [u8]` that the feed
+// borrows for the run; `next` only moves forward, so after handing out a request's pointer
+// the feed never touches that buffer again, and the buffers of different requests do not
+// overlap because they are distinct mutable borrows.
+unsafe impl Feed for BatchFeed<'_, '_> {
+    fn capacity(&self) -> usize {
+        usize::MAX
     }
 
-    fn run(
-        &mut self,
-        requests: &mut [ReadRequest<'_>],
-        skip: fn(&ReadRequest<'_>) -> bool,
-    ) -> Result<(), StorageError> {
-        let mut next = 0;
-        let mut in_flight = 0u32;
-        let mut first_error: Option<StorageError> = None;
-        loop {
-            while first_error.is_none() && in_flight < self.depth && next < requests.len() {
-                let request = &mut requests[next];
-                if request.buf.is_empty() || skip(request) {
-                    next += 1;
-                    continue;
-                }
-                if !self.push(request, next) {
-                    if in_flight == 0 {
-                        // Nothing would ever free a slot: fail rather than skip the rest.
-                        first_error = Some(queue_full(self.path));
-                    }
-                    break;
-                }
-                in_flight += 1;
-                next += 1;
+    fn next(&mut self) -> Result<Option<Target>, StorageError> {
+        while let Some(request) = self.requests.get_mut(self.next) {
+            let tag = self.next;
+            self.next += 1;
+            if request.buf.is_empty() {
+                continue;
             }
-            if in_flight == 0 {
-                break;
+            if let Some(bounce) = &mut self.bounce
+                && !request_is_aligned(request.buf, request.offset)
+            {
+                bounce.read_exact(request.buf, request.offset)?;
+                continue;
             }
-            // While requests wait for a slot, wake at the first completion to refill it (fio's
-            // `iodepth_batch_complete_min=1`); once all are queued, sleep until the last one
-            // is done instead of waking for each.
-            let all_queued = next >= requests.len() || first_error.is_some();
-            let want = if all_queued { in_flight } else { 1 };
-            wait(self.ring, self.path, want as usize);
-            self.reaped.clear();
-            self.reaped.extend(
-                self.ring
-                    .completion()
-                    .map(|cqe| (cqe.user_data() as usize, cqe.result())),
-            );
-            for i in 0..self.reaped.len() {
-                let (index, result) = self.reaped[i];
-                in_flight -= 1;
-                let request = &mut requests[index];
-                let done = self.done[index];
-                if result < 0 {
-                    first_error.get_or_insert_with(|| {
-                        let error = io::Error::from_raw_os_error(-result);
-                        StorageError::io("read", self.path, error)
-                    });
-                } else if result == 0 {
-                    first_error.get_or_insert_with(|| StorageError::Truncated {
-                        path: self.path.to_path_buf(),
-                        offset: request.offset + done as u64,
-                        wanted: (request.buf.len() - done) as u64,
-                    });
-                } else {
-                    self.done[index] += result as usize;
-                    let done = self.done[index];
-                    let at = request.offset + done as u64;
-                    if done < request.buf.len() && at >= self.len {
-                        // Short at the end of the file: asking again would return 0, or
-                        // EINVAL with O_DIRECT at an unaligned offset.
-                        first_error.get_or_insert_with(|| StorageError::Truncated {
-                            path: self.path.to_path_buf(),
-                            offset: at,
-                            wanted: (request.buf.len() - done) as u64,
-                        });
-                    } else if done < request.buf.len() && first_error.is_none() {
-                        // A short read: ask for the rest.
-                        if self.push(request, index) {
-                            in_flight += 1;
-                        } else {
-                            first_error = Some(queue_full(self.path));
-                        }
-                    }
-                }
-            }
+            return Ok(Some(Target {
+                offset: request.offset,
+                ptr: request.buf.as_mut_ptr(),
+                len: request.buf.len(),
+                tag,
+            }));
         }
-        match first_error {
-            Some(error) => Err(error),
-            None => Ok(()),
+        Ok(None)
+    }
+
+    fn completed(&mut self, _target: Target) -> Result<(), StorageError> {
+        Ok(())
+    }
+}
+
+/// A stream: requests from the caller's iterator, each into a free slot of its window.
+struct StreamFeed<'a, 'c> {
+    requests: &'a mut dyn Iterator<Item = Extent>,
+    consume: &'a mut Consume<'c>,
+    /// Start of the window, which the caller lends mutably for the whole run; only raw
+    /// pointers derived from it are used while the run lasts.
+    base: *mut u8,
+    block: usize,
+    slots: usize,
+    /// Slots that hold no request (neither in flight nor being consumed).
+    free: &'a mut Vec<usize>,
+    path: &'a Path,
+    bounce: Option<Bounce<'a>>,
+}
+
+// SAFETY: a target is the first `len <= block` bytes of a window slot taken from `free`,
+// so targets in flight lie in distinct slots and never overlap. The window is lent mutably
+// for the run and only reached through `base`. A slot returns to `free` only in
+// `completed` (the kernel is done with it) or right after the feed served it itself, so no
+// target is handed out twice; `completed` reads a slot only after the kernel finished it.
+unsafe impl Feed for StreamFeed<'_, '_> {
+    fn capacity(&self) -> usize {
+        self.slots
+    }
+
+    fn next(&mut self) -> Result<Option<Target>, StorageError> {
+        for extent in &mut *self.requests {
+            check_extent(self.path, extent, self.block)?;
+            let slot = self
+                .free
+                .pop()
+                .expect("the run asks for a request only while fewer than `slots` are out");
+            // SAFETY: `slot < slots`, so the slot's start lies inside the window.
+            let ptr = unsafe { self.base.add(slot * self.block) };
+            let bounced = self.bounce.is_some()
+                && !parts_are_aligned(ptr as usize, extent.len, extent.offset);
+            if extent.len > 0 && !bounced {
+                return Ok(Some(Target {
+                    offset: extent.offset,
+                    ptr,
+                    len: extent.len,
+                    tag: slot,
+                }));
+            }
+            // Served here: an empty request, or an unaligned one with O_DIRECT.
+            // SAFETY: the slot was just taken from `free` (no read in flight into it, no
+            // other slice of it alive) and `check_extent` bounds the length by the block,
+            // so the slice lies inside the window, which the caller lends for the run.
+            let buf = unsafe { std::slice::from_raw_parts_mut(ptr, extent.len) };
+            if let Some(bounce) = &mut self.bounce {
+                bounce.read_exact(buf, extent.offset)?;
+            }
+            (self.consume)(extent.offset, buf)?;
+            self.free.push(slot);
+        }
+        Ok(None)
+    }
+
+    fn completed(&mut self, target: Target) -> Result<(), StorageError> {
+        // SAFETY: the run calls this once the kernel has written all `len` bytes of the
+        // target and holds no entry for it; the slot is handed out again only after it is
+        // back in `free`, after this slice is gone.
+        let bytes = unsafe { std::slice::from_raw_parts(target.ptr, target.len) };
+        let consumed = (self.consume)(target.offset, bytes);
+        self.free.push(target.tag);
+        consumed
+    }
+}
+
+impl Target {
+    /// A placeholder for ring slots without a request.
+    const NONE: Target = Target {
+        offset: 0,
+        ptr: std::ptr::null_mut(),
+        len: 0,
+        tag: 0,
+    };
+}
+
+/// The core's reusable bookkeeping.
+#[derive(Default)]
+struct Scratch {
+    /// The target of each ring slot and the bytes it has so far.
+    entries: Vec<(Target, usize)>,
+    /// Ring slots without a request.
+    free: Vec<usize>,
+    /// The completions of one wait: ring slot and result.
+    reaped: Vec<(usize, i32)>,
+}
+
+// SAFETY: the pointers in `entries` are used only during a run, which borrows the scratch
+// exclusively on one thread and ends with nothing in flight; between runs they are stale
+// values that are overwritten before any use, never dereferenced.
+unsafe impl Send for Scratch {}
+
+/// The requests a run has on the ring. Dropping it waits for all of them, so that whatever
+/// way a run ends (an error, or a panic in a caller's iterator or `consume`), no read is in
+/// flight into memory the caller may free.
+struct Flight<'r> {
+    ring: &'r mut IoUring,
+    source: Source<'r>,
+    /// Entries pushed (submitted or not) whose completion has not been reaped.
+    in_flight: usize,
+}
+
+impl Drop for Flight<'_> {
+    fn drop(&mut self) {
+        while self.in_flight > 0 {
+            wait(self.ring, self.source.path, self.in_flight);
+            let reaped = self.ring.completion().count();
+            self.in_flight -= reaped.min(self.in_flight);
         }
     }
 }
 
-fn queue_full(path: &Path) -> StorageError {
-    StorageError::io(
-        "read",
-        path,
-        io::Error::other("the io_uring submission queue is full"),
-    )
+impl Flight<'_> {
+    /// Queues the unfinished part of `target` (its first `done` bytes are in) as ring slot
+    /// `slot`; the next `wait` submits it with the others queued since.
+    fn push(&mut self, target: &Target, done: usize, slot: usize) -> Result<(), StorageError> {
+        let len = (target.len - done).min(MAX_SUBMISSION) as u32;
+        // `done < target.len`: the pointer stays inside the target.
+        let ptr = target.ptr.wrapping_add(done);
+        let entry = opcode::Read::new(self.source.fd, ptr, len)
+            .offset(target.offset + done as u64)
+            .build()
+            .user_data(slot as u64);
+        // SAFETY: the entry points into a target, which the feed keeps allocated and
+        // untouched until the run hands it back with `completed` or returns (the `Feed`
+        // contract); the run does that only after this entry's completion is reaped, and
+        // `Flight`'s drop reaps every completion before the run can return or unwind, so
+        // the kernel never writes into memory the caller has got back.
+        if unsafe { self.ring.submission().push(&entry) }.is_err() {
+            // Never happens: at most `depth` entries are queued or in flight, and the queue
+            // holds as many. Failing is still better than losing a request.
+            return Err(StorageError::io(
+                "read",
+                self.source.path,
+                io::Error::other("the io_uring submission queue is full"),
+            ));
+        }
+        self.in_flight += 1;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// What the last run of this thread did: the most requests it had in flight, and how
+    /// many times it waited for all of them (a drained queue).
+    static LAST_RUN: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// Runs `feed`'s requests on `ring`, keeping up to `min(depth, feed capacity)` in flight.
+/// Returns the first error (an I/O error, a truncated file, or the feed's own), once no
+/// request is in flight any more; after an error nothing new is started and completed
+/// requests are not handed back to the feed.
+fn run(
+    ring: &mut IoUring,
+    source: Source<'_>,
+    scratch: &mut Scratch,
+    feed: &mut impl Feed,
+) -> Result<(), StorageError> {
+    let limit = (source.depth as usize).min(feed.capacity()).max(1);
+    let Scratch {
+        entries,
+        free,
+        reaped,
+    } = scratch;
+    entries.clear();
+    entries.resize(limit, (Target::NONE, 0));
+    free.clear();
+    free.extend((0..limit).rev());
+    #[cfg(test)]
+    let (mut peak, mut drains) = (0, 0);
+    let mut flight = Flight {
+        ring,
+        source,
+        in_flight: 0,
+    };
+    let mut exhausted = false;
+    let mut first_error: Option<StorageError> = None;
+    loop {
+        while first_error.is_none() && !exhausted && flight.in_flight < limit {
+            match feed.next() {
+                Ok(Some(target)) => {
+                    let slot = free
+                        .pop()
+                        .expect("fewer than `limit` requests are in flight");
+                    entries[slot] = (target, 0);
+                    if let Err(error) = flight.push(&target, 0, slot) {
+                        free.push(slot);
+                        first_error = Some(error);
+                    }
+                }
+                Ok(None) => exhausted = true,
+                Err(error) => first_error = Some(error),
+            }
+        }
+        if flight.in_flight == 0 {
+            break;
+        }
+        // While requests wait for a slot, wake at the first completion to refill it (fio's
+        // `iodepth_batch_complete_min=1`); once none is left to start, sleep until the last
+        // one is done instead of waking for each.
+        let more = first_error.is_none() && !exhausted;
+        let want = if more { 1 } else { flight.in_flight };
+        #[cfg(test)]
+        {
+            peak = peak.max(flight.in_flight);
+            drains += usize::from(!more);
+        }
+        wait(flight.ring, source.path, want);
+        reaped.clear();
+        reaped.extend(
+            flight
+                .ring
+                .completion()
+                .map(|cqe| (cqe.user_data() as usize, cqe.result())),
+        );
+        for &(slot, result) in reaped.iter() {
+            flight.in_flight -= 1;
+            let (target, done) = entries[slot];
+            let mut resubmitted = false;
+            let error = if result < 0 {
+                let error = io::Error::from_raw_os_error(-result);
+                Some(StorageError::io("read", source.path, error))
+            } else if result == 0 {
+                Some(truncated(source.path, &target, done))
+            } else {
+                let done = done + result as usize;
+                entries[slot].1 = done;
+                let at = target.offset + done as u64;
+                if done == target.len {
+                    match first_error {
+                        None => feed.completed(target).err(),
+                        Some(_) => None,
+                    }
+                } else if at >= source.len {
+                    // Short at the end of the file: asking again would return 0, or EINVAL
+                    // with O_DIRECT at an unaligned offset.
+                    Some(truncated(source.path, &target, done))
+                } else if first_error.is_none() {
+                    // A short read: ask for the rest.
+                    let pushed = flight.push(&target, done, slot);
+                    resubmitted = pushed.is_ok();
+                    pushed.err()
+                } else {
+                    None
+                }
+            };
+            if !resubmitted {
+                free.push(slot);
+            }
+            if let Some(error) = error {
+                first_error.get_or_insert(error);
+            }
+        }
+    }
+    #[cfg(test)]
+    LAST_RUN.with(|last| last.set((peak, drains)));
+    match first_error {
+        Some(error) => Err(error),
+        None => Ok(()),
+    }
+}
+
+fn truncated(path: &Path, target: &Target, done: usize) -> StorageError {
+    StorageError::Truncated {
+        path: path.to_path_buf(),
+        offset: target.offset + done as u64,
+        wanted: (target.len - done) as u64,
+    }
 }
 
 /// Submits what was pushed and waits for at least `want` completions. Interrupted waits are
@@ -372,19 +623,11 @@ impl ReadHandle for UringRead {
             return Ok(0);
         }
         // At the end of a file whose size is not a block multiple the request shrinks to an
-        // unaligned length, which O_DIRECT refuses (EINVAL): take the bounce path for it.
-        if let Some(bounce) = &mut self.bounce
-            && !n.is_multiple_of(DIRECT_ALIGNMENT)
-        {
-            return direct_read_at(&self.file, &self.path, bounce, &mut buf[..n], offset);
-        }
-        self.run(
-            &mut [ReadRequest {
-                offset,
-                buf: &mut buf[..n],
-            }],
-            |_| false,
-        )?;
+        // unaligned length, which O_DIRECT refuses (EINVAL): `read_batch` bounces it.
+        self.read_batch(&mut [ReadRequest {
+            offset,
+            buf: &mut buf[..n],
+        }])?;
         Ok(n)
     }
 
@@ -393,40 +636,154 @@ impl ReadHandle for UringRead {
     }
 
     fn read_batch(&mut self, requests: &mut [ReadRequest<'_>]) -> Result<(), StorageError> {
-        let Some(bounce) = &mut self.bounce else {
-            return self.run(requests, |_| false);
+        let source = Source {
+            fd: types::Fd(self.file.as_raw_fd()),
+            path: &self.path,
+            len: self.len,
+            depth: self.io_depth,
         };
-        // O_DIRECT: unaligned requests go through the bounce buffer first (each is at most
-        // one block plus its misaligned ends), then the aligned ones to the ring together.
-        for request in requests.iter_mut() {
-            if !request_is_aligned(request.buf, request.offset) {
-                read_exact_bounced(&self.file, &self.path, bounce, request)?;
-            }
-        }
-        self.run(requests, |request| {
-            !request_is_aligned(request.buf, request.offset)
-        })
+        let mut feed = BatchFeed {
+            requests,
+            next: 0,
+            bounce: self.bounce.as_mut().map(|buffer| Bounce {
+                file: &self.file,
+                path: &self.path,
+                buffer,
+            }),
+        };
+        let scratch = &mut self.scratch;
+        with_ring(self.io_depth, |ring| run(ring, source, scratch, &mut feed))
+    }
+
+    /// Keeps `min(io_depth, slots)` requests in flight, each in its own slot of `window`,
+    /// and consumes them in completion order; only the first `min(io_depth, slots)` slots
+    /// are used. With O_DIRECT, a request that is not aligned in offset, length or slot
+    /// address is read through the bounce buffer on the spot, while the others stay in
+    /// flight.
+    fn read_stream(
+        &mut self,
+        window: &mut [u8],
+        block: usize,
+        requests: &mut dyn Iterator<Item = Extent>,
+        consume: &mut Consume<'_>,
+    ) -> Result<(), StorageError> {
+        let slots = stream_slots(&self.path, window.len(), block)?.min(self.io_depth as usize);
+        self.free_slots.clear();
+        self.free_slots.extend((0..slots).rev());
+        let source = Source {
+            fd: types::Fd(self.file.as_raw_fd()),
+            path: &self.path,
+            len: self.len,
+            depth: self.io_depth,
+        };
+        let mut feed = StreamFeed {
+            requests,
+            consume,
+            base: window.as_mut_ptr(),
+            block,
+            slots,
+            free: &mut self.free_slots,
+            path: &self.path,
+            bounce: self.bounce.as_mut().map(|buffer| Bounce {
+                file: &self.file,
+                path: &self.path,
+                buffer,
+            }),
+        };
+        let scratch = &mut self.scratch;
+        with_ring(self.io_depth, |ring| run(ring, source, scratch, &mut feed))
     }
 }
 
+/// Reads exactly `buf.len()` bytes at `offset` through the O_DIRECT bounce buffer.
 fn read_exact_bounced(
     file: &File,
     path: &Path,
     bounce: &mut IoBuffer,
-    request: &mut ReadRequest<'_>,
+    buf: &mut [u8],
+    offset: u64,
 ) -> Result<(), StorageError> {
     let mut done = 0;
-    while done < request.buf.len() {
-        let offset = request.offset + done as u64;
-        let n = direct_read_at(file, path, bounce, &mut request.buf[done..], offset)?;
+    while done < buf.len() {
+        let at = offset + done as u64;
+        let n = direct_read_at(file, path, bounce, &mut buf[done..], at)?;
         if n == 0 {
             return Err(StorageError::Truncated {
                 path: path.to_path_buf(),
-                offset,
-                wanted: (request.buf.len() - done) as u64,
+                offset: at,
+                wanted: (buf.len() - done) as u64,
             });
         }
         done += n;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The engine at `depth`, or `None` (with the reason printed) when the kernel refuses
+    /// io_uring.
+    fn uring(depth: u32) -> Option<UringStorage> {
+        match UringStorage::new(depth, false) {
+            Ok(storage) => Some(storage),
+            Err(StorageError::EngineUnavailable { reason, .. }) => {
+                eprintln!("skipped: {reason}");
+                None
+            }
+            Err(other) => panic!("{other}"),
+        }
+    }
+
+    #[test]
+    fn a_stream_keeps_min_of_depth_and_slots_in_flight_and_drains_at_most_once() {
+        let Some(storage) = uring(8) else { return };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.bin");
+        let block = 4096;
+        std::fs::write(&path, vec![1u8; 64 * block]).unwrap();
+        let mut handle = storage.open(&path).unwrap();
+        for (slots, peak) in [(16, 8), (8, 8), (3, 3), (1, 1)] {
+            let mut window = vec![0u8; slots * block];
+            let mut extents = (0..64).map(|i| Extent::new(i * block as u64, block));
+            let mut consumed = 0;
+            handle
+                .read_stream(&mut window, block, &mut extents, &mut |_, bytes| {
+                    assert!(bytes.iter().all(|&b| b == 1));
+                    consumed += 1;
+                    Ok(())
+                })
+                .unwrap();
+            assert_eq!(consumed, 64, "{slots} slots");
+            let (seen_peak, drains) = LAST_RUN.with(std::cell::Cell::get);
+            assert_eq!(seen_peak, peak, "{slots} slots: requests in flight at once");
+            assert!(
+                drains <= 1,
+                "{slots} slots: the queue drained {drains} times"
+            );
+        }
+    }
+
+    #[test]
+    fn a_consume_may_read_through_io_uring_itself() {
+        let Some(storage) = uring(4) else { return };
+        let dir = tempfile::tempdir().unwrap();
+        let (outer, inner) = (dir.path().join("outer.bin"), dir.path().join("inner.bin"));
+        std::fs::write(&outer, vec![1u8; 16 * 4096]).unwrap();
+        std::fs::write(&inner, vec![2u8; 4096]).unwrap();
+        let mut outer = storage.open(&outer).unwrap();
+        let mut inner = storage.open(&inner).unwrap();
+        let mut window = vec![0u8; 4 * 4096];
+        let mut extents = (0..16).map(|i| Extent::new(i * 4096, 4096));
+        let mut nested = [0u8; 4096];
+        outer
+            .read_stream(&mut window, 4096, &mut extents, &mut |_, bytes| {
+                assert!(bytes.iter().all(|&b| b == 1));
+                inner.read_exact_at(&mut nested, 0)?;
+                assert!(nested.iter().all(|&b| b == 2));
+                Ok(())
+            })
+            .unwrap();
+    }
 }

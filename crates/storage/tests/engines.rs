@@ -1,6 +1,7 @@
 //! Every local engine against the same promises: byte-identical samples for every format,
-//! transfer-size splitting, O_DIRECT alignment on ext4, page-cache dropping, and clear
-//! errors for settings that cannot work.
+//! transfer-size splitting, O_DIRECT alignment on ext4, page-cache dropping, clear errors
+//! for settings that cannot work, and streaming reads (every range exactly once, truncation,
+//! errors and panics that leave nothing in flight, metering).
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -10,8 +11,8 @@ use std::sync::Arc;
 use dlio_config::{Compression, ElementType, FormatKind};
 use dlio_format::{DataRng, FileLayout, Format, format_for};
 use dlio_storage::{
-    DIRECT_ALIGNMENT, Engine, EngineKind, EngineSettings, IoBuffer, IoCounters, ReadRequest,
-    Storage, StorageError, engine_for, resident_pages,
+    DIRECT_ALIGNMENT, Engine, EngineKind, EngineSettings, Extent, IoBuffer, IoCounters, ReadHandle,
+    ReadRequest, Storage, StorageError, engine_for, resident_pages,
 };
 
 const FORMATS: [FormatKind; 12] = [
@@ -437,5 +438,290 @@ fn a_batch_longer_than_the_queue_mixing_aligned_and_unaligned_requests_reads_eve
         let mut again = IoBuffer::zeroed(4096, DIRECT_ALIGNMENT).unwrap();
         handle.read_exact_at(&mut again, 4096).unwrap();
         assert!(again[..] == bytes[4096..8192], "{label}");
+    }
+}
+
+/// Streams `extents` of `handle` into `window`, checks every consumed range against
+/// `bytes`, and returns the ranges in the order they were consumed.
+fn stream_checked(
+    handle: &mut dyn ReadHandle,
+    window: &mut [u8],
+    block: usize,
+    extents: &[Extent],
+    bytes: &[u8],
+    label: &str,
+) -> Result<Vec<Extent>, StorageError> {
+    let mut consumed = Vec::new();
+    handle.read_stream(
+        window,
+        block,
+        &mut extents.iter().copied(),
+        &mut |offset, got| {
+            let at = offset as usize;
+            assert!(
+                got == &bytes[at..at + got.len()],
+                "{label}: the {} bytes at {offset} differ",
+                got.len()
+            );
+            consumed.push(Extent::new(offset, got.len()));
+            Ok(())
+        },
+    )?;
+    Ok(consumed)
+}
+
+fn sorted(mut extents: Vec<Extent>) -> Vec<(u64, usize)> {
+    extents.sort_by_key(|e| (e.offset, e.len));
+    extents.into_iter().map(|e| (e.offset, e.len)).collect()
+}
+
+/// Every block of a file of `len` bytes (the last one short), in a scrambled order, plus
+/// a few unaligned ranges and an empty one.
+fn scrambled_ranges(len: usize, block: usize) -> Vec<Extent> {
+    let blocks = len.div_ceil(block);
+    let mut extents: Vec<Extent> = (0..blocks)
+        .map(|i| (i * 7) % blocks)
+        .map(|i| Extent::new((i * block) as u64, block.min(len - i * block)))
+        .collect();
+    assert!(!blocks.is_multiple_of(7), "7 must be coprime with {blocks}");
+    extents.insert(3, Extent::new(5, 3000));
+    extents.insert(9, Extent::new(4096 + 1, block - 1));
+    extents.push(Extent::new(100, 0));
+    extents.push(Extent::new((len - 1) as u64, 1));
+    extents
+}
+
+#[test]
+fn a_stream_reads_every_range_exactly_once_on_every_engine() {
+    let dir = temp_dir();
+    let block = 8192;
+    let len = 37 * 4096 + 123;
+    let (path, bytes) = patterned_file(dir.path(), "s.bin", len);
+    let extents = scrambled_ranges(len, block);
+    // No split, a transfer size that is the block (passed through), and a smaller one (the
+    // window is read as batches of transfers).
+    for transfer_size in [None, Some(8192), Some(4096)] {
+        for (label, engine) in local_engines(transfer_size) {
+            let label = format!("{label} {transfer_size:?}");
+            let storage = engine.storage();
+            let mut handle = storage.open(&path).unwrap();
+            let alignment = storage.capabilities().alignment;
+            // An aligned window of 3 slots, and one whose every slot is misaligned (with
+            // O_DIRECT those reads all take the bounce path).
+            let mut window = IoBuffer::zeroed(3 * block + 1, alignment.max(4096)).unwrap();
+            for (what, start) in [("aligned", 0), ("misaligned", 1)] {
+                let window = &mut window[start..start + 3 * block];
+                let consumed =
+                    stream_checked(&mut *handle, window, block, &extents, &bytes, &label)
+                        .unwrap_or_else(|e| panic!("{label} {what}: {e}"));
+                assert_eq!(
+                    sorted(consumed),
+                    sorted(extents.clone()),
+                    "{label} {what}: every range once"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_stream_range_past_the_end_fails_as_truncated_and_the_handle_still_reads() {
+    let dir = temp_dir();
+    let block = 4096;
+    let len = 10 * 4096 + 100;
+    let (path, bytes) = patterned_file(dir.path(), "t.bin", len);
+    for transfer_size in [None, Some(4096)] {
+        for (label, engine) in local_engines(transfer_size) {
+            let storage = engine.storage();
+            let mut handle = storage.open(&path).unwrap();
+            let mut window = IoBuffer::zeroed(4 * block, DIRECT_ALIGNMENT).unwrap();
+            for past_end in [
+                // Straddles the end, unaligned.
+                Extent::new(len as u64 - 5, 10),
+                // Aligned, and wholly past the end.
+                Extent::new(11 * 4096, 4096),
+            ] {
+                let extents = [Extent::new(0, 4096), past_end, Extent::new(4096, 4096)];
+                let error =
+                    stream_checked(&mut *handle, &mut window, block, &extents, &bytes, &label)
+                        .unwrap_err();
+                assert!(
+                    matches!(error, StorageError::Truncated { .. }),
+                    "{label} {transfer_size:?} {past_end:?}: {error}"
+                );
+            }
+            let whole = scrambled_ranges(len, block);
+            let consumed =
+                stream_checked(&mut *handle, &mut window, block, &whole, &bytes, &label).unwrap();
+            assert_eq!(consumed.len(), whole.len(), "{label}");
+        }
+    }
+}
+
+#[test]
+fn a_stream_refuses_a_range_longer_than_its_block_and_a_window_without_a_block() {
+    let dir = temp_dir();
+    let (path, bytes) = patterned_file(dir.path(), "r.bin", 5 * 4096);
+    for (label, engine) in local_engines(None) {
+        let mut handle = engine.storage().open(&path).unwrap();
+        let mut window = IoBuffer::zeroed(2 * 4096, DIRECT_ALIGNMENT).unwrap();
+        let too_long = [Extent::new(0, 4097)];
+        let error =
+            stream_checked(&mut *handle, &mut window, 4096, &too_long, &bytes, &label).unwrap_err();
+        assert!(
+            matches!(error, StorageError::InvalidStream { .. }),
+            "{label}: {error}"
+        );
+        let error = stream_checked(&mut *handle, &mut window[..100], 4096, &[], &bytes, &label)
+            .unwrap_err();
+        assert!(
+            matches!(error, StorageError::InvalidStream { .. }),
+            "{label}: {error}"
+        );
+    }
+}
+
+/// Block of the streams that stop at their first range: while that small range completes,
+/// the others (this big, from the disk) are still in flight.
+const SLOW_BLOCK: usize = 8 << 20;
+
+/// A file of 4 big blocks, out of the page cache, and the ranges of a stream over it: a
+/// small first range, then the blocks.
+fn slow_stream_file(dir: &Path) -> (PathBuf, Vec<Extent>) {
+    let path = dir.join("slow.bin");
+    std::fs::write(&path, vec![7u8; 4 * SLOW_BLOCK]).unwrap();
+    dlio_storage::drop_file_cache(&path).unwrap();
+    let mut extents = vec![Extent::new(0, 4096)];
+    extents.extend((1..4).map(|i| Extent::new((i * SLOW_BLOCK) as u64, SLOW_BLOCK)));
+    extents.push(Extent::new(0, SLOW_BLOCK));
+    (path, extents)
+}
+
+/// Paints `window`, gives a straggling read time to land, and says whether one did.
+fn something_landed_in(window: &mut [u8]) -> bool {
+    window.fill(0xEE);
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    window.iter().any(|&b| b != 0xEE)
+}
+
+#[test]
+fn a_consume_error_stops_the_stream_and_no_read_lands_in_the_window_afterwards() {
+    let dir = temp_dir();
+    let (path, extents) = slow_stream_file(dir.path());
+    for (label, engine) in local_engines(None) {
+        dlio_storage::drop_file_cache(&path).unwrap();
+        let storage = engine.storage();
+        let mut handle = storage.open(&path).unwrap();
+        let mut window = IoBuffer::zeroed(4 * SLOW_BLOCK, DIRECT_ALIGNMENT).unwrap();
+        let mut taken = 0;
+        let mut counted = extents.iter().copied().inspect(|_| taken += 1);
+        let mut calls = 0;
+        let error = handle
+            .read_stream(&mut window, SLOW_BLOCK, &mut counted, &mut |_, _| {
+                calls += 1;
+                Err(StorageError::Interrupted {
+                    path: PathBuf::from("stop here"),
+                })
+            })
+            .unwrap_err();
+        assert!(
+            matches!(error, StorageError::Interrupted { ref path } if path == Path::new("stop here")),
+            "{label}: {error}"
+        );
+        assert_eq!(calls, 1, "{label}: consume is not called after its error");
+        assert!(
+            taken <= 4,
+            "{label}: {taken} ranges taken for a window of 4"
+        );
+        assert!(
+            !something_landed_in(&mut window),
+            "{label}: a read landed in the window after the stream returned"
+        );
+        // The handle (and its thread's ring) still works.
+        handle
+            .read_stream(
+                &mut window,
+                SLOW_BLOCK,
+                &mut extents.iter().copied(),
+                &mut |_, _| Ok(()),
+            )
+            .unwrap();
+    }
+}
+
+#[test]
+fn a_panicking_consume_unwinds_only_after_every_read_is_done() {
+    let dir = temp_dir();
+    let (path, extents) = slow_stream_file(dir.path());
+    for (label, engine) in local_engines(None) {
+        dlio_storage::drop_file_cache(&path).unwrap();
+        let storage = engine.storage();
+        let mut handle = storage.open(&path).unwrap();
+        let mut window = IoBuffer::zeroed(4 * SLOW_BLOCK, DIRECT_ALIGNMENT).unwrap();
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = handle.read_stream(
+                &mut window,
+                SLOW_BLOCK,
+                &mut extents.iter().copied(),
+                &mut |_, _| panic!("consume gives up"),
+            );
+        }));
+        assert!(unwound.is_err(), "{label}");
+        assert!(
+            !something_landed_in(&mut window),
+            "{label}: a read landed in the window after the unwinding"
+        );
+        let mut consumed = 0;
+        handle
+            .read_stream(
+                &mut window,
+                SLOW_BLOCK,
+                &mut extents.iter().copied(),
+                &mut |_, got| {
+                    assert!(got.iter().all(|&b| b == 7), "{label}");
+                    consumed += 1;
+                    Ok(())
+                },
+            )
+            .unwrap();
+        assert_eq!(consumed, extents.len(), "{label}");
+    }
+}
+
+#[test]
+fn metered_counts_every_range_of_a_stream_with_its_own_latency() {
+    let dir = temp_dir();
+    let block = 8192;
+    let len = 20 * block + 500;
+    let (path, bytes) = patterned_file(dir.path(), "m.bin", len);
+    let extents: Vec<Extent> = (0..21)
+        .map(|i| Extent::new((i * block) as u64, block.min(len - i * block)))
+        .collect();
+    for transfer_size in [None, Some(8192), Some(4096)] {
+        for (label, engine) in local_engines(transfer_size) {
+            let counters = Arc::new(IoCounters::default());
+            let storage = engine.metered(Arc::clone(&counters));
+            let mut handle = storage.open(&path).unwrap();
+            let mut window = IoBuffer::zeroed(4 * block, DIRECT_ALIGNMENT).unwrap();
+            stream_checked(&mut *handle, &mut window, block, &extents, &bytes, &label).unwrap();
+            let counts = counters.snapshot();
+            assert_eq!(counts.bytes_read, len as u64, "{label} {transfer_size:?}");
+            match transfer_size {
+                Some(4096) => {
+                    // Split into transfers (the tail of 500 bytes is one), read as one batch
+                    // per window-full of 4 ranges.
+                    assert_eq!(counts.read_requests, 41, "{label}: transfers");
+                    assert_eq!(counters.read_latency().count(), 6, "{label}: batches");
+                }
+                _ => {
+                    assert_eq!(counts.read_requests, 21, "{label} {transfer_size:?}");
+                    assert_eq!(
+                        counters.read_latency().count(),
+                        21,
+                        "{label} {transfer_size:?}: one latency per range"
+                    );
+                }
+            }
+        }
     }
 }

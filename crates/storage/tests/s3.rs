@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use dlio_config::{Compression, ElementType, FormatKind};
 use dlio_format::{DataRng, FileLayout, format_for};
 use dlio_storage::{
-    EngineKind, EngineSettings, IoCounters, S3Settings, Storage, StorageError, engine_for,
+    EngineKind, EngineSettings, Extent, IoCounters, S3Settings, Storage, StorageError, engine_for,
 };
 
 #[path = "support/moto.rs"]
@@ -195,6 +195,39 @@ fn a_dataset_and_a_checkpoint_live_in_a_bucket_and_read_back_identically() {
         .read_exact_at(&mut back, 0)
         .unwrap();
     assert!(back == data, "checkpoint bytes differ");
+    // The same object as streams of 1 MiB ranges, last first: consumed straight from the
+    // GETs (`raw`), and split into transfers, a window-full per batch (`storage`).
+    for (label, streamed) in [("raw", engine.raw()), ("split", engine.storage())] {
+        let mut handle = streamed.open(checkpoint).unwrap();
+        let block = 1 << 20;
+        let mut window = vec![0u8; 3 * block];
+        let mut extents = (0..data.len().div_ceil(block))
+            .rev()
+            .map(|i| Extent::new((i * block) as u64, block.min(data.len() - i * block)));
+        let mut seen = 0;
+        handle
+            .read_stream(&mut window, block, &mut extents, &mut |offset, got| {
+                let at = offset as usize;
+                assert!(got == &data[at..at + got.len()], "{label}: bytes at {at}");
+                seen += got.len();
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(seen, data.len(), "{label}");
+        let past_end = Extent::new(data.len() as u64 - 1, 2);
+        let error = handle
+            .read_stream(
+                &mut window,
+                block,
+                &mut [past_end].into_iter(),
+                &mut |_, _| Ok(()),
+            )
+            .unwrap_err();
+        assert!(
+            matches!(error, StorageError::Truncated { .. }),
+            "{label}: {error}"
+        );
+    }
     // An abandoned upload leaves nothing behind.
     let mut abandoned = storage
         .create(Path::new("s3://dlio-data/checkpoints/x.pt"))

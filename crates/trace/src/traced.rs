@@ -5,7 +5,8 @@
 use std::path::Path;
 
 use dlio_storage::{
-    DirEntry, ForwardStorage, ReadHandle, ReadRequest, Storage, StorageError, WriteHandle,
+    Consume, DirEntry, Extent, ForwardStorage, ReadHandle, ReadRequest, Storage, StorageError,
+    WriteHandle,
 };
 
 use crate::clock::Stamp;
@@ -262,6 +263,42 @@ impl ReadHandle for TracedRead {
             let at = start.0 + slice * i as u64;
             let outcome = result.as_ref().map(|_| r.buf.len() as u64).map_err(|_| ());
             self.record(r.offset, outcome, Stamp(at), Stamp(at + slice));
+        }
+        result
+    }
+
+    /// One event per range, recorded when the engine hands over its bytes: each spans the
+    /// time since the previous one (or the stream's start), so the union of their intervals
+    /// is the stream's interval, as for a batch. A stream the engine fails adds one failed
+    /// event at the offset of the last range it took.
+    fn read_stream(
+        &mut self,
+        window: &mut [u8],
+        block: usize,
+        requests: &mut dyn Iterator<Item = Extent>,
+        consume: &mut Consume<'_>,
+    ) -> Result<(), StorageError> {
+        // Out of `self` for the call, so that the callback can record into `self`.
+        let mut inner = self
+            .inner
+            .take()
+            .expect("the inner handle is only taken in drop");
+        let mut last_offset = 0;
+        let mut taken = requests.inspect(|extent| last_offset = extent.offset);
+        let mut since = self.recorder.now();
+        let mut consumer_failed = false;
+        let result = inner.read_stream(window, block, &mut taken, &mut |offset, bytes| {
+            let now = self.recorder.now();
+            self.record(offset, Ok(bytes.len() as u64), since, now);
+            since = now;
+            let consumed = consume(offset, bytes);
+            consumer_failed = consumed.is_err();
+            consumed
+        });
+        self.inner = Some(inner);
+        if result.is_err() && !consumer_failed {
+            let now = self.recorder.now();
+            self.record(last_offset, Err(()), since, now);
         }
         result
     }

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dlio_storage::{PathTable, PosixStorage, ReadRequest, Storage};
+use dlio_storage::{Extent, PathTable, PosixStorage, ReadRequest, Storage};
 use dlio_trace::{FileId, IoOp, TraceOptions, Traced, Tracer, ai};
 use serde_json::Value;
 
@@ -505,4 +505,59 @@ fn files_named_ahead_of_the_run_get_one_name_each() {
         assert_eq!(reads, expected_reads, "{name}");
     }
     assert_eq!(count_by_name(&events).get("pread"), Some(&10));
+}
+
+#[test]
+fn traced_storage_records_one_event_per_range_of_a_stream() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("s.bin");
+    std::fs::write(&path, [3u8; 5000]).expect("write");
+    let tracer = Tracer::create(&TraceOptions::new(dir.path().join("out"), 0, 1)).expect("tracer");
+    let storage = Traced::new(PosixStorage::new(), tracer.clone());
+    {
+        let mut r = storage.open(&path).expect("open");
+        let mut window = [0u8; 4096];
+        let ranges = [
+            Extent::new(4096, 904),
+            Extent::new(0, 2048),
+            Extent::new(2048, 2048),
+        ];
+        r.read_stream(&mut window, 2048, &mut ranges.into_iter(), &mut |_, _| {
+            Ok(())
+        })
+        .expect("stream");
+        let past_end = Extent::new(4096, 1000);
+        assert!(
+            r.read_stream(
+                &mut window,
+                2048,
+                &mut [past_end].into_iter(),
+                &mut |_, _| { Ok(()) }
+            )
+            .is_err(),
+            "a range past the end fails"
+        );
+    }
+    let summary = tracer.finish().expect("finish").expect("enabled");
+    let events = load(&summary.path);
+    let preads: Vec<(i64, i64, i64)> = complete_events(&events)
+        .iter()
+        .filter(|e| e["name"] == "pread")
+        .map(|e| {
+            (
+                e["args"]["offset"].as_i64().unwrap_or(-1),
+                e["args"]["count"].as_i64().unwrap_or(-1),
+                e["args"]["ret"].as_i64().unwrap_or(0),
+            )
+        })
+        .collect();
+    let failed: Vec<_> = preads.iter().filter(|p| p.2 == -1).collect();
+    let done: Vec<(i64, i64)> = preads
+        .iter()
+        .filter(|p| p.2 != -1)
+        .map(|p| (p.0, p.1))
+        .collect();
+    assert_eq!(done, vec![(4096, 904), (0, 2048), (2048, 2048)]);
+    assert_eq!(failed.len(), 1, "{preads:?}");
+    assert_eq!(failed[0].0, 4096, "{preads:?}");
 }
