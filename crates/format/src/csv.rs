@@ -144,7 +144,7 @@ impl Format for CsvFormat {
             element: layout.element,
             file: None,
             text: Vec::new(),
-            tables: std::collections::HashMap::new(),
+            tables: rustc_hash::FxHashMap::default(),
             spare: Vec::new(),
         })
     }
@@ -196,7 +196,7 @@ struct CsvReader {
     file: Option<IoBuffer>,
     /// Decompressed text.
     text: Vec<u8>,
-    tables: std::collections::HashMap<FileKey, Table>,
+    tables: rustc_hash::FxHashMap<FileKey, Table>,
     spare: Vec<Table>,
 }
 

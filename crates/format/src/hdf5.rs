@@ -128,7 +128,7 @@ impl Format for Hdf5Format {
 
     fn reader(&self, _layout: &FileLayout) -> Box<dyn FormatReader> {
         Box::new(Hdf5Reader {
-            open: std::collections::HashMap::new(),
+            open: rustc_hash::FxHashMap::default(),
             buffer: None,
             chunk: Vec::new(),
             sample: Vec::new(),
@@ -396,7 +396,7 @@ struct OpenHdf5 {
 }
 
 struct Hdf5Reader {
-    open: std::collections::HashMap<FileKey, OpenHdf5>,
+    open: rustc_hash::FxHashMap<FileKey, OpenHdf5>,
     buffer: Option<IoBuffer>,
     chunk: Vec<u8>,
     sample: Vec<u8>,

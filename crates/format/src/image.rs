@@ -11,7 +11,6 @@
 //! grayscale PNGs straight through the `png` crate. Every other image goes through the `image`
 //! crate. A JPEG whose file ends inside its image data is refused, as Pillow refuses it.
 
-use std::collections::HashMap;
 use std::io::Cursor;
 use std::path::Path;
 
@@ -115,7 +114,7 @@ impl Format for ImageFileFormat {
             kind: self.kind,
             file: None,
             jpeg: GrayJpegDecoder::new(),
-            images: HashMap::new(),
+            images: rustc_hash::FxHashMap::default(),
             spare: Vec::new(),
         })
     }
@@ -131,7 +130,7 @@ struct ImageReader {
     /// The fast decoder for grayscale baseline JPEGs (DLIO's), reused across files.
     jpeg: GrayJpegDecoder,
     /// The decoded pixels of each open file.
-    images: HashMap<FileKey, Vec<u8>>,
+    images: rustc_hash::FxHashMap<FileKey, Vec<u8>>,
     spare: Vec<Vec<u8>>,
 }
 

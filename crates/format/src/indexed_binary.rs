@@ -94,7 +94,7 @@ impl Format for IndexedBinaryFormat {
         Box::new(IndexedBinaryReader {
             mmap: self.mmap,
             indexes: HashMap::new(),
-            open: HashMap::new(),
+            open: rustc_hash::FxHashMap::default(),
             buffer: None,
             index_buffer: None,
         })
@@ -160,7 +160,7 @@ struct OpenData {
 struct IndexedBinaryReader {
     mmap: bool,
     indexes: HashMap<PathBuf, Arc<SampleIndex>>,
-    open: HashMap<FileKey, OpenData>,
+    open: rustc_hash::FxHashMap<FileKey, OpenData>,
     buffer: Option<IoBuffer>,
     index_buffer: Option<IoBuffer>,
 }

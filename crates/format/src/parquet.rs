@@ -132,7 +132,7 @@ impl Format for ParquetFormat {
 
     fn reader(&self, _layout: &FileLayout) -> Box<dyn FormatReader> {
         Box::new(ParquetReader {
-            open: std::collections::HashMap::new(),
+            open: rustc_hash::FxHashMap::default(),
             cache: VecDeque::new(),
             scratch: Vec::new(),
         })
@@ -210,7 +210,7 @@ struct DecodedGroup {
 }
 
 struct ParquetReader {
-    open: std::collections::HashMap<FileKey, OpenParquet>,
+    open: rustc_hash::FxHashMap<FileKey, OpenParquet>,
     cache: VecDeque<DecodedGroup>,
     scratch: Vec<ByteArray>,
 }

@@ -2,7 +2,6 @@
 //! as decimal text (so that listing finds a dataset); reading does no I/O at all and hands
 //! out a zero-filled sample of the configured size. It measures the framework, not storage.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use dlio_storage::Storage;
@@ -40,7 +39,7 @@ impl Format for SyntheticFormat {
         Box::new(SyntheticReader {
             sample_bytes: layout.sample_bytes(),
             samples: layout.samples,
-            open: HashMap::new(),
+            open: rustc_hash::FxHashMap::default(),
             spare_paths: Vec::new(),
             zeros: Vec::new(),
         })
@@ -51,7 +50,7 @@ struct SyntheticReader {
     sample_bytes: u64,
     samples: u32,
     /// Open keys, with their paths for error messages.
-    open: HashMap<FileKey, PathBuf>,
+    open: rustc_hash::FxHashMap<FileKey, PathBuf>,
     spare_paths: Vec<PathBuf>,
     zeros: Vec<u8>,
 }

@@ -227,7 +227,7 @@ impl Format for TfRecordFormat {
     fn reader(&self, _layout: &FileLayout) -> Box<dyn FormatReader> {
         Box::new(TfRecordReader {
             indexes: HashMap::new(),
-            open: HashMap::new(),
+            open: rustc_hash::FxHashMap::default(),
             buffer: None,
             index_buffer: None,
             image: Vec::new(),
@@ -382,7 +382,7 @@ struct OpenRecords {
 
 struct TfRecordReader {
     indexes: HashMap<PathBuf, std::sync::Arc<RecordIndex>>,
-    open: HashMap<FileKey, OpenRecords>,
+    open: rustc_hash::FxHashMap<FileKey, OpenRecords>,
     buffer: Option<IoBuffer>,
     index_buffer: Option<IoBuffer>,
     image: Vec<u8>,

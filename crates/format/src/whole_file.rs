@@ -6,10 +6,10 @@
 //! Buffers are grow-only and recycled across files, so in steady state neither `open` nor
 //! `read_sample` allocates.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use dlio_storage::{IoBuffer, Storage};
+use rustc_hash::FxHashMap;
 
 use crate::{FileKey, FormatError, FormatReader};
 
@@ -154,7 +154,7 @@ impl OpenFile {
 /// The [`FormatReader`] for whole-file formats, parameterised by how to find the array.
 pub(crate) struct WholeFileReader<L> {
     locator: L,
-    open: HashMap<FileKey, OpenFile>,
+    open: FxHashMap<FileKey, OpenFile>,
     spare: Vec<OpenFile>,
     /// Where gathered (non-contiguous) samples are assembled.
     scratch: Vec<u8>,
@@ -166,7 +166,7 @@ impl<L: ArrayLocator> WholeFileReader<L> {
     pub(crate) fn new(locator: L) -> WholeFileReader<L> {
         WholeFileReader {
             locator,
-            open: HashMap::new(),
+            open: FxHashMap::default(),
             spare: Vec::new(),
             scratch: Vec::new(),
             index: Vec::new(),

@@ -1,6 +1,5 @@
 //! One reader thread's work: read the samples of the batches it owns, in order.
 
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -12,6 +11,7 @@ use dlio_storage::Storage;
 use dlio_trace::{Tracer, ai};
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
+use rustc_hash::FxHashSet;
 
 use crate::{
     EpochWork, FileList, LoadedBatch, LoaderError, LoaderSpec, TimeSampler, collate, lock,
@@ -22,7 +22,7 @@ pub(crate) struct SampleReader {
     reader: Box<dyn FormatReader>,
     policy: OpenPolicy,
     /// Files open under `read_type: memory`, closed at the end of the epoch.
-    open: HashSet<FileKey>,
+    open: FxHashSet<FileKey>,
     /// The file the iterative sampler has open.
     current: Option<FileKey>,
     preprocess: TimeSampler,
@@ -64,7 +64,7 @@ impl SampleReader {
         SampleReader {
             reader: format.reader(&spec.layout),
             policy,
-            open: HashSet::new(),
+            open: FxHashSet::default(),
             current: None,
             preprocess,
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
