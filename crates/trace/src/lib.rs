@@ -107,6 +107,7 @@
 
 mod clock;
 mod error;
+mod intern;
 mod names;
 mod traced;
 mod tracer;

@@ -19,6 +19,7 @@ use dlio_storage::PathTable;
 
 use crate::clock::{Clock, Stamp};
 use crate::error::TraceError;
+use crate::intern::{self, NameId};
 use crate::names::{IoOp, SpanName, name_hash};
 use crate::writer::{self, CheapBuild, Header, Msg, Paths, WriterStats};
 
@@ -125,7 +126,8 @@ pub struct TraceSummary {
     pub finish_time: Duration,
 }
 
-/// A span as recorded on the hot path: fixed size, no heap data.
+/// A span as recorded on the hot path: 64 bytes, no heap data; its name and argument keys
+/// are ids of the process's tables (`intern.rs`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SpanRecord {
     /// Since the trace started, in [`Stamp`] units (or nanoseconds when `in_ns`).
@@ -134,11 +136,10 @@ pub(crate) struct SpanRecord {
     /// `start` and `dur` are nanoseconds (spans timed with `Instant`s elsewhere).
     pub in_ns: bool,
     pub nargs: u8,
-    pub span: SpanName,
-    pub args: [(&'static str, i64); MAX_ARGS],
+    pub span: NameId,
+    pub keys: [NameId; MAX_ARGS],
+    pub values: [i64; MAX_ARGS],
 }
-
-const NO_ARGS: [(&str, i64); MAX_ARGS] = [("", 0); MAX_ARGS];
 
 /// An I/O call as recorded on the hot path: 48 bytes, because a small-record run makes
 /// three or four per sample and copies them around; its arguments (`count`, `ret`,
@@ -713,12 +714,18 @@ impl Tracer {
     /// Starts a span; it is recorded when the guard is dropped. Add `epoch`, `step` and
     /// other arguments with [`SpanGuard::arg`].
     pub fn span(&self, span: SpanName) -> SpanGuard<'_> {
+        let shared = self.shared.as_deref();
         SpanGuard {
-            shared: self.shared.as_deref(),
-            span,
+            shared,
+            span: if shared.is_some() {
+                intern::span_id(span)
+            } else {
+                0
+            },
             start: self.stamp(),
             nargs: 0,
-            args: NO_ARGS,
+            keys: [0; MAX_ARGS],
+            values: [0; MAX_ARGS],
         }
     }
 
@@ -738,11 +745,14 @@ impl Tracer {
             dur: duration_ns(end.saturating_duration_since(start)),
             in_ns: true,
             nargs: 0,
-            span,
-            args: NO_ARGS,
+            span: intern::span_id(span),
+            keys: [0; MAX_ARGS],
+            values: [0; MAX_ARGS],
         };
         for &(k, v) in args.iter().take(MAX_ARGS) {
-            rec.args[usize::from(rec.nargs)] = (k, v);
+            let n = usize::from(rec.nargs);
+            rec.keys[n] = intern::key_id(k);
+            rec.values[n] = v;
             rec.nargs += 1;
         }
         shared.push_span(rec);
@@ -968,10 +978,11 @@ fn hostname() -> String {
 #[must_use = "a span is recorded when its guard is dropped; bind it to a variable"]
 pub struct SpanGuard<'a> {
     shared: Option<&'a Shared>,
-    span: SpanName,
+    span: NameId,
     start: Stamp,
     nargs: u8,
-    args: [(&'static str, i64); MAX_ARGS],
+    keys: [NameId; MAX_ARGS],
+    values: [i64; MAX_ARGS],
 }
 
 impl SpanGuard<'_> {
@@ -993,11 +1004,16 @@ impl SpanGuard<'_> {
 
     /// Adds or updates an argument in place (e.g. the bytes read, once known).
     pub fn set_arg(&mut self, key: &'static str, value: i64) {
+        if self.shared.is_none() {
+            return;
+        }
+        let key = intern::key_id(key);
         let n = usize::from(self.nargs);
-        if let Some(slot) = self.args[..n].iter_mut().find(|(k, _)| *k == key) {
-            slot.1 = value;
+        if let Some(i) = self.keys[..n].iter().position(|&k| k == key) {
+            self.values[i] = value;
         } else if n < MAX_ARGS {
-            self.args[n] = (key, value);
+            self.keys[n] = key;
+            self.values[n] = value;
             self.nargs += 1;
         }
     }
@@ -1015,7 +1031,8 @@ impl Drop for SpanGuard<'_> {
             in_ns: false,
             nargs: self.nargs,
             span: self.span,
-            args: self.args,
+            keys: self.keys,
+            values: self.values,
         });
     }
 }

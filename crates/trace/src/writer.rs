@@ -18,7 +18,7 @@
 //! trailing comma. It is written under a temporary name and renamed when complete, so a
 //! crash never leaves a truncated trace under the final name.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fs::File;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, BufReader, BufWriter, Read, Write};
@@ -32,6 +32,7 @@ use dlio_storage::PathTable;
 use flate2::Compression;
 use flate2::write::GzEncoder;
 
+use crate::intern::{self, NameId};
 use crate::names::IoOp;
 use crate::names::name_hash;
 use crate::tracer::{IoRecord, MAX_ARGS, Pool, SpanRecord};
@@ -139,48 +140,6 @@ impl Hasher for CheapHasher {
 
 pub(crate) type CheapBuild = BuildHasherDefault<CheapHasher>;
 
-/// Identity of a `&'static str` by address and length (all names are static, so equal
-/// addresses mean equal text; equal text at two addresses just gets two ids).
-type StrKey = (usize, usize);
-
-fn str_key(s: &'static str) -> StrKey {
-    (s.as_ptr() as usize, s.len())
-}
-
-/// Maps the static strings of records (category + name pairs, argument keys) to small
-/// numbers for the spill, and back when the trace is written (same process, so the
-/// strings are still there).
-#[derive(Default)]
-struct Interner {
-    pair_ids: HashMap<(StrKey, StrKey), u32, CheapBuild>,
-    pairs: Vec<(&'static str, &'static str)>,
-    key_ids: HashMap<StrKey, u32, CheapBuild>,
-    keys: Vec<&'static str>,
-}
-
-impl Interner {
-    fn pair(&mut self, cat: &'static str, name: &'static str) -> u32 {
-        let next = self.pairs.len() as u32;
-        let id = *self
-            .pair_ids
-            .entry((str_key(cat), str_key(name)))
-            .or_insert(next);
-        if id == next {
-            self.pairs.push((cat, name));
-        }
-        id
-    }
-
-    fn key(&mut self, key: &'static str) -> u32 {
-        let next = self.keys.len() as u32;
-        let id = *self.key_ids.entry(str_key(key)).or_insert(next);
-        if id == next {
-            self.keys.push(key);
-        }
-        id
-    }
-}
-
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
@@ -211,7 +170,6 @@ struct Spiller {
     counted: usize,
     file: BufWriter<File>,
     buf: Vec<u8>,
-    interner: Interner,
     files_seen: HashSet<u64, CheapBuild>,
 }
 
@@ -224,14 +182,15 @@ impl Spiller {
             put_varint(out, spans.len() as u64);
             let mut prev_start = 0u64;
             for r in spans {
-                put_varint(out, u64::from(self.interner.pair(r.span.cat, r.span.name)));
+                put_varint(out, u64::from(r.span));
                 put_varint(out, zigzag(r.start.wrapping_sub(prev_start) as i64));
                 prev_start = r.start;
                 put_varint(out, r.dur);
                 let nargs = r.nargs.min(MAX_ARGS as u8);
                 out.push(if r.in_ns { nargs | IN_NS } else { nargs });
-                for &(k, v) in &r.args[..usize::from(nargs)] {
-                    put_varint(out, u64::from(self.interner.key(k)));
+                let n = usize::from(nargs);
+                for (&k, &v) in r.keys[..n].iter().zip(&r.values[..n]) {
+                    put_varint(out, u64::from(k));
                     put_varint(out, zigzag(v));
                 }
             }
@@ -561,7 +520,6 @@ pub(crate) fn run(
         file: BufWriter::with_capacity(1 << 20, spill_file),
         buf: Vec::with_capacity(SPILL_CHUNK),
         counted: 0,
-        interner: Interner::default(),
         files_seen: HashSet::default(),
     };
     let mut ns_per_unit = 1.0;
@@ -612,8 +570,7 @@ pub(crate) fn run(
             }
         }
     }
-    let result = spilled
-        .and_then(|()| write_trace(&paths, &header, &spiller.interner, &tables, ns_per_unit));
+    let result = spilled.and_then(|()| write_trace(&paths, &header, &tables, ns_per_unit));
     let _ = std::fs::remove_file(&paths.spill);
     result
 }
@@ -628,12 +585,11 @@ fn partial_name(trace: &Path) -> PathBuf {
 fn write_trace(
     paths: &Paths,
     header: &Header,
-    interner: &Interner,
     tables: &[Arc<PathTable>],
     ns_per_unit: f64,
 ) -> io::Result<WriterStats> {
     let partial = partial_name(&paths.trace);
-    let result = write_trace_to(&partial, paths, header, interner, tables, ns_per_unit)
+    let result = write_trace_to(&partial, paths, header, tables, ns_per_unit)
         .and_then(|stats| std::fs::rename(&partial, &paths.trace).map(|()| stats));
     if result.is_err() {
         let _ = std::fs::remove_file(&partial);
@@ -645,10 +601,12 @@ fn write_trace_to(
     partial: &Path,
     paths: &Paths,
     header: &Header,
-    interner: &Interner,
     tables: &[Arc<PathTable>],
     ns_per_unit: f64,
 ) -> io::Result<WriterStats> {
+    // Every span name and argument key the records can refer to (the tables only grow).
+    let span_names = intern::span_names();
+    let keys = intern::keys();
     // Stamps to nanoseconds (exact when the clock already counts nanoseconds).
     let to_ns = |units: u64| -> u64 {
         if ns_per_unit == 1.0 {
@@ -706,11 +664,9 @@ fn write_trace_to(
                 let count = spill.varint()?;
                 let mut start = 0u64;
                 for _ in 0..count {
-                    let pair = usize::try_from(spill.varint()?).unwrap_or(usize::MAX);
-                    let &(cat, name) = interner
-                        .pairs
-                        .get(pair)
-                        .ok_or_else(|| corrupt("an event name"))?;
+                    let id =
+                        NameId::try_from(spill.varint()?).map_err(|_| corrupt("an event name"))?;
+                    let (cat, name) = intern::span_name(&span_names, id);
                     start = start.wrapping_add(unzigzag(spill.varint()?) as u64);
                     let dur = spill.varint()?;
                     let flags = spill.byte()?;
@@ -719,11 +675,9 @@ fn write_trace_to(
                         return Err(corrupt("an argument count"));
                     }
                     for slot in &mut args[..nargs] {
-                        let key = usize::try_from(spill.varint()?).unwrap_or(usize::MAX);
-                        let key = *interner
-                            .keys
-                            .get(key)
-                            .ok_or_else(|| corrupt("an argument name"))?;
+                        let key = NameId::try_from(spill.varint()?)
+                            .map_err(|_| corrupt("an argument name"))?;
+                        let key = intern::key(&keys, key);
                         *slot = (key, unzigzag(spill.varint()?));
                     }
                     let (start_ns, dur_ns) = if flags & IN_NS != 0 {
