@@ -21,7 +21,7 @@ use crate::clock::{Clock, Stamp};
 use crate::error::TraceError;
 use crate::intern::{self, NameId};
 use crate::names::{IoOp, SpanName, name_hash};
-use crate::writer::{self, CheapBuild, Header, Msg, Paths, WriterStats};
+use crate::writer::{self, CheapBuild, Header, Msg, Paths};
 
 /// I/O events a thread buffers before handing them to the writer.
 const BUFFER_EVENTS: usize = 2048;
@@ -279,7 +279,7 @@ pub(crate) struct Shared {
     prenamed: OnceLock<Vec<Arc<PathTable>>>,
     /// Threads whose staging area holds events of this tracer.
     staged_threads: Arc<AtomicUsize>,
-    writer: Mutex<Option<JoinHandle<Result<WriterStats, std::io::Error>>>>,
+    writer: Mutex<Option<JoinHandle<Result<writer::Packed, std::io::Error>>>>,
     summary: Mutex<Option<TraceSummary>>,
 }
 
@@ -422,6 +422,7 @@ impl Shared {
                     path: self.path.clone(),
                     reason: "the writer thread panicked".to_string(),
                 })?
+                .and_then(writer::write)
                 .map_err(|source| TraceError::Io {
                     op: "write",
                     path: self.path.clone(),

@@ -504,14 +504,38 @@ fn push_json_string(out: &mut Vec<u8>, s: &str) {
     );
 }
 
-/// The writer thread's body: spills until [`Msg::Finish`] (or until every sender is
-/// gone), then writes the trace file from the spill and removes the spill.
+/// What the packing phase leaves for [`write`]: the spill (flushed and closed) and what
+/// it needs to become the trace.
+pub(crate) struct Packed {
+    paths: Paths,
+    header: Header,
+    tables: Vec<Arc<PathTable>>,
+    ns_per_unit: f64,
+}
+
+/// Asks the kernel to run this thread only when a CPU has nothing else to run
+/// (`SCHED_IDLE`): the writer's packing then never preempts a reader or the training loop
+/// of the run it traces. When every core is busy, full buffers wait in the bounded queue
+/// until a thread blocks; the queue's bound stops the recording threads before memory
+/// grows. Not fatal when refused (the writer keeps its normal priority).
+fn run_only_when_idle() {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid sched_param; pid 0 is the calling thread. Lowering one's
+    // own scheduling class needs no privilege, and failure only leaves the priority as is.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+}
+
+/// The writer thread's body: packs the records it receives into the spill until
+/// [`Msg::Finish`] (or until every sender is gone), at idle priority. The trace file is
+/// written by [`write`], on the thread that finishes the trace, at that thread's priority
+/// (a thread cannot leave `SCHED_IDLE` without privilege).
 pub(crate) fn run(
     rx: Receiver<Msg>,
     mut paths: Paths,
     header: Header,
     pool: &Pool,
-) -> io::Result<WriterStats> {
+) -> io::Result<Packed> {
+    run_only_when_idle();
     let spill_file = paths
         .spill_file
         .take()
@@ -570,7 +594,30 @@ pub(crate) fn run(
             }
         }
     }
-    let result = spilled.and_then(|()| write_trace(&paths, &header, &tables, ns_per_unit));
+    drop(spiller);
+    match spilled {
+        Ok(()) => Ok(Packed {
+            paths,
+            header,
+            tables,
+            ns_per_unit,
+        }),
+        Err(e) => {
+            let _ = std::fs::remove_file(&paths.spill);
+            Err(e)
+        }
+    }
+}
+
+/// Writes the trace file from a finished spill (JSON lines, gzip), then removes the spill.
+pub(crate) fn write(packed: Packed) -> io::Result<WriterStats> {
+    let Packed {
+        paths,
+        header,
+        tables,
+        ns_per_unit,
+    } = packed;
+    let result = write_trace(&paths, &header, &tables, ns_per_unit);
     let _ = std::fs::remove_file(&paths.spill);
     result
 }
