@@ -10,8 +10,9 @@
 //! Why this shape: the hot path must stay cheap. A small-record run makes a million
 //! events per second, so a call appends one fixed-size record to a small staging area of
 //! the calling thread (no lock, no formatting, no allocation), which moves to the thread's
-//! buffer every sixteen samples or so; a full buffer goes to one background thread per
-//! rank, which packs it (a few bytes per field) in memory, and beyond 64 MiB per process
+//! buffer every 32 samples or so; a full buffer goes to one background thread per
+//! rank, which packs it (a few bytes per field; at idle priority, so that it only takes CPU
+//! time no other thread wants) in memory, and beyond 64 MiB per process
 //! into a spill file (`trace-{rank}-of-{size}.pfw.spill`), while the run goes on.
 //! [`Tracer::finish`], after the measured phase, writes the JSON lines and gzips them, as
 //! dftracer compresses at finalisation; the trace appears under its final name only when
@@ -25,7 +26,7 @@
 //!
 //! Events of a thread reach the file when the thread ends or calls [`Tracer::finish`]; a
 //! thread still running when another thread finishes the trace may keep its last few
-//! events (fewer than 64) out of it. The run driver finishes traces after every rank,
+//! events (fewer than 128) out of it. The run driver finishes traces after every rank,
 //! reader and checkpoint thread has ended.
 //!
 //! # Format (dftracer's, Chrome-trace JSON)

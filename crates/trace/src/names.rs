@@ -150,11 +150,13 @@ pub fn name_hash(bytes: &[u8]) -> u64 {
     }
     let rest = words.remainder();
     if !rest.is_empty() {
-        let mut last = [0u8; 8];
-        last[..rest.len()].copy_from_slice(rest);
-        h = (h ^ u64::from_le_bytes(last))
-            .wrapping_mul(K)
-            .rotate_left(29);
+        // The last bytes as a little-endian word padded with zeros, built in registers (a
+        // copy into a zeroed array was a `memcpy` call per hash).
+        let last = rest
+            .iter()
+            .enumerate()
+            .fold(0u64, |w, (i, &b)| w | u64::from(b) << (8 * i));
+        h = (h ^ last).wrapping_mul(K).rotate_left(29);
     }
     // Final mix (from splitmix64) so that every input bit reaches every output bit.
     h ^= h >> 30;
