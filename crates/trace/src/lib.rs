@@ -11,8 +11,8 @@
 //! events per second, so a call appends one fixed-size record to a small staging area of
 //! the calling thread (no lock, no formatting, no allocation), which moves to the thread's
 //! buffer every 32 samples or so; a full buffer goes to one background thread per
-//! rank, which packs it (a few bytes per field; at idle priority, so that it only takes CPU
-//! time no other thread wants) in memory, and beyond 64 MiB per process
+//! rank, which packs it (a few bytes per field; at the lowest priority, nice 19, so that it
+//! does not preempt the readers) in memory, and beyond 64 MiB per process
 //! into a spill file (`trace-{rank}-of-{size}.pfw.spill`), while the run goes on.
 //! [`Tracer::finish`], after the measured phase, writes the JSON lines and gzips them, as
 //! dftracer compresses at finalisation; the trace appears under its final name only when

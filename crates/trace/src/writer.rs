@@ -513,29 +513,30 @@ pub(crate) struct Packed {
     ns_per_unit: f64,
 }
 
-/// Asks the kernel to run this thread only when a CPU has nothing else to run
-/// (`SCHED_IDLE`): the writer's packing then never preempts a reader or the training loop
-/// of the run it traces. When every core is busy, full buffers wait in the bounded queue
-/// until a thread blocks; the queue's bound stops the recording threads before memory
-/// grows. Not fatal when refused (the writer keeps its normal priority).
-fn run_only_when_idle() {
-    let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: `param` is a valid sched_param; pid 0 is the calling thread. Lowering one's
-    // own scheduling class needs no privilege, and failure only leaves the priority as is.
-    unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+/// Gives this thread the lowest priority of normal threads (nice 19): when every core is
+/// busy, the scheduler lets a reader or the training loop finish its time slice instead of
+/// switching to the writer as soon as a buffer arrives, and the writer gets about 1.5% of a
+/// busy core; the queue's bound stops the recording threads before memory grows. Not
+/// `SCHED_IDLE`, which measured the same here but would starve the writer (and, through the
+/// full queue, the run) on a node that other jobs keep busy. Not fatal when refused.
+fn lower_priority() {
+    // SAFETY: setpriority has no memory-safety preconditions; with PRIO_PROCESS and 0 it
+    // applies to the calling thread on Linux (nice values are per thread there). Raising
+    // one's own nice value needs no privilege; failure leaves the priority as it was.
+    unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) };
 }
 
 /// The writer thread's body: packs the records it receives into the spill until
-/// [`Msg::Finish`] (or until every sender is gone), at idle priority. The trace file is
-/// written by [`write`], on the thread that finishes the trace, at that thread's priority
-/// (a thread cannot leave `SCHED_IDLE` without privilege).
+/// [`Msg::Finish`] (or until every sender is gone), at the lowest priority. The trace file
+/// is written by [`write`], on the thread that finishes the trace, at that thread's
+/// priority (a thread cannot lower its nice value again without privilege).
 pub(crate) fn run(
     rx: Receiver<Msg>,
     mut paths: Paths,
     header: Header,
     pool: &Pool,
 ) -> io::Result<Packed> {
-    run_only_when_idle();
+    lower_priority();
     let spill_file = paths
         .spill_file
         .take()
