@@ -636,20 +636,17 @@ impl ReadHandle for UringRead {
     }
 
     fn read_batch(&mut self, requests: &mut [ReadRequest<'_>]) -> Result<(), StorageError> {
-        let source = Source {
-            fd: types::Fd(self.file.as_raw_fd()),
-            path: &self.path,
-            len: self.len,
-            depth: self.io_depth,
-        };
+        let (source, bounce) = run_parts(
+            &self.file,
+            &self.path,
+            self.len,
+            self.io_depth,
+            self.bounce.as_mut(),
+        );
         let mut feed = BatchFeed {
             requests,
             next: 0,
-            bounce: self.bounce.as_mut().map(|buffer| Bounce {
-                file: &self.file,
-                path: &self.path,
-                buffer,
-            }),
+            bounce,
         };
         let scratch = &mut self.scratch;
         with_ring(self.io_depth, |ring| run(ring, source, scratch, &mut feed))
@@ -670,12 +667,13 @@ impl ReadHandle for UringRead {
         let slots = stream_slots(&self.path, window.len(), block)?.min(self.io_depth as usize);
         self.free_slots.clear();
         self.free_slots.extend((0..slots).rev());
-        let source = Source {
-            fd: types::Fd(self.file.as_raw_fd()),
-            path: &self.path,
-            len: self.len,
-            depth: self.io_depth,
-        };
+        let (source, bounce) = run_parts(
+            &self.file,
+            &self.path,
+            self.len,
+            self.io_depth,
+            self.bounce.as_mut(),
+        );
         let mut feed = StreamFeed {
             requests,
             consume,
@@ -684,15 +682,29 @@ impl ReadHandle for UringRead {
             slots,
             free: &mut self.free_slots,
             path: &self.path,
-            bounce: self.bounce.as_mut().map(|buffer| Bounce {
-                file: &self.file,
-                path: &self.path,
-                buffer,
-            }),
+            bounce,
         };
         let scratch = &mut self.scratch;
         with_ring(self.io_depth, |ring| run(ring, source, scratch, &mut feed))
     }
+}
+
+/// What a [`run`] needs of a handle: its file, and with O_DIRECT its bounce buffer.
+fn run_parts<'a>(
+    file: &'a File,
+    path: &'a Path,
+    len: u64,
+    depth: u32,
+    bounce: Option<&'a mut IoBuffer>,
+) -> (Source<'a>, Option<Bounce<'a>>) {
+    let source = Source {
+        fd: types::Fd(file.as_raw_fd()),
+        path,
+        len,
+        depth,
+    };
+    let bounce = bounce.map(|buffer| Bounce { file, path, buffer });
+    (source, bounce)
 }
 
 /// Reads exactly `buf.len()` bytes at `offset` through the O_DIRECT bounce buffer.
