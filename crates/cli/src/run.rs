@@ -12,9 +12,9 @@ use dlio_config::{IoEngine, StorageType};
 use dlio_format::{Format, GenerationJob};
 use dlio_metrics::{HostInfo, HostShare, MetricParams, RankReport, RunInfo};
 use dlio_storage::{
-    EngineKind, EngineSettings, IoCounters, Metered, PathTable, S3Settings, SplitReads, Storage,
+    EngineKind, EngineSettings, IoCounters, PathTable, S3Settings, SplitReads, Storage,
 };
-use dlio_trace::{Traced, Tracer};
+use dlio_trace::Tracer;
 use dlio_trainer::{CheckpointSetup, LocalGroup, RankSetup, TrainError};
 use indicatif::MultiProgress;
 
@@ -348,10 +348,8 @@ fn drive(
         } else {
             engine.raw()
         };
-        let metered = Metered::with_counters(
-            Traced::new(raw, tracer.clone()),
-            Arc::clone(&counters_of_rank),
-        );
+        let metered =
+            dlio_trace::metered_and_traced(raw, tracer.clone(), Arc::clone(&counters_of_rank));
         let rank_storage: Arc<dyn Storage> = match engine.transfer_size() {
             Some(size) => Arc::new(SplitReads::new(metered, size)),
             None => Arc::new(metered),

@@ -63,6 +63,53 @@ impl IoCounters {
     fn count(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
     }
+
+    /// Counts one read call that completed `requests` requests returning `bytes` in `nanos`
+    /// (one latency record), as [`Metered`]'s handles do; for a decorator that times reads
+    /// itself and counts them here ([`Metered::counting_reads_inside`]).
+    pub fn record_read(&self, requests: u64, bytes: u64, nanos: u64) {
+        self.read_latency.record(nanos);
+        IoCounters::count(&self.read_requests, requests);
+        IoCounters::count(&self.bytes_read, bytes);
+    }
+
+    /// `handle.read_stream(..)`, counting each range as [`Metered`]'s handles do: one
+    /// request when the engine hands over its bytes (before `consume` sees them), with its
+    /// own latency, from the moment the engine took it from `requests` (which an
+    /// overlapping engine does just before submitting it) to that moment. Completions may
+    /// come out of order, so each is matched to the oldest outstanding start at the same
+    /// offset; the outstanding starts are at most the requests the engine has in flight.
+    pub fn read_stream_counted(
+        &self,
+        handle: &mut dyn ReadHandle,
+        window: &mut [u8],
+        block: usize,
+        requests: &mut dyn Iterator<Item = Extent>,
+        consume: &mut Consume<'_>,
+    ) -> Result<(), StorageError> {
+        let slots = window.len() / block.max(1);
+        let starts = RefCell::new(VecDeque::with_capacity(slots.clamp(1, 64)));
+        let mut timed = requests.inspect(|extent| {
+            starts
+                .borrow_mut()
+                .push_back((extent.offset, Instant::now()))
+        });
+        handle.read_stream(window, block, &mut timed, &mut |offset, bytes| {
+            let started = {
+                let mut starts = starts.borrow_mut();
+                let at = starts.iter().position(|&(start, _)| start == offset);
+                at.and_then(|i| starts.remove(i))
+            };
+            match started {
+                Some((_, started)) => count_read(self, started, 1, bytes.len() as u64),
+                None => {
+                    IoCounters::count(&self.read_requests, 1);
+                    IoCounters::count(&self.bytes_read, bytes.len() as u64);
+                }
+            }
+            consume(offset, bytes)
+        })
+    }
 }
 
 /// Counts at one moment. Subtract two snapshots to get what happened in between; add them to
@@ -124,6 +171,8 @@ impl Add for IoCountersSnapshot {
 pub struct Metered<S: Storage> {
     inner: S,
     counters: Arc<IoCounters>,
+    /// The inner storage's read handles count their reads themselves.
+    reads_inside: bool,
 }
 
 impl<S: Storage> Metered<S> {
@@ -134,7 +183,20 @@ impl<S: Storage> Metered<S> {
 
     /// Counts `inner`'s operations in existing counters (e.g. one set for several engines).
     pub fn with_counters(inner: S, counters: Arc<IoCounters>) -> Metered<S> {
-        Metered { inner, counters }
+        Metered {
+            inner,
+            counters,
+            reads_inside: false,
+        }
+    }
+
+    /// For an inner storage whose read handles count their reads in these same counters
+    /// themselves (`dlio_trace::Traced::counting`, which times every read for the trace
+    /// anyway): `open` still counts the open but returns the inner handle as it is, so a
+    /// traced read costs one boxed handle and one pair of clock readings, not two.
+    pub fn counting_reads_inside(mut self) -> Metered<S> {
+        self.reads_inside = true;
+        self
     }
 
     /// The shared counters.
@@ -158,6 +220,9 @@ impl<S: Storage> Storage for Metered<S> {
     fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {
         let inner = self.inner.open(path)?;
         IoCounters::count(&self.counters.opens, 1);
+        if self.reads_inside {
+            return Ok(inner);
+        }
         Ok(Box::new(MeteredRead {
             inner,
             counters: Arc::clone(&self.counters),
@@ -204,9 +269,7 @@ impl MeteredRead {
 
 fn count_read(counters: &IoCounters, started: Instant, requests: u64, bytes: u64) {
     let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-    counters.read_latency.record(nanos);
-    IoCounters::count(&counters.read_requests, requests);
-    IoCounters::count(&counters.bytes_read, bytes);
+    counters.record_read(requests, bytes, nanos);
 }
 
 impl ReadHandle for MeteredRead {
@@ -241,12 +304,8 @@ impl ReadHandle for MeteredRead {
         Ok(())
     }
 
-    /// Counts each range as one request when the engine hands over its bytes (before the
-    /// caller's `consume` sees them), with its own latency: from the moment the engine took
-    /// it from `requests` (which an overlapping engine does just before submitting it) to
-    /// that moment. Completions may come out of order, so each is matched to the oldest
-    /// outstanding start at the same offset; the outstanding starts are at most the
-    /// requests the engine has in flight.
+    /// Counts each range as one request with its own latency
+    /// ([`IoCounters::read_stream_counted`]).
     fn read_stream(
         &mut self,
         window: &mut [u8],
@@ -254,30 +313,8 @@ impl ReadHandle for MeteredRead {
         requests: &mut dyn Iterator<Item = Extent>,
         consume: &mut Consume<'_>,
     ) -> Result<(), StorageError> {
-        let slots = window.len() / block.max(1);
-        let starts = RefCell::new(VecDeque::with_capacity(slots.clamp(1, 64)));
-        let mut timed = requests.inspect(|extent| {
-            starts
-                .borrow_mut()
-                .push_back((extent.offset, Instant::now()))
-        });
-        let counters = &self.counters;
-        self.inner
-            .read_stream(window, block, &mut timed, &mut |offset, bytes| {
-                let started = {
-                    let mut starts = starts.borrow_mut();
-                    let at = starts.iter().position(|&(start, _)| start == offset);
-                    at.and_then(|i| starts.remove(i))
-                };
-                match started {
-                    Some((_, started)) => count_read(counters, started, 1, bytes.len() as u64),
-                    None => {
-                        IoCounters::count(&counters.read_requests, 1);
-                        IoCounters::count(&counters.bytes_read, bytes.len() as u64);
-                    }
-                }
-                consume(offset, bytes)
-            })
+        self.counters
+            .read_stream_counted(self.inner.as_mut(), window, block, requests, consume)
     }
 }
 

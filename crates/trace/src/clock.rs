@@ -7,8 +7,9 @@
 //! selects when the counter is invariant and synchronised across cores), reading that
 //! counter directly costs about a third of that. Ticks are turned into nanoseconds when
 //! the trace is written, with the rate measured over the whole run (two `CLOCK_MONOTONIC`
-//! readings paired with two counter readings), so no rate has to be assumed or calibrated
-//! up front. Elsewhere (other architectures, virtual machines whose kernel distrusts the
+//! readings paired with two counter readings), so no rate has to be assumed for the trace.
+//! Durations needed during the run (the read latencies `Traced::counting` records) use a
+//! rate measured over the clock's first 2 ms. Elsewhere (other architectures, virtual machines whose kernel distrusts the
 //! counter) stamps are `CLOCK_MONOTONIC` nanoseconds.
 
 /// A point on a trace's clock: nanoseconds or counter ticks since the trace started,
@@ -57,8 +58,13 @@ fn kernel_trusts_tsc() -> bool {
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Clock {
-    /// Time-stamp counter ticks since `base_tick`, which was read with `base_ns`.
-    Tsc { base_tick: u64, base_ns: u64 },
+    /// Time-stamp counter ticks since `base_tick`, which was read with `base_ns`;
+    /// `ns_per_tick` is the rate measured when the clock started.
+    Tsc {
+        base_tick: u64,
+        base_ns: u64,
+        ns_per_tick: f64,
+    },
     /// `CLOCK_MONOTONIC` nanoseconds since `base_ns`.
     Mono { base_ns: u64 },
 }
@@ -68,9 +74,13 @@ impl Clock {
     pub(crate) fn start() -> Clock {
         if kernel_trusts_tsc() {
             let base_tick = ticks();
+            let base_ns = mono_ns();
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            let (dt, dn) = (ticks().wrapping_sub(base_tick), mono_ns() - base_ns);
             Clock::Tsc {
                 base_tick,
-                base_ns: mono_ns(),
+                base_ns,
+                ns_per_tick: if dt == 0 { 1.0 } else { dn as f64 / dt as f64 },
             }
         } else {
             Clock::Mono { base_ns: mono_ns() }
@@ -93,11 +103,23 @@ impl Clock {
         }
     }
 
+    /// `units` of this clock (a difference of two stamps) in nanoseconds, at the rate
+    /// measured when the clock started.
+    #[inline]
+    pub(crate) fn nanos(&self, units: u64) -> u64 {
+        match *self {
+            Clock::Mono { .. } => units,
+            Clock::Tsc { ns_per_tick, .. } => (units as f64 * ns_per_tick) as u64,
+        }
+    }
+
     /// Nanoseconds per stamp unit, measured from the start until now.
     pub(crate) fn ns_per_unit(&self) -> f64 {
         match *self {
             Clock::Mono { .. } => 1.0,
-            Clock::Tsc { base_tick, base_ns } => {
+            Clock::Tsc {
+                base_tick, base_ns, ..
+            } => {
                 let (tick, ns) = (ticks(), mono_ns());
                 let (dt, dn) = (tick.wrapping_sub(base_tick), ns.saturating_sub(base_ns));
                 if dt == 0 || dn == 0 {
@@ -114,6 +136,20 @@ impl Clock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_during_the_run_are_nanoseconds() {
+        let clock = Clock::start();
+        let (a, mono_a) = (clock.now(), mono_ns());
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let (b, mono_b) = (clock.now(), mono_ns());
+        let measured = clock.nanos(b.0 - a.0) as f64;
+        let expected = (mono_b - mono_a) as f64;
+        assert!(
+            (measured - expected).abs() < expected * 0.01 + 50_000.0,
+            "{measured} ns by the start-up rate vs {expected} ns by CLOCK_MONOTONIC"
+        );
+    }
 
     #[test]
     fn stamps_convert_to_the_monotonic_clock() {

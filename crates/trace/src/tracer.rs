@@ -484,6 +484,12 @@ impl Recorder {
         self.clock.now()
     }
 
+    /// The nanoseconds from `start` to `end` (at the rate measured when the trace started).
+    #[inline]
+    pub(crate) fn nanos(&self, start: Stamp, end: Stamp) -> u64 {
+        self.clock.nanos(end.0.saturating_sub(start.0))
+    }
+
     /// Records I/O calls for the tracer, through this thread's staging area.
     pub(crate) fn push_ios(&self, recs: &[IoRecord]) {
         stage(self.id, &[], recs);

@@ -561,3 +561,65 @@ fn traced_storage_records_one_event_per_range_of_a_stream() {
     assert_eq!(failed.len(), 1, "{preads:?}");
     assert_eq!(failed[0].0, 4096, "{preads:?}");
 }
+
+/// The same reads through `Metered` over `Traced` and through `metered_and_traced` (whose
+/// traced handles count their reads themselves) count the same, and trace the same.
+#[test]
+fn reads_counted_by_the_traced_handles_count_as_metered_does() {
+    use dlio_storage::{IoCounters, Metered};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data.bin");
+    std::fs::write(&data, (0..=255u8).cycle().take(64 << 10).collect::<Vec<u8>>()).expect("data");
+    let run = |storage: &dyn Storage| {
+        for _ in 0..3 {
+            let mut h = storage.open(&data).expect("open");
+            let mut buf = vec![0u8; 4096];
+            h.read_exact_at(&mut buf, 8192).expect("read_exact_at");
+            assert_eq!(buf[0], 0);
+            assert_eq!(h.read_at(&mut buf, (64 << 10) - 100).expect("read_at"), 100);
+            let (mut a, mut b) = (vec![0u8; 1000], vec![0u8; 3000]);
+            h.read_batch(&mut [
+                ReadRequest { offset: 0, buf: &mut a },
+                ReadRequest { offset: 5000, buf: &mut b },
+            ])
+            .expect("batch");
+            let mut window = vec![0u8; 2 * 4096];
+            let mut ranges = (0..4u64).map(|i| Extent::new(i * 4096, 4096));
+            let mut seen = 0;
+            h.read_stream(&mut window, 4096, &mut ranges, &mut |_, bytes| {
+                seen += bytes.len();
+                Ok(())
+            })
+            .expect("stream");
+            assert_eq!(seen, 4 * 4096);
+            // A failed read counts nothing.
+            assert!(h.read_exact_at(&mut buf, (64 << 10) - 10).is_err());
+        }
+    };
+    let layered = Arc::new(IoCounters::default());
+    let tracer_a = Tracer::create(&TraceOptions::new(dir.path().join("a"), 0, 1)).expect("a");
+    run(&Metered::with_counters(
+        Traced::new(PosixStorage::new(), tracer_a.clone()),
+        Arc::clone(&layered),
+    ));
+    let inside = Arc::new(IoCounters::default());
+    let tracer_b = Tracer::create(&TraceOptions::new(dir.path().join("b"), 0, 1)).expect("b");
+    run(&dlio_trace::metered_and_traced(
+        PosixStorage::new(),
+        tracer_b.clone(),
+        Arc::clone(&inside),
+    ));
+    let (a, b) = (layered.snapshot(), inside.snapshot());
+    assert_eq!(a, b);
+    assert_eq!((b.opens, b.read_requests), (3, 3 * (1 + 1 + 2 + 4)));
+    assert_eq!(b.bytes_read, 3 * (4096 + 100 + 4000 + 4 * 4096));
+    let (la, lb) = (layered.read_latency(), inside.read_latency());
+    assert_eq!(la.count(), lb.count());
+    assert_eq!(lb.count(), 3 * (1 + 1 + 1 + 4));
+    assert!(lb.min_ns() > 0 && lb.max_ns() < 1_000_000_000, "{lb:?}");
+    // And the traces hold the same events.
+    let a = count_by_name(&load(&tracer_a.finish().expect("a").expect("on").path));
+    let b = count_by_name(&load(&tracer_b.finish().expect("b").expect("on").path));
+    assert_eq!(a, b);
+    assert_eq!(b.get("pread"), Some(&(3 * (1 + 1 + 2 + 4 + 1))));
+}
