@@ -569,7 +569,11 @@ fn reads_counted_by_the_traced_handles_count_as_metered_does() {
     use dlio_storage::{IoCounters, Metered};
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data.bin");
-    std::fs::write(&data, (0..=255u8).cycle().take(64 << 10).collect::<Vec<u8>>()).expect("data");
+    std::fs::write(
+        &data,
+        (0..=255u8).cycle().take(64 << 10).collect::<Vec<u8>>(),
+    )
+    .expect("data");
     let run = |storage: &dyn Storage| {
         for _ in 0..3 {
             let mut h = storage.open(&data).expect("open");
@@ -579,8 +583,14 @@ fn reads_counted_by_the_traced_handles_count_as_metered_does() {
             assert_eq!(h.read_at(&mut buf, (64 << 10) - 100).expect("read_at"), 100);
             let (mut a, mut b) = (vec![0u8; 1000], vec![0u8; 3000]);
             h.read_batch(&mut [
-                ReadRequest { offset: 0, buf: &mut a },
-                ReadRequest { offset: 5000, buf: &mut b },
+                ReadRequest {
+                    offset: 0,
+                    buf: &mut a,
+                },
+                ReadRequest {
+                    offset: 5000,
+                    buf: &mut b,
+                },
             ])
             .expect("batch");
             let mut window = vec![0u8; 2 * 4096];
