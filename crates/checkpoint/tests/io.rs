@@ -526,6 +526,115 @@ fn a_restart_lends_the_engine_io_depth_chunks_per_file() {
     }
 }
 
+/// A storage of files that are only sizes: each stream range is handed to `consume` from
+/// the window without any I/O. Lets a test read a checkpoint of gigabytes.
+#[derive(Debug)]
+struct SizesOnly {
+    io_depth: u32,
+    len: u64,
+    slots: Arc<Mutex<Vec<usize>>>,
+}
+
+struct SizedRead {
+    len: u64,
+    slots: Arc<Mutex<Vec<usize>>>,
+}
+
+impl ReadHandle for SizedRead {
+    fn path(&self) -> &Path {
+        Path::new("sized")
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read_at(&mut self, buf: &mut [u8], _offset: u64) -> Result<usize, StorageError> {
+        Ok(buf.len())
+    }
+
+    fn read_stream(
+        &mut self,
+        window: &mut [u8],
+        block: usize,
+        requests: &mut dyn Iterator<Item = Extent>,
+        consume: &mut Consume<'_>,
+    ) -> Result<(), StorageError> {
+        self.slots.lock().unwrap().push(window.len() / block);
+        for extent in requests {
+            consume(extent.offset, &window[..extent.len])?;
+        }
+        Ok(())
+    }
+}
+
+impl ForwardStorage for SizesOnly {
+    fn forward_to(&self) -> &dyn Storage {
+        &PosixStorage
+    }
+}
+
+impl Storage for SizesOnly {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            io_depth: self.io_depth,
+            ..PosixStorage.capabilities()
+        }
+    }
+
+    fn open(&self, _path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {
+        Ok(Box::new(SizedRead {
+            len: self.len,
+            slots: Arc::clone(&self.slots),
+        }))
+    }
+
+    dlio_storage::forward_storage!(
+        engine,
+        create,
+        list,
+        size,
+        create_dir_all,
+        remove_file,
+        remove_dir_all,
+        partial_path,
+        drop_cache
+    );
+}
+
+#[test]
+fn a_restart_window_stays_under_the_memory_limit_whatever_the_io_depth() {
+    // One 1 GiB file in 16 MiB chunks (64 of them) on an engine claiming a queue of 4096:
+    // the window is MAX_READ_WINDOW_BYTES, not 64 x 16 MiB; with a queue of 8, 8 chunks.
+    let mut plan = small_transformer(Framework::Pytorch);
+    let file_bytes = 1u64 << 30;
+    plan.ranks[1].files.truncate(1);
+    plan.ranks[1].files[0].bytes = file_bytes;
+    let chunk = 16 * MIB;
+    for (io_depth, slots) in [(4096, MAX_READ_WINDOW_BYTES / chunk), (8, 8)] {
+        let storage = SizesOnly {
+            io_depth,
+            len: file_bytes,
+            slots: Arc::default(),
+        };
+        let mut reader = CheckpointReader::new(ReadOptions {
+            chunk_bytes: chunk,
+            ..read_options(None)
+        })
+        .unwrap();
+        let report = reader
+            .read(&storage, Path::new("/nonexistent"), "ckpt", &plan, 1)
+            .unwrap();
+        assert_eq!(report.bytes, file_bytes);
+        assert_eq!(
+            *storage.slots.lock().unwrap(),
+            [slots],
+            "io_depth {io_depth}"
+        );
+    }
+    assert_eq!(MAX_READ_WINDOW_BYTES / chunk, 16);
+}
+
 #[test]
 fn fsync_option_syncs_every_file_and_only_then() {
     let dir = tempfile::tempdir().unwrap();
