@@ -420,9 +420,12 @@ fn a_restart_streams_every_byte_in_chunks_on_every_local_engine() {
 }
 
 /// POSIX storage that claims an `io_depth` and records the slots of every stream it runs.
+/// With `sized`, its files are only that size: stream ranges are handed to `consume` from
+/// the window without any I/O, which lets a test read a checkpoint of gigabytes.
 #[derive(Debug)]
 struct StreamSpy {
     io_depth: u32,
+    sized: Option<u64>,
     slots: Arc<Mutex<Vec<usize>>>,
 }
 
@@ -471,10 +474,14 @@ impl Storage for StreamSpy {
     }
 
     fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {
-        Ok(Box::new(SpyRead {
-            inner: PosixStorage.open(path)?,
-            slots: Arc::clone(&self.slots),
-        }))
+        let slots = Arc::clone(&self.slots);
+        Ok(match self.sized {
+            Some(len) => Box::new(SizedRead { len, slots }),
+            None => Box::new(SpyRead {
+                inner: PosixStorage.open(path)?,
+                slots,
+            }),
+        })
     }
 
     dlio_storage::forward_storage!(
@@ -509,6 +516,7 @@ fn a_restart_lends_the_engine_io_depth_chunks_per_file() {
     for io_depth in [1, 4, 4096] {
         let spy = StreamSpy {
             io_depth,
+            sized: None,
             slots: Arc::default(),
         };
         let mut reader = CheckpointReader::new(read_options(None)).unwrap();
@@ -526,15 +534,7 @@ fn a_restart_lends_the_engine_io_depth_chunks_per_file() {
     }
 }
 
-/// A storage of files that are only sizes: each stream range is handed to `consume` from
-/// the window without any I/O. Lets a test read a checkpoint of gigabytes.
-#[derive(Debug)]
-struct SizesOnly {
-    io_depth: u32,
-    len: u64,
-    slots: Arc<Mutex<Vec<usize>>>,
-}
-
+/// A [`StreamSpy`] file that is only a size.
 struct SizedRead {
     len: u64,
     slots: Arc<Mutex<Vec<usize>>>,
@@ -568,40 +568,6 @@ impl ReadHandle for SizedRead {
     }
 }
 
-impl ForwardStorage for SizesOnly {
-    fn forward_to(&self) -> &dyn Storage {
-        &PosixStorage
-    }
-}
-
-impl Storage for SizesOnly {
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            io_depth: self.io_depth,
-            ..PosixStorage.capabilities()
-        }
-    }
-
-    fn open(&self, _path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {
-        Ok(Box::new(SizedRead {
-            len: self.len,
-            slots: Arc::clone(&self.slots),
-        }))
-    }
-
-    dlio_storage::forward_storage!(
-        engine,
-        create,
-        list,
-        size,
-        create_dir_all,
-        remove_file,
-        remove_dir_all,
-        partial_path,
-        drop_cache
-    );
-}
-
 #[test]
 fn a_restart_window_stays_under_the_memory_limit_whatever_the_io_depth() {
     // One 1 GiB file in 16 MiB chunks (64 of them) on an engine claiming a queue of 4096:
@@ -612,9 +578,9 @@ fn a_restart_window_stays_under_the_memory_limit_whatever_the_io_depth() {
     plan.ranks[1].files[0].bytes = file_bytes;
     let chunk = 16 * MIB;
     for (io_depth, slots) in [(4096, MAX_READ_WINDOW_BYTES / chunk), (8, 8)] {
-        let storage = SizesOnly {
+        let storage = StreamSpy {
             io_depth,
-            len: file_bytes,
+            sized: Some(file_bytes),
             slots: Arc::default(),
         };
         let mut reader = CheckpointReader::new(ReadOptions {

@@ -100,9 +100,10 @@ impl<S: Storage> ForwardStorage for Traced<S> {
 
 impl<S: Storage> Storage for Traced<S> {
     fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {
-        if !self.tracer.is_enabled() {
+        // A disabled tracer has no recorder, and the engine's handle is returned as it is.
+        let Some(recorder) = self.tracer.recorder() else {
             return self.inner.open(path);
-        }
+        };
         let start = self.tracer.stamp();
         let opened = self.inner.open(path);
         let end = self.tracer.stamp();
@@ -116,9 +117,6 @@ impl<S: Storage> Storage for Traced<S> {
                     .io_failed_between(IoOp::Open, file, None, start, end);
                 return Err(e);
             }
-        };
-        let Some(recorder) = self.tracer.recorder() else {
-            return Ok(inner);
         };
         let mut handle = TracedRead {
             file,
