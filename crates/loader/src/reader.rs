@@ -8,7 +8,7 @@ use dlio_format::{FileKey, Format, FormatReader};
 use dlio_metrics::LatencyHistogram;
 use dlio_plan::EpochPlan;
 use dlio_storage::Storage;
-use dlio_trace::{Tracer, ai};
+use dlio_trace::{PreparedSpan, Tracer, ai};
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rustc_hash::FxHashSet;
@@ -31,6 +31,8 @@ pub(crate) struct SampleReader {
     threads: u64,
     /// Records `data.item` / `data.preprocess` spans.
     tracer: Tracer,
+    /// `data.item` with its `epoch` and `image_idx` keys, looked up once.
+    item_span: PreparedSpan<2>,
     /// Size of each sample handed to the loop, when resized (see `LoaderSpec`).
     sample_out_bytes: Option<usize>,
     /// The batch the resized samples are copied into; allocated once, reused.
@@ -70,6 +72,7 @@ impl SampleReader {
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
             threads: u64::from(spec.read_threads.max(1)),
             tracer: spec.tracer.clone(),
+            item_span: PreparedSpan::new(ai::DATA_ITEM, ["epoch", "image_idx"]),
             sample_out_bytes: spec.sample_out_bytes,
             batch: Vec::new(),
         }
@@ -181,14 +184,11 @@ impl SampleReader {
             // same two clock readings (two fewer per sample than a span guard of its own).
             let ended = Instant::now();
             hist.record_duration(ended.saturating_duration_since(started));
-            self.tracer.complete(
-                ai::DATA_ITEM,
+            self.tracer.complete_prepared(
+                &self.item_span,
                 started,
                 ended,
-                &[
-                    ("epoch", i64::from(plan.epoch())),
-                    ("image_idx", sample.global as i64),
-                ],
+                [i64::from(plan.epoch()), sample.global as i64],
             );
             self.preprocess_sleep(plan.epoch(), sample.global);
             samples += 1;

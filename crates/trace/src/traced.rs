@@ -12,7 +12,7 @@ use dlio_storage::{
 
 use crate::clock::Stamp;
 use crate::names::IoOp;
-use crate::tracer::{FileId, IoRecord, Recorder, Tracer, failed_record, io_record};
+use crate::tracer::{FileId, Recorder, Tracer, failed_record, io_record};
 
 /// Wraps an engine and records each call in a [`Tracer`]: `open`, `pread` (one per
 /// request, with `offset` and `count`), `close`, `open` with `create`, `write`, `fsync`,
@@ -118,7 +118,8 @@ impl<S: Storage> Storage for Traced<S> {
                 return Err(e);
             }
         };
-        let mut handle = TracedRead {
+        recorder.push_io(io_record(IoOp::Open, file, None, None, start, end));
+        Ok(Box::new(TracedRead {
             file,
             inner: Some(inner),
             recorder,
@@ -127,12 +128,8 @@ impl<S: Storage> Storage for Traced<S> {
             } else {
                 IoOp::Read
             },
-            pending: [IoRecord::EMPTY; PENDING],
-            npending: 0,
             counters: self.counters.clone(),
-        };
-        handle.hold(io_record(IoOp::Open, file, None, None, start, end));
-        Ok(Box::new(handle))
+        }))
     }
 
     fn create(&self, path: &Path) -> Result<Box<dyn WriteHandle>, StorageError> {
@@ -197,19 +194,12 @@ impl<S: Storage> Storage for Traced<S> {
     dlio_storage::forward_storage!(engine, capabilities, partial_path, drop_cache);
 }
 
-/// Events a read handle holds before it hands them to the thread's buffer: `open`,
-/// a `pread` or two and `close` of a small sample reach it in one visit instead of four.
-const PENDING: usize = 4;
-
 struct TracedRead {
     file: FileId,
     /// `None` only while being dropped (so the close can be timed).
     inner: Option<Box<dyn ReadHandle>>,
     recorder: Recorder,
     read_op: IoOp,
-    /// Events of this handle not yet in the thread's buffer (the first `npending`).
-    pending: [IoRecord; PENDING],
-    npending: usize,
     /// Where this handle counts its successful reads ([`metered_and_traced`]).
     counters: Option<Arc<IoCounters>>,
 }
@@ -228,20 +218,7 @@ impl TracedRead {
             Ok(n) => io_record(self.read_op, self.file, Some(offset), Some(n), start, end),
             Err(()) => failed_record(self.read_op, self.file, Some(offset), start, end),
         };
-        self.hold(rec);
-    }
-
-    fn hold(&mut self, rec: IoRecord) {
-        if self.npending == PENDING {
-            self.hand_over();
-        }
-        self.pending[self.npending] = rec;
-        self.npending += 1;
-    }
-
-    fn hand_over(&mut self) {
-        self.recorder.push_ios(&self.pending[..self.npending]);
-        self.npending = 0;
+        self.recorder.push_io(rec);
     }
 }
 
@@ -371,8 +348,8 @@ impl Drop for TracedRead {
             let start = self.recorder.now();
             drop(inner);
             let end = self.recorder.now();
-            self.hold(io_record(IoOp::Close, self.file, None, None, start, end));
-            self.hand_over();
+            self.recorder
+                .push_io(io_record(IoOp::Close, self.file, None, None, start, end));
         }
     }
 }

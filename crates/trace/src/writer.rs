@@ -161,8 +161,24 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(s.as_bytes());
 }
 
-/// What a writer's packing buffer starts with.
-const SPILL_CHUNK: usize = 1 << 20;
+/// What a writer's packing buffer starts with, its pages already mapped (see
+/// [`spill_buffer`]): about half a million events, a few seconds of a small-record run.
+const SPILL_CHUNK: usize = 8 << 20;
+
+/// The writer's packing buffer, with every page touched. On the virtual machines this
+/// runs on a page fault costs about 1.7 us, so growing into fresh memory while the run is
+/// measured would cost the writer (and the readers it shares the cores with) more than the
+/// packing itself; the faults are taken here, before the run, by the thread that creates
+/// the trace.
+pub(crate) fn spill_buffer() -> Vec<u8> {
+    let mut buf = vec![0u8; SPILL_CHUNK];
+    // `vec!` of zeros may map untouched zero pages; writing one byte per page maps them.
+    for page in buf.chunks_mut(4096) {
+        page[0] = 1;
+    }
+    buf.clear();
+    buf
+}
 
 /// Phase 1: packs records into the spill.
 struct Spiller {
@@ -244,8 +260,8 @@ impl Spiller {
         self.counted = 0;
         self.buf.clear();
         if self.buf.capacity() > SPILL_CHUNK * 4 {
-            // Give back what a burst took; the next packing starts small again.
-            self.buf = Vec::with_capacity(SPILL_CHUNK);
+            // Give back what a burst took (keeping the first, mapped, pages).
+            self.buf.shrink_to(SPILL_CHUNK);
         }
         self.file.flush()
     }
@@ -535,6 +551,7 @@ pub(crate) fn run(
     mut paths: Paths,
     header: Header,
     pool: &Pool,
+    buf: Vec<u8>,
 ) -> io::Result<Packed> {
     lower_priority();
     let spill_file = paths
@@ -543,7 +560,7 @@ pub(crate) fn run(
         .ok_or_else(|| corrupt("no spill file"))?;
     let mut spiller = Spiller {
         file: BufWriter::with_capacity(1 << 20, spill_file),
-        buf: Vec::with_capacity(SPILL_CHUNK),
+        buf,
         counted: 0,
         files_seen: HashSet::default(),
     };
@@ -566,18 +583,10 @@ pub(crate) fn run(
                     // pages are already mapped.
                     pool.give_back(spans, ios);
                 }
-                Msg::Tables(new) => {
-                    // Names met later in the buffers are these tables' only when the same
-                    // path was opened through another copy of it; write each name once.
-                    for table in &new {
-                        for path in table.iter() {
-                            spiller
-                                .files_seen
-                                .insert(name_hash(path.as_os_str().as_encoded_bytes()));
-                        }
-                    }
-                    tables.extend(new);
-                }
+                // Kept for the end: the names become FH events when the trace is written,
+                // and names met in the buffers are checked against them there, so the
+                // writer does no per-file work while the run is measured.
+                Msg::Tables(new) => tables.extend(new),
                 Msg::Thread { tid, name } => spiller.thread(tid, &name)?,
                 Msg::Finish { ns_per_unit: rate } => {
                     ns_per_unit = rate;
@@ -690,8 +699,12 @@ fn write_trace_to(
     out.metadata(pid_tid, "HH", &header.hostname, &hhash);
     out.metadata(pid_tid, "PR", "rank", &header.rank.to_string());
     out.metadata(pid_tid, "PR", "size", &header.size.to_string());
+    // Names met later in the buffers are these tables' only when the same path was opened
+    // through another copy of it; write each name once.
+    let mut named: HashSet<u64, CheapBuild> = HashSet::default();
     for path in tables.iter().flat_map(|t| t.iter()) {
         let hash = name_hash(path.as_os_str().as_encoded_bytes());
+        named.insert(hash);
         out.metadata(
             pid_tid,
             "FH",
@@ -800,6 +813,9 @@ fn write_trace_to(
             TAG_FILE => {
                 let hash = spill.u64_le()?;
                 let name = spill.string()?;
+                if named.contains(&hash) {
+                    continue;
+                }
                 out.metadata(pid_tid, "FH", &name, &format!("{hash:016x}"));
             }
             TAG_THREAD => {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dlio_storage::{Extent, PathTable, PosixStorage, ReadRequest, Storage};
-use dlio_trace::{FileId, IoOp, TraceOptions, Traced, Tracer, ai};
+use dlio_trace::{FileId, IoOp, PreparedSpan, TraceOptions, Traced, Tracer, ai};
 use serde_json::Value;
 
 /// The whole trace as one JSON document (this also checks that it is valid JSON).
@@ -437,6 +437,39 @@ fn stamped_and_instant_timed_events_share_one_timeline() {
         "{compute_dur} vs {read_dur} µs"
     );
     assert!((19_000.0..40_000.0).contains(&read_dur), "{read_dur} µs");
+}
+
+#[test]
+fn a_prepared_span_is_recorded_as_complete_records_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tracer = Tracer::create(&TraceOptions::new(dir.path(), 0, 1)).expect("tracer");
+    let item = PreparedSpan::new(ai::DATA_ITEM, ["epoch", "image_idx"]);
+    let start = Instant::now();
+    std::thread::sleep(Duration::from_millis(5));
+    let end = Instant::now();
+    tracer.complete_prepared(&item, start, end, [3, 12345]);
+    tracer.complete(
+        ai::DATA_ITEM,
+        start,
+        end,
+        &[("epoch", 3), ("image_idx", 12345)],
+    );
+    let summary = tracer.finish().expect("finish").expect("enabled");
+    let events = load(&summary.path);
+    let items: Vec<_> = complete_events(&events)
+        .into_iter()
+        .filter(|e| e["name"] == "item")
+        .collect();
+    assert_eq!(items.len(), 2, "{items:?}");
+    for e in &items {
+        assert_eq!(e["cat"], "data");
+        assert_eq!(e["args"]["epoch"], 3);
+        assert_eq!(e["args"]["image_idx"], 12345);
+        let dur = e["dur"].as_f64().expect("dur");
+        assert!((4_000.0..50_000.0).contains(&dur), "{dur} µs");
+    }
+    assert_eq!(items[0]["ts"], items[1]["ts"]);
+    assert_eq!(items[0]["dur"], items[1]["dur"]);
 }
 
 #[test]
