@@ -182,12 +182,12 @@ impl SampleReader {
             }
             // The `data.item` span is the sample read the histogram measures, timed by the
             // same two clock readings (two fewer per sample than a span guard of its own).
-            let ended = Instant::now();
-            hist.record_duration(ended.saturating_duration_since(started));
+            let took = started.elapsed();
+            hist.record_duration(took);
             self.tracer.complete_prepared(
                 &self.item_span,
                 started,
-                ended,
+                took,
                 [i64::from(plan.epoch()), sample.global as i64],
             );
             self.preprocess_sleep(plan.epoch(), sample.global);

@@ -838,13 +838,14 @@ impl Tracer {
         shared.push_span(rec);
     }
 
-    /// [`Tracer::complete`] for a span whose name and argument keys were looked up
-    /// beforehand: what a loader records once per sample.
+    /// Records a span that started at `start` and took `dur` (which the caller has measured
+    /// already), whose name and argument keys were looked up beforehand: what a loader
+    /// records once per sample.
     pub fn complete_prepared<const N: usize>(
         &self,
         span: &PreparedSpan<N>,
         start: Instant,
-        end: Instant,
+        dur: Duration,
         values: [i64; N],
     ) {
         let Some(shared) = self.shared.as_deref() else {
@@ -852,7 +853,7 @@ impl Tracer {
         };
         let mut rec = SpanRecord {
             start: shared.since_base(start),
-            dur: duration_ns(end.saturating_duration_since(start)),
+            dur: duration_ns(dur),
             in_ns: true,
             nargs: N as u8,
             span: span.span,

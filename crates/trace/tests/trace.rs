@@ -447,7 +447,7 @@ fn a_prepared_span_is_recorded_as_complete_records_it() {
     let start = Instant::now();
     std::thread::sleep(Duration::from_millis(5));
     let end = Instant::now();
-    tracer.complete_prepared(&item, start, end, [3, 12345]);
+    tracer.complete_prepared(&item, start, end - start, [3, 12345]);
     tracer.complete(
         ai::DATA_ITEM,
         start,
