@@ -33,6 +33,39 @@ const POOLED_BUFFERS: usize = 16;
 /// Buffers a tracer maps before the run: enough for a few threads to hand theirs over
 /// before the writer has given the first back.
 const MAPPED_BUFFERS: usize = 8;
+/// Memory the tracers of a process map before their runs, together, at most: four
+/// tracers' worth. A process of many ranks would otherwise map 9 MiB per rank; the
+/// tracers beyond the allowance map their buffers as they fill them.
+const PREMAPPED_MAX: usize = 4 * Premapped::BYTES;
+/// Memory mapped ahead by the tracers alive now.
+static PREMAPPED: AtomicUsize = AtomicUsize::new(0);
+
+/// One tracer's share of [`PREMAPPED_MAX`], given back when dropped.
+struct Premapped;
+
+impl Premapped {
+    /// A tracer's buffers mapped ahead: the writer's packing buffer and the pooled ones.
+    const BYTES: usize = writer::SPILL_CHUNK
+        + MAPPED_BUFFERS
+            * (BUFFER_EVENTS * std::mem::size_of::<IoRecord>()
+                + BUFFER_SPANS * std::mem::size_of::<SpanRecord>());
+
+    /// A share, if the allowance has room for one.
+    fn take() -> Option<Premapped> {
+        PREMAPPED
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |used| {
+                (used + Premapped::BYTES <= PREMAPPED_MAX).then_some(used + Premapped::BYTES)
+            })
+            .ok()
+            .map(|_| Premapped)
+    }
+}
+
+impl Drop for Premapped {
+    fn drop(&mut self) {
+        PREMAPPED.fetch_sub(Premapped::BYTES, Ordering::Relaxed);
+    }
+}
 /// Full buffers that may wait for the writer before recording threads block.
 const QUEUE_BUFFERS: usize = 64;
 /// Files [`Tracer::name_files`] names ahead of a run, at most (the trace lists them all,
@@ -748,13 +781,22 @@ impl Tracer {
             compress: opts.compress,
         };
         // Buffers whose pages are mapped now, not during the run (a page fault on the VMs
-        // this runs on costs about 1.7 us, on the thread that records).
-        let pool = Arc::new(Pool::mapped(MAPPED_BUFFERS));
+        // this runs on costs about 1.7 us, on the thread that records), within the
+        // process's allowance; the writer gives it back when it ends.
+        let premapped = Premapped::take();
+        let pool = Arc::new(if premapped.is_some() {
+            Pool::mapped(MAPPED_BUFFERS)
+        } else {
+            Pool::default()
+        });
         let writer_pool = Arc::clone(&pool);
-        let spill = writer::spill_buffer();
+        let spill = writer::spill_buffer(premapped.is_some());
         let handle = std::thread::Builder::new()
             .name(format!("trace-writer-{}", opts.rank))
-            .spawn(move || writer::run(rx, paths, header, &writer_pool, spill))
+            .spawn(move || {
+                let _premapped = premapped;
+                writer::run(rx, paths, header, &writer_pool, spill)
+            })
             .map_err(|e| io_err("create", e))?;
         let shared = Arc::new(Shared {
             id: NEXT_TRACER_ID.fetch_add(1, Ordering::Relaxed),

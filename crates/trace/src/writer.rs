@@ -161,16 +161,19 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(s.as_bytes());
 }
 
-/// What a writer's packing buffer starts with, its pages already mapped (see
+/// What a writer's packing buffer starts with when its pages are mapped ahead (see
 /// [`spill_buffer`]): about half a million events, a few seconds of a small-record run.
-const SPILL_CHUNK: usize = 8 << 20;
+pub(crate) const SPILL_CHUNK: usize = 8 << 20;
 
-/// The writer's packing buffer, with every page touched. On the virtual machines this
-/// runs on a page fault costs about 1.7 us, so growing into fresh memory while the run is
-/// measured would cost the writer (and the readers it shares the cores with) more than the
-/// packing itself; the faults are taken here, before the run, by the thread that creates
-/// the trace.
-pub(crate) fn spill_buffer() -> Vec<u8> {
+/// The writer's packing buffer: with every page touched when `map` is set, or empty with
+/// room for a megabyte. On the virtual machines this runs on a page fault costs about
+/// 1.7 us, so growing into fresh memory while the run is measured costs the writer (and
+/// the readers it shares the cores with) more than the packing itself; the faults are
+/// taken here, before the run, by the thread that creates the trace.
+pub(crate) fn spill_buffer(map: bool) -> Vec<u8> {
+    if !map {
+        return Vec::with_capacity(1 << 20);
+    }
     let mut buf = vec![0u8; SPILL_CHUNK];
     // `vec!` of zeros may map untouched zero pages; writing one byte per page maps them.
     for page in buf.chunks_mut(4096) {
