@@ -264,8 +264,10 @@ impl Bounce<'_> {
 // the feed never touches that buffer again, and the buffers of different requests do not
 // overlap because they are distinct mutable borrows.
 unsafe impl Feed for BatchFeed<'_, '_> {
+    /// The requests not yet handed out: a batch of one sets up one ring slot, not
+    /// `io_depth` of them.
     fn capacity(&self) -> usize {
-        usize::MAX
+        self.requests.len() - self.next
     }
 
     fn next(&mut self) -> Result<Option<Target>, StorageError> {
@@ -515,8 +517,10 @@ fn run(
                 .completion()
                 .map(|cqe| (cqe.user_data() as usize, cqe.result())),
         );
+        // Off the ring now, whatever happens below: if a feed's `completed` (a caller's
+        // `consume`) panics halfway through these, `Flight`'s drop must not wait for them.
+        flight.in_flight -= reaped.len();
         for &(slot, result) in reaped.iter() {
-            flight.in_flight -= 1;
             let (target, done) = entries[slot];
             let mut resubmitted = false;
             let error = if result < 0 {

@@ -689,6 +689,58 @@ fn a_panicking_consume_unwinds_only_after_every_read_is_done() {
 }
 
 #[test]
+fn a_consume_that_panics_amid_completions_reaped_together_does_not_hang() {
+    // Page-cached reads complete at once, so one wait reaps several; `consume` panics on
+    // the second of them. The engine must not then wait for completions it already took.
+    let dir = temp_dir();
+    let block = 4096;
+    let (path, _) = patterned_file(dir.path(), "cached.bin", 32 * block);
+    let extents: Vec<Extent> = (0..32)
+        .map(|i| Extent::new((i * block) as u64, block))
+        .collect();
+    for (label, engine) in local_engines(None) {
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let (path, ranges) = (path.clone(), extents.clone());
+        std::thread::spawn(move || {
+            let storage = engine.storage();
+            let mut handle = storage.open(&path).unwrap();
+            let mut window = IoBuffer::zeroed(8 * block, DIRECT_ALIGNMENT).unwrap();
+            let mut calls = 0;
+            let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let _ = handle.read_stream(
+                    &mut window,
+                    block,
+                    &mut ranges.iter().copied(),
+                    &mut |_, _| {
+                        calls += 1;
+                        if calls == 2 {
+                            panic!("consume gives up");
+                        }
+                        Ok(())
+                    },
+                );
+            }));
+            // The handle still works afterwards.
+            let mut consumed = 0;
+            let again = handle.read_stream(
+                &mut window,
+                block,
+                &mut ranges.iter().copied(),
+                &mut |_, _| {
+                    consumed += 1;
+                    Ok(())
+                },
+            );
+            let _ = done_tx.send((unwound.is_err(), again.is_ok(), consumed));
+        });
+        let outcome = done_rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("{label}: the stream hangs after consume panicked"));
+        assert_eq!(outcome, (true, true, extents.len()), "{label}");
+    }
+}
+
+#[test]
 fn metered_counts_every_range_of_a_stream_with_its_own_latency() {
     let dir = temp_dir();
     let block = 8192;
