@@ -17,9 +17,10 @@
 //! [`Tracer::finish`], after the measured phase, writes the JSON lines and gzips them, as
 //! dftracer compresses at finalisation; the trace appears under its final name only when
 //! complete. Timestamps read the CPU's time-stamp counter where the kernel trusts it
-//! ([`Stamp`]). A read handle collects its `open`, `pread` and `close` events and hands them
-//! over together when it closes, and it holds the tracer's id, not a reference-counted
-//! tracer, so reader threads never write to a cache line they share. The run driver names
+//! ([`Stamp`]). A read handle stages each of its events as the call returns, and it holds
+//! the tracer's id, not a reference-counted tracer, so reader threads never write to a
+//! cache line they share. A span recorded per sample is a [`PreparedSpan`] (its name and
+//! keys looked up once). The run driver names
 //! the dataset's files before the run ([`Tracer::name_files`]); other files are named the
 //! first time a thread opens them ([`Tracer::file`]). A [disabled](Tracer::disabled) tracer
 //! returns at once, so call sites need no `if`.

@@ -74,22 +74,24 @@ impl<S: Storage> Traced<S> {
     pub fn tracer(&self) -> &Tracer {
         &self.tracer
     }
+}
 
-    fn timed<T>(
-        &self,
-        op: IoOp,
-        file: FileId,
-        call: impl FnOnce() -> Result<T, StorageError>,
-    ) -> Result<T, StorageError> {
-        let start = self.tracer.stamp();
-        let result = call();
-        let end = self.tracer.stamp();
-        match &result {
-            Ok(_) => self.tracer.io_between(op, file, None, None, start, end),
-            Err(_) => self.tracer.io_failed_between(op, file, None, start, end),
-        }
-        result
+/// Runs `call` and records it as one `op` on `file` that moved no bytes (failed if it
+/// failed).
+fn timed<T>(
+    tracer: &Tracer,
+    op: IoOp,
+    file: FileId,
+    call: impl FnOnce() -> Result<T, StorageError>,
+) -> Result<T, StorageError> {
+    let start = tracer.stamp();
+    let result = call();
+    let end = tracer.stamp();
+    match &result {
+        Ok(_) => tracer.io_between(op, file, None, None, start, end),
+        Err(_) => tracer.io_failed_between(op, file, None, start, end),
     }
+    result
 }
 
 impl<S: Storage> ForwardStorage for Traced<S> {
@@ -166,27 +168,31 @@ impl<S: Storage> Storage for Traced<S> {
     }
 
     fn list(&self, dir: &Path) -> Result<Vec<DirEntry>, StorageError> {
-        self.timed(IoOp::List, self.tracer.file(dir), || self.inner.list(dir))
+        timed(&self.tracer, IoOp::List, self.tracer.file(dir), || {
+            self.inner.list(dir)
+        })
     }
 
     fn size(&self, path: &Path) -> Result<Option<u64>, StorageError> {
-        self.timed(IoOp::Stat, self.tracer.file(path), || self.inner.size(path))
+        timed(&self.tracer, IoOp::Stat, self.tracer.file(path), || {
+            self.inner.size(path)
+        })
     }
 
     fn create_dir_all(&self, dir: &Path) -> Result<(), StorageError> {
-        self.timed(IoOp::Mkdir, self.tracer.file(dir), || {
+        timed(&self.tracer, IoOp::Mkdir, self.tracer.file(dir), || {
             self.inner.create_dir_all(dir)
         })
     }
 
     fn remove_file(&self, path: &Path) -> Result<(), StorageError> {
-        self.timed(IoOp::Unlink, self.tracer.file(path), || {
+        timed(&self.tracer, IoOp::Unlink, self.tracer.file(path), || {
             self.inner.remove_file(path)
         })
     }
 
     fn remove_dir_all(&self, dir: &Path) -> Result<(), StorageError> {
-        self.timed(IoOp::Rmdir, self.tracer.file(dir), || {
+        timed(&self.tracer, IoOp::Rmdir, self.tracer.file(dir), || {
             self.inner.remove_dir_all(dir)
         })
     }
@@ -213,7 +219,7 @@ impl TracedRead {
         }
     }
 
-    fn record(&mut self, offset: u64, result: Result<u64, ()>, start: Stamp, end: Stamp) {
+    fn record(&self, offset: u64, result: Result<u64, ()>, start: Stamp, end: Stamp) {
         let rec = match result {
             Ok(n) => io_record(self.read_op, self.file, Some(offset), Some(n), start, end),
             Err(()) => failed_record(self.read_op, self.file, Some(offset), start, end),
@@ -396,18 +402,7 @@ impl WriteHandle for TracedWrite {
     }
 
     fn sync(&mut self) -> Result<(), StorageError> {
-        let start = self.tracer.stamp();
-        let result = self.inner.sync();
-        let end = self.tracer.stamp();
-        match &result {
-            Ok(()) => self
-                .tracer
-                .io_between(IoOp::Fsync, self.file, None, None, start, end),
-            Err(_) => self
-                .tracer
-                .io_failed_between(IoOp::Fsync, self.file, None, start, end),
-        }
-        result
+        timed(&self.tracer, IoOp::Fsync, self.file, || self.inner.sync())
     }
 
     fn commit(self: Box<Self>) -> Result<u64, StorageError> {
@@ -417,13 +412,6 @@ impl WriteHandle for TracedWrite {
             tracer,
             ..
         } = *self;
-        let start = tracer.stamp();
-        let result = inner.commit();
-        let end = tracer.stamp();
-        match &result {
-            Ok(_) => tracer.io_between(IoOp::Close, file, None, None, start, end),
-            Err(_) => tracer.io_failed_between(IoOp::Close, file, None, start, end),
-        }
-        result
+        timed(&tracer, IoOp::Close, file, || inner.commit())
     }
 }

@@ -3,7 +3,8 @@
 //! (`writer.rs`), which packs them into a spill file during the run and writes the JSON
 //! trace when the trace is finished. The hot path never formats, never allocates per
 //! event and never takes a contended lock; timestamps come from the cheapest trustworthy
-//! clock (`clock.rs`), and the events of one file handle reach the buffer together.
+//! clock (`clock.rs`), and events are staged per thread (`Staging`) before they reach the
+//! thread's buffer.
 
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -33,6 +34,14 @@ const POOLED_BUFFERS: usize = 16;
 /// Buffers a tracer maps before the run: enough for a few threads to hand theirs over
 /// before the writer has given the first back.
 const MAPPED_BUFFERS: usize = 8;
+/// Full buffers that may wait for the writer before recording threads block.
+const QUEUE_BUFFERS: usize = 64;
+/// Files [`Tracer::name_files`] names ahead of a run, at most (the trace lists them all,
+/// read or not).
+pub const PRENAMED_MAX: usize = 1 << 20;
+/// Most arguments one event carries; further `arg` calls are ignored.
+pub const MAX_ARGS: usize = 4;
+
 /// Memory the tracers of a process map before their runs, together, at most: four
 /// tracers' worth. A process of many ranks would otherwise map 9 MiB per rank; the
 /// tracers beyond the allowance map their buffers as they fill them.
@@ -66,13 +75,6 @@ impl Drop for Premapped {
         PREMAPPED.fetch_sub(Premapped::BYTES, Ordering::Relaxed);
     }
 }
-/// Full buffers that may wait for the writer before recording threads block.
-const QUEUE_BUFFERS: usize = 64;
-/// Files [`Tracer::name_files`] names ahead of a run, at most (the trace lists them all,
-/// read or not).
-pub const PRENAMED_MAX: usize = 1 << 20;
-/// Most arguments one event carries; further `arg` calls are ignored.
-pub const MAX_ARGS: usize = 4;
 
 /// Where and how one rank writes its trace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -213,8 +215,8 @@ impl IoRecord {
     pub(crate) const FAILED: i64 = -1;
     pub(crate) const NO_BYTES: i64 = i64::MIN;
 
-    /// A placeholder (fills unused slots of fixed arrays).
-    pub(crate) const EMPTY: IoRecord = IoRecord {
+    /// A placeholder (fills buffers whose pages are mapped ahead of use).
+    const EMPTY: IoRecord = IoRecord {
         start: 0,
         dur: 0,
         file: 0,

@@ -529,6 +529,8 @@ pub(crate) struct Packed {
     paths: Paths,
     header: Header,
     tables: Vec<Arc<PathTable>>,
+    /// The packed entries still in memory: they follow those in the spill file.
+    held: Vec<u8>,
     ns_per_unit: f64,
 }
 
@@ -597,7 +599,8 @@ pub(crate) fn run(
                 }
             }
         }
-        spiller.spill()
+        // What is still in memory stays there: `write` reads it after the spill file.
+        spiller.file.flush()
     })();
     // Keep draining so recording threads never block on a writer that failed.
     if spilled.is_err() {
@@ -607,12 +610,14 @@ pub(crate) fn run(
             }
         }
     }
+    let held = std::mem::take(&mut spiller.buf);
     drop(spiller);
     match spilled {
         Ok(()) => Ok(Packed {
             paths,
             header,
             tables,
+            held,
             ns_per_unit,
         }),
         Err(e) => {
@@ -628,9 +633,10 @@ pub(crate) fn write(packed: Packed) -> io::Result<WriterStats> {
         paths,
         header,
         tables,
+        held,
         ns_per_unit,
     } = packed;
-    let result = write_trace(&paths, &header, &tables, ns_per_unit);
+    let result = write_trace(&paths, &header, &tables, &held, ns_per_unit);
     let _ = std::fs::remove_file(&paths.spill);
     result
 }
@@ -646,10 +652,11 @@ fn write_trace(
     paths: &Paths,
     header: &Header,
     tables: &[Arc<PathTable>],
+    held: &[u8],
     ns_per_unit: f64,
 ) -> io::Result<WriterStats> {
     let partial = partial_name(&paths.trace);
-    let result = write_trace_to(&partial, paths, header, tables, ns_per_unit)
+    let result = write_trace_to(&partial, paths, header, tables, held, ns_per_unit)
         .and_then(|stats| std::fs::rename(&partial, &paths.trace).map(|()| stats));
     if result.is_err() {
         let _ = std::fs::remove_file(&partial);
@@ -662,6 +669,7 @@ fn write_trace_to(
     paths: &Paths,
     header: &Header,
     tables: &[Arc<PathTable>],
+    held: &[u8],
     ns_per_unit: f64,
 ) -> io::Result<WriterStats> {
     // Every span name and argument key the records can refer to (the tables only grow).
@@ -717,8 +725,9 @@ fn write_trace_to(
         out.flush_line()?;
     }
 
+    // The spilled entries, then those still in memory.
     let mut spill = SpillReader {
-        inner: BufReader::with_capacity(1 << 20, File::open(&paths.spill)?),
+        inner: BufReader::with_capacity(1 << 20, File::open(&paths.spill)?).chain(held),
     };
     let mut args: [(&str, i64); MAX_ARGS] = [("", 0); MAX_ARGS];
     while let Some(tag) = spill.tag()? {
@@ -855,6 +864,67 @@ mod tests {
             let mut r = SpillReader { inner: &buf[..] };
             assert_eq!(r.varint().unwrap(), v);
         }
+    }
+
+    #[test]
+    fn entries_spilled_to_the_file_come_before_those_still_held() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let spill = dir.path().join("trace-0-of-1.pfw.spill");
+        let trace = dir.path().join("trace-0-of-1.pfw");
+        let mut spiller = Spiller {
+            counted: 0,
+            file: BufWriter::new(File::create(&spill).expect("spill")),
+            buf: Vec::new(),
+            files_seen: HashSet::default(),
+        };
+        let read = |i: u64| IoRecord {
+            start: i * 1000,
+            dur: 10,
+            file: 0,
+            offset: i,
+            bytes: 4096,
+            op: IoOp::Read,
+            has_offset: true,
+            in_ns: true,
+        };
+        spiller.events(7, &[], &[read(0), read(1)]).expect("pack");
+        spiller.spill().expect("spill");
+        spiller.events(7, &[], &[read(2)]).expect("pack");
+        spiller.file.flush().expect("flush");
+        let held = std::mem::take(&mut spiller.buf);
+        drop(spiller);
+        assert!(!held.is_empty() && std::fs::metadata(&spill).expect("spill").len() > 0);
+        let packed = Packed {
+            paths: Paths {
+                spill_file: None,
+                spill: spill.clone(),
+                trace: trace.clone(),
+                compress: false,
+            },
+            header: Header {
+                pid: 1,
+                rank: 0,
+                size: 1,
+                hostname: "host".to_string(),
+                base_unix_ns: 0,
+            },
+            tables: Vec::new(),
+            held,
+            ns_per_unit: 1.0,
+        };
+        assert_eq!(write(packed).expect("write").events, 3);
+        let text = std::fs::read_to_string(&trace).expect("trace");
+        let offsets: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.split("\"offset\":").nth(1))
+            .map(|rest| {
+                rest.split(|c: char| !c.is_ascii_digit())
+                    .next()
+                    .unwrap_or("")
+            })
+            .collect();
+        assert_eq!(offsets, ["0", "1", "2"], "{text}");
+        assert!(!spill.exists(), "the spill is removed");
     }
 
     #[test]
