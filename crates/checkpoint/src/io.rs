@@ -219,7 +219,8 @@ pub struct ReadReport {
 #[derive(Debug)]
 pub struct CheckpointReader {
     options: ReadOptions,
-    /// The stream's window; grows to the largest window needed, then is reused.
+    /// The stream's window, kept for the next file (replaced by a larger one if it needs
+    /// more).
     window: Option<IoBuffer>,
 }
 
@@ -336,11 +337,13 @@ impl CheckpointReader {
         Ok(read)
     }
 
-    /// The window, `len` bytes aligned to `alignment` (reallocated only when the alignment
-    /// changes; it grows and never shrinks).
+    /// The window, `len` bytes aligned to `alignment`: the one kept from earlier files while
+    /// it is large enough and has that alignment, otherwise a new one of exactly `len` bytes
+    /// (not a grown one: growth doubles the capacity, which could pass
+    /// [`MAX_READ_WINDOW_BYTES`], and copies bytes nobody needs).
     fn window(&mut self, alignment: usize, len: usize) -> Result<&mut [u8], StorageError> {
         let window = match self.window.take() {
-            Some(window) if window.alignment() == alignment => window,
+            Some(window) if window.alignment() == alignment && window.capacity() >= len => window,
             _ => IoBuffer::new(alignment)?,
         };
         let window = self.window.insert(window);
@@ -425,6 +428,22 @@ mod tests {
         assert_ne!(base, file_seed(1, "global_epoch1_step2", "a.pt"));
         assert_ne!(base, file_seed(1, "global_epoch1_step1", "b.pt"));
         assert_eq!(base, file_seed(1, "global_epoch1_step1", "a.pt"));
+    }
+
+    #[test]
+    fn the_window_never_holds_more_than_the_largest_window_a_file_needs() {
+        let mut reader = CheckpointReader::new(ReadOptions {
+            drop_page_cache: false,
+            recovery_rank_shift: None,
+            chunk_bytes: 1 << 20,
+        })
+        .unwrap();
+        // A window of 9 chunks, then one of 16: growth would have made room for 18.
+        for (chunks, capacity) in [(9, 9 << 20), (16, 16 << 20), (4, 16 << 20)] {
+            reader.window(4096, chunks << 20).unwrap();
+            let window = reader.window.as_ref().unwrap();
+            assert_eq!((window.len(), window.capacity()), (chunks << 20, capacity));
+        }
     }
 
     #[test]

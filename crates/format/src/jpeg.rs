@@ -1,8 +1,9 @@
 //! A JPEG decoder for the images DLIO writes: one 8-bit component (grayscale), sequential,
 //! Huffman-coded, without restart intervals, which is what `PIL.Image.fromarray(uint8[h, w])
 //! .save(f, "JPEG")` and our generator produce. Every other JPEG (colour, progressive, restart
-//! markers, 12-bit, arithmetic coding, damaged or truncated data) makes [`GrayJpegDecoder::decode`]
-//! return `None`, and the caller decodes it with zune-jpeg, which also reports the errors.
+//! markers, 12-bit, arithmetic coding, damaged data) makes [`GrayJpegDecoder::decode`] return
+//! `None`, and the caller decodes it with zune-jpeg, which also reports the errors; a scan that
+//! the end of the file cuts short is reported as [`Truncated`].
 //!
 //! Why a decoder of our own: DLIO's images are noise, so almost every one of the 64
 //! coefficients of every block is coded (about 53 Huffman symbols per block of a 256x256
@@ -479,10 +480,19 @@ impl GrayJpegDecoder {
         let (coded, terminated) = unstuff(data, &mut self.scan);
         let (width, height) = (frame.width, frame.height);
         let len = width.checked_mul(height)?;
-        if pixels.len() < len {
-            pixels.resize(len, 0);
+        // Every 8x8 block takes at least two bits (a DC code and an end-of-block code): a
+        // frame its scan cannot fill is refused before its pixels are allocated, so a
+        // damaged header cannot ask for gigabytes. The outcome is the one the block loop
+        // would reach when the data runs out.
+        let blocks = width.div_ceil(8).checked_mul(height.div_ceil(8))?;
+        if blocks.saturating_mul(2) > coded.saturating_mul(8) {
+            return if terminated {
+                None
+            } else {
+                Some(Err(Truncated))
+            };
         }
-        pixels.truncate(len);
+        pixels.resize(len, 0);
         let scan = Scan {
             data: &self.scan,
             coded_bits: coded * 8,
@@ -1201,6 +1211,22 @@ mod tests {
         // Without its EOI marker the scan is still complete.
         let whole = decoder.decode(&file[..file.len() - 2], &mut pixels);
         assert_eq!(whole.unwrap(), Some((64, 64)));
+    }
+
+    #[test]
+    fn a_header_that_asks_for_gigabytes_is_refused_before_allocating() {
+        let (mut file, _) = jpeg(24, 17, 75, true, 1);
+        let sof = file.windows(2).position(|w| w == [0xFF, 0xC0]).unwrap();
+        // Height and width (after the length and the precision) become 65535 x 65535.
+        file[sof + 5..sof + 9].copy_from_slice(&[0xFF; 4]);
+        let mut decoder = GrayJpegDecoder::new();
+        let mut pixels = Vec::new();
+        assert!(!matches!(decoder.decode(&file, &mut pixels), Ok(Some(_))));
+        assert!(
+            pixels.capacity() < 1 << 20,
+            "{} bytes allocated for a 24x17 scan",
+            pixels.capacity()
+        );
     }
 
     #[test]
