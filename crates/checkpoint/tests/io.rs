@@ -14,8 +14,8 @@ use dlio_checkpoint::{
 };
 use dlio_config::vocab::Framework;
 use dlio_storage::{
-    Capabilities, Consume, DirEntry, Engine, EngineKind, EngineSettings, Extent, ForwardStorage,
-    IoCounters, PosixStorage, ReadHandle, Storage, StorageError, WriteHandle, engine_for,
+    Capabilities, Consume, Engine, EngineKind, EngineSettings, Extent, ForwardStorage, IoCounters,
+    PosixStorage, ReadHandle, Storage, StorageError, WriteHandle, engine_for,
 };
 
 const MIB: usize = 1 << 20;
@@ -284,17 +284,15 @@ impl WriteHandle for TestWrite {
     }
 }
 
+impl ForwardStorage for TestStorage {
+    fn forward_to(&self) -> &dyn Storage {
+        &self.inner
+    }
+}
+
 impl Storage for TestStorage {
     fn engine(&self) -> &'static str {
         "test"
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-
-    fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {
-        self.inner.open(path)
     }
 
     fn create(&self, path: &Path) -> Result<Box<dyn WriteHandle>, StorageError> {
@@ -306,29 +304,17 @@ impl Storage for TestStorage {
         }))
     }
 
-    fn list(&self, dir: &Path) -> Result<Vec<DirEntry>, StorageError> {
-        self.inner.list(dir)
-    }
-
-    fn size(&self, path: &Path) -> Result<Option<u64>, StorageError> {
-        self.inner.size(path)
-    }
-
-    fn create_dir_all(&self, dir: &Path) -> Result<(), StorageError> {
-        self.inner.create_dir_all(dir)
-    }
-
-    fn remove_file(&self, path: &Path) -> Result<(), StorageError> {
-        self.inner.remove_file(path)
-    }
-
-    fn remove_dir_all(&self, dir: &Path) -> Result<(), StorageError> {
-        self.inner.remove_dir_all(dir)
-    }
-
-    fn partial_path(&self, path: &Path) -> Option<PathBuf> {
-        self.inner.partial_path(path)
-    }
+    dlio_storage::forward_storage!(
+        capabilities,
+        open,
+        list,
+        size,
+        create_dir_all,
+        remove_file,
+        remove_dir_all,
+        partial_path,
+        drop_cache
+    );
 }
 
 /// The local engines, with `io_depth` 4 (io_uring is skipped, with the reason printed, when

@@ -26,16 +26,21 @@ pub use collective::CollectiveStorage;
 /// Exit code for an interrupted run (128 + SIGINT, as shells report it).
 pub const EXIT_INTERRUPTED: u8 = 130;
 
+/// The `storage_options` keys that hold S3 credentials.
+const CREDENTIAL_KEYS: [&str; 2] = ["access_key_id", "secret_access_key"];
+
 /// The config as YAML with S3 credentials replaced by `<redacted>`: credentials never appear in
 /// outputs or logs.
 pub fn redact_credentials(yaml: &str) -> String {
     yaml.lines()
         .map(|line| {
             let key = line.trim_start();
-            for secret in ["access_key_id:", "secret_access_key:"] {
-                if key.starts_with(secret) && !key.ends_with("null") {
+            for secret in CREDENTIAL_KEYS {
+                if let Some(value) = key.strip_prefix(secret).and_then(|k| k.strip_prefix(':'))
+                    && !value.ends_with("null")
+                {
                     let indent = &line[..line.len() - key.len()];
-                    return format!("{indent}{secret} <redacted>\n");
+                    return format!("{indent}{secret}: <redacted>\n");
                 }
             }
             format!("{line}\n")
@@ -47,9 +52,7 @@ pub fn redact_credentials(yaml: &str) -> String {
 /// (`...storage_options.secret_access_key=...`, or a `storage_options={...}` dict that holds
 /// one), so `.hydra/overrides.yaml` never holds a credential.
 pub(crate) fn redact_override(text: &str) -> String {
-    let mentions_credential = ["access_key_id", "secret_access_key"]
-        .iter()
-        .any(|secret| text.contains(secret));
+    let mentions_credential = CREDENTIAL_KEYS.iter().any(|secret| text.contains(secret));
     match text.split_once('=') {
         Some((key, _)) if mentions_credential => format!("{key}=<redacted>"),
         _ => text.to_owned(),

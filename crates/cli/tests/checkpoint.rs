@@ -1,27 +1,12 @@
 //! Checkpointing end to end: sizes, file names and counts on disk, triggers, checkpoint-only
 //! mode, asynchronous saves and bounded memory.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
 
 mod common;
-use common::{dlio, json, run_ok};
-
-/// Every file below `dir`, recursively.
-fn files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(files(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out.sort();
-    out
-}
+use common::{dlio, files_under, json, run_ok};
 
 /// The `all` bytes line of `dlio checkpoint-plan`.
 fn planned_bytes(args: &[&str]) -> (u64, f64) {
@@ -97,7 +82,7 @@ fn step_checkpoints_split_epochs_into_blocks_and_write_one_file_each() {
     args.push("++workload.train.epochs=2".into());
     args.push("++workload.checkpoint.steps_between_checkpoints=2".into());
     run_ok(dlio().arg("run").args(&args));
-    let written = files(&tmp.path().join("ckpt"));
+    let written = files_under(&tmp.path().join("ckpt"));
     assert_eq!(written.len(), (8 / 2) * 2, "{written:?}");
     assert!(
         tmp.path()
@@ -163,7 +148,7 @@ fn epoch_checkpoints_follow_after_and_between_for_both_frameworks() {
             ["global_epoch1_step5", "global_epoch3_step5"],
             "{framework}"
         );
-        let written = files(&tmp.path().join("ckpt"));
+        let written = files_under(&tmp.path().join("ckpt"));
         if framework == "pytorch" {
             assert_eq!(written.len(), 2 * per_checkpoint, "{written:?}");
         } else {
@@ -201,7 +186,7 @@ fn checkpoint_only_mode_writes_and_reads_llama_8b_zero3_scaled_to_the_byte() {
         ),
     ]));
     for step in [1, 2] {
-        let on_disk: u64 = files(&ckpt.join(format!("global_epoch1_step{step}")))
+        let on_disk: u64 = files_under(&ckpt.join(format!("global_epoch1_step{step}")))
             .iter()
             .map(|f| f.metadata().unwrap().len())
             .sum();
@@ -243,7 +228,7 @@ fn async_saves_stall_the_step_loop_much_less_than_synchronous_ones() {
                     .unwrap(),
             );
         }
-        assert_eq!(files(&tmp.path().join("ckpt")).len(), 2);
+        assert_eq!(files_under(&tmp.path().join("ckpt")).len(), 2);
     }
     let (sync_save, async_stall) = (durations[0], durations[1]);
     assert!(
@@ -291,7 +276,7 @@ fn writing_a_4_gib_checkpoint_keeps_peak_memory_under_256_mib() {
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    let written: u64 = files(&ckpt)
+    let written: u64 = files_under(&ckpt)
         .iter()
         .map(|f| f.metadata().unwrap().len())
         .sum();

@@ -4,11 +4,12 @@
 //! Skipped, with the reason printed, only when moto cannot be started (scripts/test.sh
 //! installs it).
 
-use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+mod common;
+use common::{dlio, files_under};
 
 #[path = "../../storage/tests/support/moto.rs"]
 mod moto;
@@ -25,7 +26,7 @@ fn generate_train_on_two_ranks_and_checkpoint_in_a_bucket() {
     };
     moto.boto3("s3.create_bucket(Bucket='dlio-s3-test')");
     let tmp = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_dlio"))
+    let out = dlio()
         .args([
             "run".to_string(),
             "--ranks".into(),
@@ -102,19 +103,6 @@ fn generate_train_on_two_ranks_and_checkpoint_in_a_bucket() {
 }
 
 /// Every file under `dir`, recursively.
-fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            files.extend(files_under(&path));
-        } else {
-            files.push(path);
-        }
-    }
-    files
-}
-
 #[test]
 fn a_wrong_secret_fails_at_once_naming_the_endpoint_and_never_shows_the_secret() {
     let moto = match Moto::start() {
@@ -130,7 +118,7 @@ fn a_wrong_secret_fails_at_once_naming_the_endpoint_and_never_shows_the_secret()
     let tmp = tempfile::tempdir().unwrap();
     let output = tmp.path().join("out");
     let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_dlio"))
+    let out = dlio()
         .args([
             "run".to_string(),
             "workload=unet3d_h100_s3".into(),

@@ -186,6 +186,25 @@ pub(crate) fn stream_slots(
     Ok(window / block)
 }
 
+/// [`StorageError::Truncated`] if `len` bytes at `offset` run past the end of a file (or
+/// object) of `file_len` bytes: for handles that check a request before they start it.
+pub(crate) fn check_in_file(
+    path: &Path,
+    file_len: u64,
+    offset: u64,
+    len: usize,
+) -> Result<(), StorageError> {
+    let end = offset.saturating_add(len as u64);
+    if end > file_len {
+        return Err(StorageError::Truncated {
+            path: path.to_path_buf(),
+            offset: offset.max(file_len),
+            wanted: end - offset.max(file_len),
+        });
+    }
+    Ok(())
+}
+
 /// Checks that `extent` fits in one slot of `block` bytes.
 pub(crate) fn check_extent(path: &Path, extent: Extent, block: usize) -> Result<(), StorageError> {
     if extent.len > block {

@@ -118,6 +118,10 @@ impl Shared {
                 | object_store::Error::Unauthenticated { .. }
         );
         let message = scrub(error.to_string(), &self.secrets);
+        // The status, from the error's kind or the status line (not any "401" in the text,
+        // which a port or a request id may hold).
+        let unauthenticated = matches!(error, object_store::Error::Unauthenticated { .. })
+            || message.contains("401 Unauthorized");
         let code = xml_element(&message, "Code");
         if code == Some("NoSuchBucket") {
             return StorageError::BucketNotFound {
@@ -128,7 +132,7 @@ impl Shared {
         if let Some(refusal) = Refusal::classify(code, refused_status, &message) {
             let code = match code {
                 Some(code) => code.to_owned(),
-                None if message.contains("401") => "HTTP 401 Unauthorized".to_owned(),
+                None if unauthenticated => "HTTP 401 Unauthorized".to_owned(),
                 None => "HTTP 403 Forbidden".to_owned(),
             };
             return StorageError::S3AccessRefused {
@@ -586,15 +590,7 @@ impl S3Read {
 
     /// [`StorageError::Truncated`] if `len` bytes at `offset` run past the object's end.
     fn check_in_object(&self, offset: u64, len: usize) -> Result<(), StorageError> {
-        let end = offset.saturating_add(len as u64);
-        if end > self.len {
-            return Err(StorageError::Truncated {
-                path: self.path.clone(),
-                offset: offset.max(self.len),
-                wanted: end - offset.max(self.len),
-            });
-        }
-        Ok(())
+        crate::check_in_file(&self.path, self.len, offset, len)
     }
 
     /// The stream's loop; `pending` holds the GETs started and not yet consumed, in order.

@@ -95,16 +95,7 @@ fn split_into<'a>(
 impl SplitRead {
     /// Never ask past the end: a split request that straddles it would be a short read.
     fn check_in_file(&self, offset: u64, len: usize) -> Result<(), StorageError> {
-        let file_len = self.inner.len();
-        let end = offset.saturating_add(len as u64);
-        if end > file_len {
-            return Err(StorageError::Truncated {
-                path: self.inner.path().to_path_buf(),
-                offset: offset.max(file_len),
-                wanted: end - offset.max(file_len),
-            });
-        }
-        Ok(())
+        crate::check_in_file(self.inner.path(), self.inner.len(), offset, len)
     }
 }
 

@@ -7,7 +7,6 @@
 //! thread's buffer.
 
 use std::cell::RefCell;
-use std::collections::HashSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -17,12 +16,13 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use dlio_storage::PathTable;
+use rustc_hash::FxHashSet;
 
 use crate::clock::{Clock, Stamp};
 use crate::error::TraceError;
 use crate::intern::{self, NameId};
 use crate::names::{IoOp, SpanName, name_hash};
-use crate::writer::{self, CheapBuild, Header, Msg, Paths};
+use crate::writer::{self, Header, Msg, Paths};
 
 /// I/O events a thread buffers before handing them to the writer.
 const BUFFER_EVENTS: usize = 2048;
@@ -353,7 +353,7 @@ thread_local! {
     /// Per tracer id, the files this thread has named to the writer (hashes; the writer
     /// deduplicates across threads). Apart from the buffers, so that naming a file that
     /// was named before takes a set lookup and no lock.
-    static NAMED: RefCell<Vec<(u64, HashSet<u64, CheapBuild>)>> = const { RefCell::new(Vec::new()) };
+    static NAMED: RefCell<Vec<(u64, FxHashSet<u64>)>> = const { RefCell::new(Vec::new()) };
     static BUFFERS: RefCell<Vec<(u64, Arc<Mutex<ThreadBuf>>)>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -935,7 +935,7 @@ impl Tracer {
                             // Forget the names of tracers that are gone.
                             let live = lock(&REGISTRY);
                             named.retain(|(id, _)| live.iter().any(|(l, _)| l == id));
-                            named.push((shared.id, HashSet::default()));
+                            named.push((shared.id, FxHashSet::default()));
                             named.len() - 1
                         }
                     };

@@ -18,9 +18,7 @@
 //! trailing comma. It is written under a temporary name and renamed when complete, so a
 //! crash never leaves a truncated trace under the final name.
 
-use std::collections::HashSet;
 use std::fs::File;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -31,6 +29,7 @@ use dlio_storage::PathTable;
 
 use flate2::Compression;
 use flate2::write::GzEncoder;
+use rustc_hash::FxHashSet;
 
 use crate::intern::{self, NameId};
 use crate::names::IoOp;
@@ -113,33 +112,6 @@ fn bytes_code(bytes: i64) -> u64 {
     }
 }
 
-/// Hashes a key that is already a hash, or a pair of pointers, with one multiply; the
-/// interning maps below are looked up once per event, so SipHash would be most of it.
-#[derive(Default)]
-pub(crate) struct CheapHasher(u64);
-
-impl Hasher for CheapHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(26) ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-
-    fn write_usize(&mut self, v: usize) {
-        self.write_u64(v as u64);
-    }
-}
-
-pub(crate) type CheapBuild = BuildHasherDefault<CheapHasher>;
-
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
@@ -189,7 +161,7 @@ struct Spiller {
     counted: usize,
     file: BufWriter<File>,
     buf: Vec<u8>,
-    files_seen: HashSet<u64, CheapBuild>,
+    files_seen: FxHashSet<u64>,
 }
 
 impl Spiller {
@@ -567,7 +539,7 @@ pub(crate) fn run(
         file: BufWriter::with_capacity(1 << 20, spill_file),
         buf,
         counted: 0,
-        files_seen: HashSet::default(),
+        files_seen: FxHashSet::default(),
     };
     let mut ns_per_unit = 1.0;
     let mut tables: Vec<Arc<PathTable>> = Vec::new();
@@ -712,7 +684,7 @@ fn write_trace_to(
     out.metadata(pid_tid, "PR", "size", &header.size.to_string());
     // Names met later in the buffers are these tables' only when the same path was opened
     // through another copy of it; write each name once.
-    let mut named: HashSet<u64, CheapBuild> = HashSet::default();
+    let mut named: FxHashSet<u64> = FxHashSet::default();
     for path in tables.iter().flat_map(|t| t.iter()) {
         let hash = name_hash(path.as_os_str().as_encoded_bytes());
         named.insert(hash);
@@ -875,7 +847,7 @@ mod tests {
             counted: 0,
             file: BufWriter::new(File::create(&spill).expect("spill")),
             buf: Vec::new(),
-            files_seen: HashSet::default(),
+            files_seen: FxHashSet::default(),
         };
         let read = |i: u64| IoRecord {
             start: i * 1000,
