@@ -42,7 +42,7 @@ for r in $(seq 1 "$REPS"); do
   o=$WORK/out/traced$r; rm -rf "$o"
   "$DLIO" run --trace "${C[@]}" ++workload.output.folder="$o" > "$o.log" 2>&1
   sps "$o" >> "$WORK/traced.txt"
-  written=$(grep -o 'written in [0-9.]* s after the run' "$o/dlio.log" | head -1)
+  written=$(grep -o -m1 'written in [0-9.]* s after the run' "$o/dlio.log" || echo "written: not in the log")
   # Only the last run's trace is analysed below; the others would fill the disk.
   if [ "$r" -lt "$REPS" ]; then rm -f "$o"/trace-*.pfw*; fi
   echo "run $r: without $(tail -1 "$WORK/plain.txt") samples/s, with --trace $(tail -1 "$WORK/traced.txt") samples/s (trace $written)"
@@ -53,8 +53,9 @@ p = [float(x) for x in open(sys.argv[1])]; t = [float(x) for x in open(sys.argv[
 mp, mt = st.median(p), st.median(t)
 print(f"median samples/s: without {mp:.1f}, with --trace {mt:.1f}: overhead {100*(mp-mt)/mp:.2f}% (target <= 3%)")
 losses = sorted(1 - b / a for a, b in zip(p, t)); q = len(losses) // 4
+spread = "quartiles" if q > 0 else "range"
 print(f"mean samples/s: without {st.mean(p):.1f}, with --trace {st.mean(t):.1f}: overhead {100*(1-st.mean(t)/st.mean(p)):.2f}%; "
-      f"per-pair losses: median {100*st.median(losses):.1f}%, quartiles {100*losses[q]:.1f}..{100*losses[-q-1]:.1f}%")
+      f"per-pair losses: median {100*st.median(losses):.1f}%, {spread} {100*losses[q]:.1f}..{100*losses[-q-1]:.1f}%")
 PY
 # The time one sample's read takes (open, reads, close: what tracing adds to), median over
 # runs and epochs of each epoch's p50: less sensitive to other load than samples/s.
@@ -70,7 +71,7 @@ def p50(kind):
 a, b = p50("plain"), p50("traced")
 print(f"sample read p50: without {a:.3f} us, with --trace {b:.3f} us: +{1000*(b-a):.0f} ns per sample ({100*(b-a)/a:.1f}%)")
 PY
-ls -l "$WORK/out/traced$REPS"/trace-*.pfw.gz
+ls -l "$WORK/out/traced$REPS"/trace-*.pfw*
 /usr/bin/time -f "dlio analyze: wall=%es maxrss=%MKB" "$DLIO" analyze "$WORK/out/traced$REPS" | head -12
 if [ "${ANALYZE:-1}" != 0 ]; then
   bash "$REPO/bench/analyze.sh"

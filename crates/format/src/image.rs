@@ -9,7 +9,9 @@
 //! Decoding is most of what reading an image costs, so the images DLIO writes take fast paths
 //! into buffers the reader reuses: grayscale baseline JPEGs go through [`crate::jpeg`], 8-bit
 //! grayscale PNGs straight through the `png` crate. Every other image goes through the `image`
-//! crate. A JPEG whose file ends inside its image data is refused, as Pillow refuses it.
+//! crate. A grayscale baseline JPEG whose file ends inside its image data is refused, as
+//! Pillow refuses it; other JPEGs go to the `image` crate, which decodes a truncated scan
+//! with the missing part filled in.
 
 use std::io::Cursor;
 use std::path::Path;
@@ -381,8 +383,7 @@ mod tests {
         std::fs::write(&png, b"\x89PNG\r\n\x1a\nthis is not a png").unwrap();
         let jpeg = dir.path().join("bad.jpeg");
         std::fs::write(&jpeg, b"\xFF\xD8\xFF\xDBthis is not a jpeg").unwrap();
-        // A JPEG cut short in its scan: the fast decoder refuses it and the general one
-        // reports it.
+        // A JPEG cut short in its scan: the fast decoder reports it as truncated.
         let cut = dir.path().join("cut.jpeg");
         let l = layout(vec![64, 64]);
         let jpeg_format = ImageFileFormat {

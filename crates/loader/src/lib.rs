@@ -364,3 +364,25 @@ fn collate(batch: &mut Vec<u8>, slot: usize, out: usize, sample: &[u8]) -> usize
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::collate;
+
+    #[test]
+    fn collate_cuts_pads_and_clears_what_a_reused_slot_held() {
+        let mut batch = Vec::new();
+        // Slot 1 first: slot 0's bytes exist (zeros) and stay untouched.
+        assert_eq!(collate(&mut batch, 1, 4, &[1, 2, 3, 4, 5, 6]), 4);
+        assert_eq!(batch, [0, 0, 0, 0, 1, 2, 3, 4]);
+        // A short sample is zero-padded.
+        assert_eq!(collate(&mut batch, 0, 4, &[9, 8]), 4);
+        assert_eq!(batch, [9, 8, 0, 0, 1, 2, 3, 4]);
+        // Reusing slot 1 for a shorter sample clears what the longer one left.
+        assert_eq!(collate(&mut batch, 1, 4, &[7]), 4);
+        assert_eq!(batch, [9, 8, 0, 0, 7, 0, 0, 0]);
+        // The batch never shrinks.
+        collate(&mut batch, 0, 4, &[]);
+        assert_eq!(batch, [0, 0, 0, 0, 7, 0, 0, 0]);
+    }
+}

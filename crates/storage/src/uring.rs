@@ -507,7 +507,9 @@ fn run(
         #[cfg(test)]
         {
             peak = peak.max(flight.in_flight);
-            drains += usize::from(!more);
+            // A wait for everything in flight (more than one): a drained queue, whichever
+            // way `want` was chosen.
+            drains += usize::from(want == flight.in_flight && flight.in_flight > 1);
         }
         wait(flight.ring, source.path, want);
         reaped.clear();
