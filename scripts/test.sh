@@ -10,10 +10,10 @@ if ! python3 -c "import numpy" 2>/dev/null; then
     || python3 -m pip install --quiet --disable-pip-version-check numpy
 fi
 
-if ! python3 -c "import h5py, pandas, PIL, pyarrow" 2>/dev/null; then
+if ! python3 -c "import h5py, pandas, PIL, pyarrow, yaml" 2>/dev/null; then
   echo "== installing h5py, pandas, Pillow and pyarrow for the format interop tests"
-  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore h5py pandas pillow pyarrow \
-    || python3 -m pip install --quiet --disable-pip-version-check h5py pandas pillow pyarrow
+  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore h5py pandas pillow pyarrow pyyaml \
+    || python3 -m pip install --quiet --disable-pip-version-check h5py pandas pillow pyarrow pyyaml
 fi
 
 if ! pkg-config --exists hdf5 2>/dev/null; then

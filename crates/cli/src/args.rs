@@ -17,6 +17,22 @@ pub enum Entry {
     DlioBenchmark,
 }
 
+impl Entry {
+    /// The entry a program started as `argv0` takes: DLIO's name (`dlio_benchmark`, also
+    /// through a symlink or a copy, with any directory or `.exe`) is `dlio run`; every other
+    /// name is `dlio` with subcommands.
+    pub fn from_program_name(argv0: Option<&std::ffi::OsStr>) -> Entry {
+        let stem = argv0
+            .map(std::path::Path::new)
+            .and_then(|p| p.file_stem())
+            .and_then(|s| s.to_str());
+        match stem {
+            Some("dlio_benchmark") => Entry::DlioBenchmark,
+            _ => Entry::Dlio,
+        }
+    }
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "dlio",
@@ -68,6 +84,54 @@ struct AnalyzeArgs {
     threads: usize,
 }
 
+/// How a workload is read: flags shared by every subcommand that loads one.
+#[derive(Debug, Clone, Args)]
+pub struct ConfigFlags {
+    /// Make every unknown config key an error (exit 2) instead of a warning; also
+    /// `DLIO_STRICT=1`. Use it for CI and for submissions.
+    #[arg(long)]
+    pub strict: bool,
+    /// Whose behaviour to follow where MLPerf Storage's DLIO fork and argonne upstream DLIO
+    /// differ: `mlperf` (default: readers read bytes and decode nothing, parquet by row group
+    /// and column, MLPerf Storage v3's built-in workload files) or `upstream` (DLIO 2.0:
+    /// decode, hyperslab hdf5 reads, DLIO's own built-in files); also `DLIO_SEMANTICS`.
+    #[arg(long, value_name = "mlperf|upstream", value_parser = parse_semantics)]
+    pub semantics: Option<dlio_config::Semantics>,
+}
+
+fn parse_semantics(text: &str) -> std::result::Result<dlio_config::Semantics, String> {
+    dlio_config::Semantics::parse(text)
+        .ok_or_else(|| format!("`{text}` is not a semantics; give `mlperf` or `upstream`"))
+}
+
+impl ConfigFlags {
+    /// The load arguments for `words`, with `DLIO_STRICT` and `DLIO_SEMANTICS` applied where
+    /// the flags are not given.
+    pub fn load_args(
+        &self,
+        words: Vec<String>,
+        config_dir: Option<PathBuf>,
+    ) -> Result<dlio_config::LoadArgs> {
+        let strict = self.strict
+            || std::env::var("DLIO_STRICT")
+                .is_ok_and(|v| matches!(v.trim(), "1" | "true" | "True" | "yes"));
+        let semantics = match (self.semantics, std::env::var("DLIO_SEMANTICS")) {
+            (Some(s), _) => Some(s),
+            (None, Ok(text)) if !text.trim().is_empty() => Some(
+                parse_semantics(&text)
+                    .map_err(|e| anyhow::anyhow!("environment variable DLIO_SEMANTICS: {e}"))?,
+            ),
+            _ => None,
+        };
+        Ok(dlio_config::LoadArgs {
+            positional: words,
+            config_dir,
+            strict,
+            semantics,
+        })
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// Simulated accelerators (ranks) run by this process.
@@ -80,6 +144,8 @@ pub struct RunArgs {
     /// folder) for `dlio analyze`; `DFTRACER_ENABLE=1` does the same.
     #[arg(long)]
     pub trace: bool,
+    #[command(flatten)]
+    pub flags: ConfigFlags,
     /// `workload=NAME` or `workload=path.yaml`, then overrides such as
     /// `++workload.train.epochs=2` and `hydra.run.dir=out`.
     #[arg(value_name = "OVERRIDES")]
@@ -94,6 +160,8 @@ struct ConfigArgs {
     /// Directory holding workload/NAME.yaml files.
     #[arg(long, value_name = "DIR")]
     config_dir: Option<PathBuf>,
+    #[command(flatten)]
+    flags: ConfigFlags,
     /// `workload=NAME` and overrides.
     #[arg(value_name = "OVERRIDES")]
     words: Vec<String>,
@@ -123,10 +191,7 @@ pub fn dispatch(cli: Cli, entry: Entry) -> Result<ExitCode> {
         Command::Run(args) => crate::run::run(args, crate::run::Mode::Run, entry),
         Command::Generate(args) => crate::run::run(args, crate::run::Mode::GenerateOnly, entry),
         Command::Config(args) => {
-            let loaded = dlio_config::load(&dlio_config::LoadArgs {
-                positional: args.words,
-                config_dir: args.config_dir,
-            })?;
+            let loaded = dlio_config::load(&args.flags.load_args(args.words, args.config_dir)?)?;
             for w in &loaded.warnings {
                 eprintln!("warning: {w}");
             }
@@ -137,10 +202,7 @@ pub fn dispatch(cli: Cli, entry: Entry) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::CheckpointPlan(args) => {
-            let loaded = dlio_config::load(&dlio_config::LoadArgs {
-                positional: args.words,
-                config_dir: args.config_dir,
-            })?;
+            let loaded = dlio_config::load(&args.flags.load_args(args.words, args.config_dir)?)?;
             for w in &loaded.warnings {
                 eprintln!("warning: {w}");
             }
@@ -196,5 +258,34 @@ fn emit(text: &str) -> Result<()> {
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => other.context("writing to standard output"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Entry;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn dlios_name_under_any_path_is_dlio_run() {
+        for name in [
+            "dlio_benchmark",
+            "/opt/mlps/bin/dlio_benchmark",
+            "./dlio_benchmark.exe",
+        ] {
+            assert_eq!(
+                Entry::from_program_name(Some(OsStr::new(name))),
+                Entry::DlioBenchmark,
+                "{name}"
+            );
+        }
+        for name in ["dlio", "/usr/bin/dlio", "dlio_benchmark_query", "x"] {
+            assert_eq!(
+                Entry::from_program_name(Some(OsStr::new(name))),
+                Entry::Dlio,
+                "{name}"
+            );
+        }
+        assert_eq!(Entry::from_program_name(None), Entry::Dlio);
     }
 }

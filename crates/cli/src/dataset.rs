@@ -130,12 +130,53 @@ pub fn generation_files(config: &Config, format: &dyn Format) -> Vec<GenerationF
 /// the folder holds subfolders, the files one level down (their number must match
 /// `num_subfolders_*`), sorted by file name. More files than configured: the first N are
 /// used. Fewer: an error that says how many were found and how to generate them.
+/// The data set's files without listing the folder (`dataset.skip_listing`, the fork's key for
+/// data sets of millions of files): the names generation gives them, in that order. Every
+/// `listing_validation_interval`-th file (and the last) is checked to exist, so a data set
+/// that is missing or named otherwise is still refused before the run.
+pub fn computed_files(
+    config: &Config,
+    storage: &dyn Storage,
+    format: &dyn Format,
+    list: List,
+) -> Result<Vec<PathBuf>> {
+    let (wanted, _) = list.configured(config);
+    let files: Vec<PathBuf> = (0..wanted)
+        .map(|i| file_path(config, format, list, i))
+        .collect();
+    let step = config.dataset.listing_validation_interval.max(1) as usize;
+    let checked = files
+        .iter()
+        .step_by(step)
+        .chain(files.last())
+        .collect::<Vec<_>>();
+    for path in checked {
+        match storage.size(path) {
+            Ok(Some(_)) => {}
+            Ok(None) | Err(dlio_storage::StorageError::NotFound { .. }) => bail!(
+                "dataset.skip_listing is True, but {} (one of the {} computed {} file names, \
+                 checked every {step}) does not exist; generate the data set first \
+                 (++workload.workflow.generate_data=True), or set \
+                 ++workload.dataset.skip_listing=False to list what is there",
+                path.display(),
+                wanted,
+                list.dir_name()
+            ),
+            Err(e) => return Err(e).with_context(|| format!("checking {}", path.display())),
+        }
+    }
+    Ok(files)
+}
+
 pub fn list_files(
     config: &Config,
     storage: &dyn Storage,
     format: &dyn Format,
     list: List,
 ) -> Result<Vec<PathBuf>> {
+    if config.dataset.skip_listing {
+        return computed_files(config, storage, format, list);
+    }
     let (wanted, subfolders) = list.configured(config);
     if wanted == 0 {
         return Ok(Vec::new());

@@ -76,7 +76,14 @@ pub fn main_with(argv: Vec<OsString>, entry: Entry) -> ExitCode {
             for cause in e.chain().skip(1) {
                 eprintln!("  caused by: {cause}");
             }
-            ExitCode::from(1)
+            // An unknown key only fails under --strict: a usage error, as for a bad flag.
+            let usage = e.chain().any(|cause| {
+                matches!(
+                    cause.downcast_ref::<dlio_config::ConfigError>(),
+                    Some(dlio_config::ConfigError::UnknownKey { .. })
+                )
+            });
+            ExitCode::from(if usage { 2 } else { 1 })
         }
     }
 }

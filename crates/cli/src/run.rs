@@ -87,10 +87,7 @@ fn run_in(cluster: &Cluster, args: RunArgs, mode: Mode, entry: Entry) -> Result<
         words.push("++workload.workflow.train=False".into());
         words.push("++workload.workflow.checkpoint=False".into());
     }
-    let mut loaded = dlio_config::load(&dlio_config::LoadArgs {
-        positional: words,
-        config_dir: args.config_dir.clone(),
-    })?;
+    let mut loaded = dlio_config::load(&args.flags.load_args(words, args.config_dir.clone())?)?;
     // Process 0's resolved config is the job's: the others take it, so configs cannot differ.
     let (yaml, out) = cluster.broadcast(|| (loaded.config.to_yaml(), output_folder(&loaded)))?;
     if !cluster.is_root() {
@@ -212,12 +209,22 @@ fn drive(
     // dataset section at DLIO's tfrecord default).
     let needs_data = config.workflow.generate_data || !config.checkpoint_only();
     let format: Option<Arc<dyn Format>> = if needs_data {
-        Some(Arc::from(dlio_format::format_from_config(&config.dataset)?))
+        Some(Arc::from(dlio_format::format_for_run(
+            &config.dataset,
+            config.semantics,
+        )?))
     } else {
         None
     };
     let engine = dlio_storage::engine_for(&engine_settings(config))
         .context("preparing the I/O engine (storage.io_engine / storage.storage_type)")?;
+    if let Some(library) = config.storage_library() {
+        log.output(&format!(
+            "storage_library {library}: an S3 API client library of MLPerf Storage; dlio's own \
+             S3 engine serves it (engine: {})",
+            engine.name()
+        ));
+    }
     let storage: Arc<dyn Storage> = engine.storage();
 
     if let (true, Some(format)) = (config.workflow.generate_data, &format) {
@@ -233,6 +240,7 @@ fn drive(
         if cancel.load(Ordering::SeqCst) {
             bail!("interrupted during generation; complete files are kept and a rerun skips them");
         }
+        settle_after_generation(config, log, &cancel);
     }
     if !config.workflow.train && !config.workflow.checkpoint {
         log.output("Generation only: nothing to train (workflow.train is False)");
@@ -524,6 +532,8 @@ fn drive(
             "format": format.as_ref().map(|f| f.name()),
             "workload": loaded.workload,
             "config_source": loaded.source,
+            "config_warnings": loaded.warnings,
+            "semantics": config.semantics.as_str(),
             "seed": config.train.seed,
             "random_shuffle_seed": random_seed,
             "trimmed_samples_per_epoch": trim.used_samples,
@@ -577,6 +587,26 @@ fn drive(
     Ok(ExitCode::SUCCESS)
 }
 
+/// `storage.post_generation_settle_seconds`: waits after generation (when training follows)
+/// for storage that settles, in slices so Ctrl-C ends the wait.
+fn settle_after_generation(config: &Config, log: &RunLog, cancel: &AtomicBool) {
+    let seconds = config.storage.post_generation_settle_seconds;
+    if seconds <= 0.0 || !(config.workflow.train || config.workflow.checkpoint) {
+        return;
+    }
+    log.output(&format!(
+        "Waiting {seconds} s after generation (storage.post_generation_settle_seconds)"
+    ));
+    let end = Instant::now() + std::time::Duration::from_secs_f64(seconds.min(86_400.0));
+    while !cancel.load(Ordering::SeqCst) {
+        let now = Instant::now();
+        if now >= end {
+            break;
+        }
+        std::thread::sleep((end - now).min(std::time::Duration::from_millis(100)));
+    }
+}
+
 /// Features whose issues are not built yet: refuse clearly rather than ignore the setting.
 fn refuse_unbuilt(config: &Config) -> Result<()> {
     if config.workflow.profiling {
@@ -586,7 +616,7 @@ fn refuse_unbuilt(config: &Config) -> Result<()> {
         );
     }
     match config.storage.storage_type {
-        StorageType::LocalFs | StorageType::S3 => Ok(()),
+        StorageType::LocalFs | StorageType::DirectFs | StorageType::S3 => Ok(()),
         // Upstream's storage factory raises for parallel_fs too.
         StorageType::ParallelFs => bail!(
             "storage.storage_type `parallel_fs` has no implementation (upstream DLIO rejects it \
@@ -606,6 +636,8 @@ fn engine_settings(config: &Config) -> EngineSettings {
     let s3 = config.storage.storage_type == StorageType::S3;
     let engine = if s3 {
         EngineKind::S3
+    } else if config.storage.storage_type == StorageType::DirectFs {
+        EngineKind::Direct
     } else {
         match config.storage.io_engine {
             IoEngine::Posix => EngineKind::Posix,
@@ -616,12 +648,41 @@ fn engine_settings(config: &Config) -> EngineSettings {
     };
     let s3 = s3.then(|| {
         let options = config.storage.storage_options.clone().unwrap_or_default();
+        // What the workload leaves unset comes from the AWS_* environment, as the fork's
+        // clients read it.
+        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let region_given = config
+            .storage
+            .storage_options
+            .as_ref()
+            .is_some_and(|o| o.region != dlio_config::StorageOptions::default().region);
         S3Settings {
-            bucket: config.storage.storage_root.trim_matches('/').to_string(),
-            endpoint_url: options.endpoint_url.clone(),
-            region: Some(options.region.clone()),
-            access_key_id: options.access_key_id.clone(),
-            secret_access_key: options.secret_access_key.clone(),
+            bucket: config
+                .storage
+                .storage_root
+                .trim_start_matches("s3://")
+                .trim_matches('/')
+                .to_string(),
+            endpoint_url: options
+                .endpoint_url
+                .clone()
+                .or_else(|| env("AWS_ENDPOINT_URL"))
+                .or_else(|| env("AWS_ENDPOINT_URL_S3")),
+            region: Some(if region_given {
+                options.region.clone()
+            } else {
+                env("AWS_REGION")
+                    .or_else(|| env("AWS_DEFAULT_REGION"))
+                    .unwrap_or_else(|| options.region.clone())
+            }),
+            access_key_id: options
+                .access_key_id
+                .clone()
+                .or_else(|| env("AWS_ACCESS_KEY_ID")),
+            secret_access_key: options
+                .secret_access_key
+                .clone()
+                .or_else(|| env("AWS_SECRET_ACCESS_KEY")),
             force_path_style: options.s3_force_path_style,
             max_attempts: options.s3_max_attempts,
             ..S3Settings::default()
@@ -658,6 +719,22 @@ fn no_effect_warnings(config: &Config) -> Vec<String> {
         out.push(
             "reader.dont_use_mmap is a DALI reader setting and has no effect in dlio; choose how \
              files are read with storage.io_engine (posix, direct, mmap, io_uring)"
+                .into(),
+        );
+    }
+    if let Some(method) = &config.dataset.data_gen_method
+        && config.workflow.generate_data
+    {
+        out.push(format!(
+            "dataset.data_gen_method: {method} chooses the fork's Python generator back end; \
+             dlio generates every file with its own generator (unique bytes per file, seeded by \
+             train.seed), so the setting has no effect"
+        ));
+    }
+    if config.dataset.parquet.generation_batch_size > 0 && config.workflow.generate_data {
+        out.push(
+            "dataset.parquet.generation_batch_size bounds the fork's generator memory; dlio \
+             streams every row group to the file as it is made, so the setting has no effect"
                 .into(),
         );
     }
@@ -827,29 +904,126 @@ fn generate(
     Ok(())
 }
 
-fn write_hydra_files(out: &std::path::Path, loaded: &Loaded) -> Result<()> {
-    let dir = out.join(".hydra");
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let indented: String = crate::redact_credentials(&loaded.config.to_yaml())
-        .lines()
-        .map(|l| format!("  {l}\n"))
+/// Hydra's run files, as Python DLIO leaves them for mlpstorage's report and rules checker:
+/// `<hydra.output_subdir>/config.yaml` (the composed workload under `workload:`),
+/// `overrides.yaml` (`workload=NAME` first, then the task overrides as typed) and `hydra.yaml`
+/// (the `hydra.*` settings); plus our fully resolved config, `dlio_resolved_config.yaml`, in
+/// the output folder. Each file appears under its name only when complete; S3 credentials are
+/// redacted in all of them.
+fn write_hydra_files(out: &Path, loaded: &Loaded) -> Result<()> {
+    write_whole(
+        &out.join("dlio_resolved_config.yaml"),
+        &crate::redact_credentials(&loaded.config.to_yaml()),
+    )?;
+    let Some(subdir) = &loaded.hydra_output_subdir else {
+        return Ok(());
+    };
+    let dir = out.join(subdir);
+    std::fs::create_dir_all(&dir).with_context(|| {
+        format!(
+            "creating {} (hydra.output_subdir); choose a folder that can be written",
+            dir.display()
+        )
+    })?;
+    let mut composed = serde_yaml_mapping();
+    composed.insert(
+        dlio_config::yaml::Value::String("workload".into()),
+        loaded.composed.clone(),
+    );
+    write_whole(
+        &dir.join("config.yaml"),
+        &crate::redact_credentials(&dlio_config::to_hydra_yaml(
+            &dlio_config::yaml::Value::Mapping(composed),
+        )),
+    )?;
+    let (hydra_words, task_words): (Vec<&String>, Vec<&String>) =
+        loaded.overrides.iter().partition(|o| is_hydra_word(o));
+    let task: Vec<String> = std::iter::once(format!("workload={}", loaded.workload))
+        .chain(task_words.iter().map(|o| crate::redact_override(o)))
         .collect();
-    std::fs::write(dir.join("config.yaml"), format!("workload:\n{indented}"))
-        .with_context(|| format!("writing {}", dir.join("config.yaml").display()))?;
-    let overrides: String = loaded
-        .overrides
+    write_whole(&dir.join("overrides.yaml"), &yaml_list(&task, 0))?;
+    let hydra_list: Vec<String> = hydra_words.iter().map(|o| o.to_string()).collect();
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let run_dir = loaded
+        .hydra_run_dir
+        .clone()
+        .unwrap_or_else(|| out.to_path_buf());
+    let hydra = format!(
+        "hydra:\n  run:\n    dir: {run_dir}\n  output_subdir: {subdir}\n  overrides:\n    hydra:\n{hydra_list}    task:\n{task_list}  job:\n    name: dlio_benchmark\n    chdir: null\n    override_dirname: {dirname}\n    config_name: config\n  runtime:\n    version: {version}\n    cwd: {cwd}\n    config_sources:\n{sources}    output_dir: {output_dir}\n  mode: RUN\n",
+        run_dir = quote(&run_dir.display().to_string()),
+        subdir = quote(subdir),
+        hydra_list = yaml_list(&hydra_list, 4),
+        task_list = yaml_list(&task, 4),
+        dirname = quote(&task[1..].join(",")),
+        version = quote(concat!("dlio ", env!("CARGO_PKG_VERSION"))),
+        cwd = quote(&cwd.display().to_string()),
+        sources = config_sources(&loaded.source),
+        output_dir = quote(&out.display().to_string()),
+    );
+    write_whole(&dir.join("hydra.yaml"), &hydra)?;
+    Ok(())
+}
+
+fn serde_yaml_mapping() -> dlio_config::yaml::Mapping {
+    dlio_config::yaml::Mapping::new()
+}
+
+/// True for a Hydra setting (`hydra.run.dir=...`, `++hydra.output_subdir=...`,
+/// `hydra/job_logging=...`) rather than a workload override.
+fn is_hydra_word(word: &str) -> bool {
+    let key = word.trim_start_matches(['+', '~']);
+    key.starts_with("hydra.") || key.starts_with("hydra/") || key.starts_with("hydra=")
+}
+
+/// A YAML block list of strings at `indent` spaces (`[]` when empty).
+fn yaml_list(items: &[String], indent: usize) -> String {
+    if items.is_empty() {
+        return format!("{}[]\n", " ".repeat(indent));
+    }
+    items
         .iter()
-        .map(|o| format!("- {}\n", crate::redact_override(o)))
-        .collect();
-    std::fs::write(
-        dir.join("overrides.yaml"),
-        if overrides.is_empty() {
-            "[]\n".into()
-        } else {
-            overrides
-        },
+        .map(|i| format!("{}- {}\n", " ".repeat(indent), quote(i)))
+        .collect()
+}
+
+fn quote(text: &str) -> String {
+    dlio_config::to_hydra_yaml(&dlio_config::yaml::Value::String(text.to_string()))
+        .trim_end()
+        .to_string()
+}
+
+/// Hydra's `runtime.config_sources`: where the workload file was found.
+fn config_sources(source: &str) -> String {
+    let (path, schema, provider) = if source == dlio_config::BUILTIN_SOURCE {
+        ("dlio built-in workloads".to_string(), "pkg", "dlio")
+    } else {
+        (source.to_string(), "file", "command-line")
+    };
+    format!(
+        "    - path: {}\n      schema: {schema}\n      provider: {provider}\n",
+        quote(&path)
     )
-    .with_context(|| format!("writing {}", dir.join("overrides.yaml").display()))?;
+}
+
+/// Writes `text` to `path` under a temporary name and renames it when complete, so a crash or
+/// a full disk never leaves a partial file under the final name.
+fn write_whole(path: &Path, text: &str) -> Result<()> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temporary = path.with_file_name(format!(".{name}.partial"));
+    let written = std::fs::write(&temporary, text).and_then(|()| std::fs::rename(&temporary, path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&temporary);
+        return Err(e).with_context(|| {
+            format!(
+                "writing {}; the run directory must be writable (hydra.run.dir, \
+                 hydra.output_subdir, output.folder)",
+                path.display()
+            )
+        });
+    }
     Ok(())
 }
 

@@ -50,6 +50,7 @@ fn config(words: &[String]) -> Config {
     dlio_config::load(&LoadArgs {
         positional: words.to_vec(),
         config_dir: None,
+        ..Default::default()
     })
     .expect("the test workload loads")
     .config

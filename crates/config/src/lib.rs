@@ -73,18 +73,25 @@ mod validate;
 // Public as a module too: other crates name `dlio_config::vocab::Sampler` and friends.
 pub mod vocab;
 
-pub use builtin::{BuiltinWorkload, builtin_workload, builtin_workloads};
+/// The YAML value types of [`Loaded::composed`] and [`to_hydra_yaml`] (yaml_serde's).
+pub mod yaml {
+    pub use yaml_serde::{Mapping, Value};
+}
+
+pub use builtin::{
+    BuiltinWorkload, WorkloadOrigin, builtin_names, builtin_workload, builtin_workloads,
+};
 pub use error::{ConfigError, Origin};
 pub use load::{BUILTIN_SOURCE, LoadArgs, Loaded, load, load_text};
-pub use output::{WorkloadRow, workload_row, workload_table};
+pub use output::{WorkloadRow, to_hydra_yaml, workload_row, workload_table};
 pub use schema::{
     CheckpointConfig, CheckpointMode, Config, DataType, DatasetConfig, EvaluationConfig,
     Hdf5Config, IoEngine, KsmConfig, MetricConfig, ModelConfig, MultiprocessingContext,
-    OutputConfig, OutputMetricConfig, ParallelismConfig, ParquetCompression, Profiler,
-    ProfilingConfig, ReaderConfig, StorageConfig, StorageOptions, StorageType, TrainConfig,
-    TransformerConfig, WorkflowConfig,
+    OutputConfig, OutputMetricConfig, ParallelismConfig, ParquetColumn, ParquetCompression,
+    ParquetConfig, ParquetReadMode, Profiler, ProfilingConfig, ReaderConfig, StorageConfig,
+    StorageOptions, StorageType, TrainConfig, TransformerConfig, WorkflowConfig,
 };
 pub use vocab::{
-    Compression, DataLoaderKind, ElementType, FormatKind, Framework, ReadType, Sampler, Shuffle,
-    TimeDistribution,
+    Compression, DataLoaderKind, ElementType, FormatKind, Framework, ReadType, Sampler, Semantics,
+    Shuffle, TimeDistribution,
 };

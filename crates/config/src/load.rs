@@ -5,13 +5,13 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::builtin::{builtin_workload, builtin_workloads};
+use crate::builtin::{builtin_names, builtin_workload};
 use crate::de::{DeError, DeErrorKind, NodeDe};
 use crate::error::{ConfigError, Origin};
 use crate::schema::Config;
 use crate::suggest::{is_known, keys_under, suggest};
 use crate::tree::{self, ALIASES, IGNORED, TIME_KEYS};
-use crate::vocab::{DataLoaderKind, Framework};
+use crate::vocab::{DataLoaderKind, Framework, Semantics};
 
 /// The `source` of a workload that came from the built-in copies.
 pub const BUILTIN_SOURCE: &str = "built-in";
@@ -24,6 +24,13 @@ pub struct LoadArgs {
     pub positional: Vec<String>,
     /// `--config-dir DIR`: workloads are looked up as `DIR/workload/NAME.yaml` first.
     pub config_dir: Option<PathBuf>,
+    /// `--strict`: an unknown key is an error instead of a warning (upstream DLIO ignores
+    /// unknown keys, so by default they are dropped with a warning naming file, line and the
+    /// nearest known key).
+    pub strict: bool,
+    /// `--semantics` / `DLIO_SEMANTICS`: overrides the workload's `semantics` key, and chooses
+    /// which built-in file a name shared by DLIO and MLPerf Storage v3 means.
+    pub semantics: Option<Semantics>,
 }
 
 /// A loaded workload: the typed config and where it came from.
@@ -39,8 +46,17 @@ pub struct Loaded {
     pub overrides: Vec<String>,
     /// `hydra.run.dir=DIR`, if given: the output folder when `output.folder` is unset.
     pub hydra_run_dir: Option<PathBuf>,
-    /// One line per accepted-but-ignored key (each names the key DLIO really reads).
+    /// `hydra.output_subdir`: the folder of the run directory that receives `config.yaml`,
+    /// `hydra.yaml` and `overrides.yaml`; `.hydra` unless set, `None` for `null` (no files,
+    /// as in Hydra).
+    pub hydra_output_subdir: Option<String>,
+    /// One line per accepted-but-ignored key (each names the key DLIO really reads) and per
+    /// unknown key dropped.
     pub warnings: Vec<String>,
+    /// The composed workload as Hydra composes it: the file's own keys, with the overrides
+    /// applied to them as typed (no defaults filled in, no aliases folded). This is what
+    /// Hydra writes, under `workload:`, to `<output_subdir>/config.yaml`.
+    pub composed: yaml_serde::Value,
 }
 
 /// Loads the workload named by `workload=NAME` in `args.positional` (default `default`),
@@ -51,16 +67,34 @@ pub struct Loaded {
 pub fn load(args: &LoadArgs) -> Result<Loaded, ConfigError> {
     let words = parse_words(&args.positional)?;
     let workload = words.workload.clone().unwrap_or_else(|| "default".into());
-    let (label, source, text) = read_workload(&workload, args.config_dir.as_deref())?;
-    let (config, warnings) = resolve(&text, &label, &words.overrides)?;
+    let (label, source, text) = read_workload(
+        &workload,
+        args.config_dir.as_deref(),
+        args.semantics.unwrap_or_default(),
+    )?;
+    let settings = Settings {
+        strict: args.strict,
+        semantics: args.semantics,
+    };
+    let (config, warnings) = resolve(&text, &label, &words.overrides, settings)?;
+    let composed = compose(&text, &words.overrides);
     Ok(Loaded {
         config,
         workload,
         source,
+        hydra_output_subdir: words.output_subdir(),
         overrides: words.typed,
         hydra_run_dir: words.hydra_run_dir,
         warnings,
+        composed,
     })
+}
+
+/// How [`resolve`] treats what the workload cannot say for itself.
+#[derive(Debug, Clone, Copy, Default)]
+struct Settings {
+    strict: bool,
+    semantics: Option<Semantics>,
 }
 
 /// Loads a workload from YAML text; `name` labels it in messages and in
@@ -76,14 +110,17 @@ pub fn load_text(name: &str, yaml: &str, overrides: &[String]) -> Result<Loaded,
                 .into(),
         });
     }
-    let (config, warnings) = resolve(yaml, name, &words.overrides)?;
+    let (config, warnings) = resolve(yaml, name, &words.overrides, Settings::default())?;
+    let composed = compose(yaml, &words.overrides);
     Ok(Loaded {
+        hydra_output_subdir: words.output_subdir(),
         config,
         workload: name.to_string(),
         source: name.to_string(),
         overrides: words.typed,
         hydra_run_dir: words.hydra_run_dir,
         warnings,
+        composed,
     })
 }
 
@@ -91,7 +128,7 @@ impl Config {
     /// Parses a workload's YAML text with no overrides, dropping the warnings: a shortcut
     /// for tests and tools (use [`load`] or [`load_text`] to see the warnings).
     pub fn from_yaml(yaml: &str) -> Result<Config, ConfigError> {
-        resolve(yaml, "<text>", &[]).map(|(config, _)| config)
+        resolve(yaml, "<text>", &[], Settings::default()).map(|(config, _)| config)
     }
 }
 
@@ -118,6 +155,9 @@ struct Override {
     op: Op,
     /// Canonical segments below `workload.`.
     path: Vec<String>,
+    /// The segments as typed (`dataset.record_length` stays so): what Hydra's composed
+    /// config shows.
+    typed_path: Vec<String>,
     value: Value,
 }
 
@@ -127,6 +167,16 @@ struct Words {
     overrides: Vec<Override>,
     typed: Vec<String>,
     hydra_run_dir: Option<PathBuf>,
+    hydra_output_subdir: Option<Option<String>>,
+}
+
+impl Words {
+    fn output_subdir(&self) -> Option<String> {
+        match &self.hydra_output_subdir {
+            None => Some(".hydra".into()),
+            Some(dir) => dir.clone(),
+        }
+    }
 }
 
 fn parse_words(positional: &[String]) -> Result<Words, ConfigError> {
@@ -171,8 +221,22 @@ fn parse_words(positional: &[String]) -> Result<Words, ConfigError> {
                     _ => return Err(bad("give a directory: `hydra.run.dir=DIR`".into())),
                 }
             }
-            // Other Hydra settings (output_subdir, job_logging, ...) steer Hydra itself and
-            // have no counterpart here.
+            if key == "hydra.output_subdir" {
+                let dir = value.map(unquote).unwrap_or_default();
+                words.hydra_output_subdir = Some(match dir {
+                    "" | "null" | "None" | "~" => None,
+                    d if Path::new(d).is_absolute() || d.split('/').any(|p| p == "..") => {
+                        return Err(bad(
+                            "hydra.output_subdir is a folder inside the run directory; give a \
+                             relative name such as `dlio_config` (or `null` for none)"
+                                .into(),
+                        ));
+                    }
+                    d => Some(d.to_string()),
+                });
+            }
+            // Other Hydra settings (job_logging, sweep, ...) steer Hydra itself and have no
+            // counterpart here; they are recorded in `hydra.yaml`.
             words.typed.push(arg.clone());
             continue;
         }
@@ -203,6 +267,7 @@ fn parse_words(positional: &[String]) -> Result<Words, ConfigError> {
             arg: arg.clone(),
             op,
             path: tree::canonical(&segments),
+            typed_path: segments,
             value: value.map(parse_value).unwrap_or(Value::Null),
         });
         words.typed.push(arg.clone());
@@ -236,6 +301,7 @@ fn parse_value(text: &str) -> Value {
 fn read_workload(
     name: &str,
     config_dir: Option<&Path>,
+    semantics: Semantics,
 ) -> Result<(String, String, String), ConfigError> {
     let read = |path: &Path| {
         std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
@@ -255,19 +321,16 @@ fn read_workload(
         let shown = path.display().to_string();
         return Ok((shown.clone(), shown, text));
     }
-    match builtin_workload(name) {
+    match builtin_workload(name, semantics) {
         Some(w) => Ok((
-            format!("{name}.yaml (built-in)"),
+            format!("{name}.yaml (built-in, {})", w.origin.label()),
             BUILTIN_SOURCE.to_string(),
             w.yaml.to_string(),
         )),
         None => Err(ConfigError::UnknownWorkload {
             name: name.to_string(),
             searched,
-            available: builtin_workloads()
-                .iter()
-                .map(|w| w.name.to_string())
-                .collect(),
+            available: builtin_names().iter().map(|n| n.to_string()).collect(),
         }),
     }
 }
@@ -374,6 +437,7 @@ fn resolve(
     text: &str,
     label: &str,
     overrides: &[Override],
+    settings: Settings,
 ) -> Result<(Config, Vec<String>), ConfigError> {
     let ctx = Context {
         label,
@@ -416,13 +480,21 @@ fn resolve(
                 .into(),
         });
     }
+    let mut warnings = Vec::new();
+    model_name_shorthand(&mut root, &ctx, &mut warnings);
     fold_aliases(&mut root, &ctx)?;
+    storage_type_shorthand(&mut root, &ctx, &mut warnings);
     let mut implicit_means: Vec<Vec<String>> = Vec::new();
     for o in overrides {
         apply(&mut root, o, &mut implicit_means)?;
     }
     drop_implicit_means(&mut root, &implicit_means);
-    let mut warnings = Vec::new();
+    model_name_shorthand(&mut root, &ctx, &mut warnings);
+    if let Some(semantics) = settings.semantics
+        && let Value::Object(map) = &mut root
+    {
+        map.insert("semantics".into(), Value::String(semantics.as_str().into()));
+    }
     for (key, message) in IGNORED {
         let path = tree::segments(key);
         if tree::remove(&mut root, &path).is_some() {
@@ -430,6 +502,9 @@ fn resolve(
         }
     }
     fold_stdev_siblings(&mut root, &ctx)?;
+    drop_unknown_keys(&mut root, &ctx, settings.strict, &mut warnings)?;
+    interpolate(&mut root, &ctx, &mut warnings)?;
+    promote_storage_library(&mut root);
     let devices = ["profiling".to_string(), "iostat_devices".to_string()];
     if let Some(Value::Object(profiling)) = root.get_mut(&devices[0])
         && let Some(v @ Value::String(_)) = profiling.get_mut(&devices[1])
@@ -673,4 +748,433 @@ fn fold_stdev_siblings(root: &mut Value, ctx: &Context<'_>) -> Result<(), Config
         }
     }
     Ok(())
+}
+
+/// `model: resnet50` (a name instead of a section, as some MLPerf Storage example files write
+/// it) is read as `model: {name: resnet50}`, with a warning: upstream DLIO looks keys up in the
+/// string and so ignores it.
+fn model_name_shorthand(root: &mut Value, ctx: &Context<'_>, warnings: &mut Vec<String>) {
+    let Some(model) = root.get_mut("model") else {
+        return;
+    };
+    if let Value::String(name) = model {
+        let name = std::mem::take(name);
+        warnings.push(format!(
+            "{}: `model: {name}` is a name, not a section; it is read as `model.name: {name}` \
+             (upstream DLIO ignores a string `model` and names the run `default`)",
+            ctx.file_origin(&["model".to_string()])
+        ));
+        let mut map = Map::new();
+        map.insert("name".into(), Value::String(name));
+        *model = Value::Object(map);
+    }
+}
+
+/// Drops every key the schema does not know, with one warning each naming where it was set
+/// and the nearest known key, as upstream DLIO tolerates unknown keys; under `strict` the
+/// first one is an error instead.
+fn drop_unknown_keys(
+    root: &mut Value,
+    ctx: &Context<'_>,
+    strict: bool,
+    warnings: &mut Vec<String>,
+) -> Result<(), ConfigError> {
+    let mut unknown = Vec::new();
+    find_unknown(root, &mut Vec::new(), &mut unknown);
+    for (path, index) in unknown {
+        let dotted = tree::join(&path);
+        let origin = ctx.origin(&path);
+        if strict {
+            return Err(unknown_key(origin, &dotted, &[]));
+        }
+        let hint = match suggest(&dotted) {
+            Some(s) => format!("did you mean `{s}`?"),
+            None => {
+                let parent = dotted.rsplit_once('.').map(|(p, _)| p).unwrap_or("");
+                format!(
+                    "the keys known {} are: {}",
+                    if parent.is_empty() {
+                        "at the top level".to_string()
+                    } else {
+                        format!("in `{parent}`")
+                    },
+                    keys_under(parent).join(", ")
+                )
+            }
+        };
+        warnings.push(format!(
+            "{origin}: unknown key `{dotted}` is ignored ({hint}); upstream DLIO ignores it too, \
+             `--strict` makes it an error"
+        ));
+        remove_at(root, &path, index);
+    }
+    Ok(())
+}
+
+/// Collects the paths of unknown keys (with the list index for keys inside list entries, such
+/// as `dataset.parquet.columns[3].nmae`). Time values and their distribution parameters are
+/// checked where they are parsed.
+fn find_unknown(node: &Value, path: &mut Vec<String>, out: &mut Vec<(Vec<String>, Option<usize>)>) {
+    let Value::Object(map) = node else {
+        return;
+    };
+    for (key, value) in map {
+        path.push(key.clone());
+        let dotted = tree::join(path);
+        if !is_known(&dotted) {
+            out.push((path.clone(), None));
+        } else if !is_time_key(path) {
+            match value {
+                Value::Object(_) => find_unknown(value, path, out),
+                Value::Array(items) => {
+                    for (i, item) in items.iter().enumerate() {
+                        let mut inner = Vec::new();
+                        find_unknown(item, path, &mut inner);
+                        out.extend(inner.into_iter().map(|(p, _)| (p, Some(i))));
+                    }
+                }
+                _ => {}
+            }
+        }
+        path.pop();
+    }
+}
+
+/// Removes the key at `path`; with `index`, the key lies in entry `index` of the list at the
+/// path's first `n - 1` segments.
+fn remove_at(root: &mut Value, path: &[String], index: Option<usize>) {
+    let Some(index) = index else {
+        tree::remove(root, path);
+        return;
+    };
+    let Some((leaf, list_path)) = path.split_last() else {
+        return;
+    };
+    if let Some(Value::Array(items)) = tree_get_mut(root, list_path)
+        && let Some(Value::Object(entry)) = items.get_mut(index)
+    {
+        entry.remove(leaf);
+    }
+}
+
+/// Resolves OmegaConf interpolations in string values, as Hydra does when the config is read:
+/// `${section.key}` (a key of the workload, also spelled `${workload.section.key}`),
+/// `${oc.env:NAME}` / `${oc.env:NAME,default}`, and `${NAME}` for an environment variable when
+/// no key has that name. A value that is exactly one interpolation takes the referenced
+/// value's type.
+fn interpolate(
+    root: &mut Value,
+    ctx: &Context<'_>,
+    warnings: &mut Vec<String>,
+) -> Result<(), ConfigError> {
+    // References may chain (`a: ${b}`, `b: ${c}`); a cycle stops at the round limit.
+    for _ in 0..8 {
+        let mut pending = Vec::new();
+        collect_interpolated(root, &mut Vec::new(), &mut pending);
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let snapshot = root.clone();
+        for (path, text) in pending {
+            let resolved = match resolve_interpolations(&text, &snapshot) {
+                Ok(v) => v,
+                // `access_key_id: ${AWS_ACCESS_KEY_ID}` with the variable unset: the value is
+                // unset too, as when the key is absent (credentials then come from the
+                // environment or are missing, which the S3 engine reports).
+                Err(Unresolved::Environment(name)) => {
+                    warnings.push(format!(
+                        "{}: `{}` reads the environment variable {name}, which is not set; the \
+                         key is left unset",
+                        ctx.origin(&path),
+                        tree::join(&path)
+                    ));
+                    tree::remove(root, &path);
+                    continue;
+                }
+                Err(Unresolved::Bad(message)) => {
+                    return Err(ConfigError::BadValue {
+                        origin: ctx.origin(&path),
+                        key: tree::join(&path),
+                        message,
+                    });
+                }
+            };
+            if let Some(slot) = tree_get_mut(root, &path) {
+                *slot = resolved;
+            }
+        }
+    }
+    let mut pending = Vec::new();
+    collect_interpolated(root, &mut Vec::new(), &mut pending);
+    match pending.into_iter().next() {
+        Some((path, text)) => Err(ConfigError::BadValue {
+            origin: ctx.origin(&path),
+            key: tree::join(&path),
+            message: format!("`{text}` refers to itself through other keys; give a value instead"),
+        }),
+        None => Ok(()),
+    }
+}
+
+fn collect_interpolated(
+    node: &Value,
+    path: &mut Vec<String>,
+    out: &mut Vec<(Vec<String>, String)>,
+) {
+    match node {
+        Value::String(s) if s.contains("${") => out.push((path.clone(), s.clone())),
+        Value::Object(map) => {
+            for (key, value) in map {
+                path.push(key.clone());
+                collect_interpolated(value, path, out);
+                path.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Why an interpolation has no value.
+enum Unresolved {
+    /// `${NAME}` where NAME is no key and no set environment variable: a variable the user
+    /// has not exported.
+    Environment(String),
+    /// Anything else: the message says what and how to fix it.
+    Bad(String),
+}
+
+impl From<String> for Unresolved {
+    fn from(message: String) -> Self {
+        Unresolved::Bad(message)
+    }
+}
+
+fn resolve_interpolations(text: &str, root: &Value) -> Result<Value, Unresolved> {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        let Some(len) = rest[start..].find('}') else {
+            return Err(Unresolved::Bad(format!(
+                "`{text}` opens an interpolation `${{` that is never closed; add the `}}` or \
+                 quote the text differently"
+            )));
+        };
+        let inner = rest[start + 2..start + len].trim();
+        let value = lookup_interpolation(inner, root)?;
+        if start == 0 && len + 1 == rest.len() && out.is_empty() {
+            return Ok(value);
+        }
+        out.push_str(&rest[..start]);
+        match value {
+            Value::String(s) => out.push_str(&s),
+            Value::Null => out.push_str("None"),
+            other => out.push_str(&other.to_string()),
+        }
+        rest = &rest[start + len + 1..];
+    }
+    out.push_str(rest);
+    Ok(Value::String(out))
+}
+
+fn lookup_interpolation(inner: &str, root: &Value) -> Result<Value, Unresolved> {
+    let env = |name: &str, default: Option<&str>| -> Result<Value, String> {
+        match std::env::var(name) {
+            Ok(v) => Ok(Value::String(v)),
+            Err(_) => match default {
+                Some(d) => Ok(Value::String(unquote(d).to_string())),
+                None => Err(format!(
+                    "`${{{inner}}}` reads the environment variable {name}, which is not set; \
+                     export {name} or give the value in the workload"
+                )),
+            },
+        }
+    };
+    if let Some(spec) = inner
+        .strip_prefix("oc.env:")
+        .or_else(|| inner.strip_prefix("env:"))
+    {
+        let (name, default) = match spec.split_once(',') {
+            Some((n, d)) => (n.trim(), Some(d.trim())),
+            None => (spec.trim(), None),
+        };
+        return Ok(env(name, default)?);
+    }
+    let key = inner.strip_prefix("workload.").unwrap_or(inner);
+    let path = tree::canonical(&tree::segments(key));
+    if let Some(found) = tree::get(root, &path) {
+        return match found {
+            Value::Object(_) | Value::Array(_) => Err(Unresolved::Bad(format!(
+                "`${{{inner}}}` refers to a section, not a value; refer to one of its keys"
+            ))),
+            v => Ok(v.clone()),
+        };
+    }
+    if !key.contains('.') {
+        return match std::env::var_os(key) {
+            Some(_) => Ok(env(key, None)?),
+            None => Err(Unresolved::Environment(key.to_string())),
+        };
+    }
+    Err(Unresolved::Bad(format!(
+        "`${{{inner}}}` refers to `{key}`, which is not a key of the workload; set it, or \
+         replace the interpolation with a value"
+    )))
+}
+
+/// `storage_type: s3dlio` and `storage_type: object` (in some of MLPerf Storage's example
+/// files; the fork itself rejects both) name a client and a family, not a storage type: they
+/// are read as `s3` with that client, or as `local_fs` when the root is a `file://` URI.
+fn storage_type_shorthand(root: &mut Value, ctx: &Context<'_>, warnings: &mut Vec<String>) {
+    let Some(Value::Object(storage)) = root.get_mut("storage") else {
+        return;
+    };
+    let Some(Value::String(kind)) = storage.get("storage_type").cloned() else {
+        return;
+    };
+    let library = match kind.to_ascii_lowercase().as_str() {
+        "s3dlio" => Some("s3dlio"),
+        "object" => None,
+        _ => return,
+    };
+    let local_root = match storage.get("storage_root") {
+        Some(Value::String(r)) => r.strip_prefix("file://").map(str::to_string),
+        _ => None,
+    };
+    let meaning = match &local_root {
+        Some(path) => {
+            storage.insert("storage_root".into(), Value::String(path.clone()));
+            "local_fs (the root is a file:// URI)".to_string()
+        }
+        None => {
+            if let Some(library) = library
+                && !storage.contains_key("storage_library")
+            {
+                storage.insert("storage_library".into(), Value::String(library.into()));
+            }
+            format!(
+                "s3{}",
+                library
+                    .map(|l| format!(" with storage_library {l}"))
+                    .unwrap_or_default()
+            )
+        }
+    };
+    let local = local_root.is_some();
+    storage.insert(
+        "storage_type".into(),
+        Value::String(if local { "local_fs" } else { "s3" }.into()),
+    );
+    warnings.push(format!(
+        "{}: `storage.storage_type: {kind}` is not a storage type (MLPerf Storage's DLIO fork \
+         rejects it); it is read as {meaning}",
+        ctx.file_origin(&["storage".to_string(), "storage_type".to_string()])
+    ));
+}
+
+/// The fork reads `storage.storage_library` into `storage_options.storage_library`; both
+/// spellings end up in the latter (the options section is made if missing). The
+/// `DLIO_STORAGE_LIBRARY` environment variable fills it when neither is given.
+fn promote_storage_library(root: &mut Value) {
+    let Some(Value::Object(storage)) = root.get_mut("storage") else {
+        return;
+    };
+    let top = storage.remove("storage_library").filter(|v| !v.is_null());
+    let in_options = storage
+        .get("storage_options")
+        .and_then(|o| o.get("storage_library"))
+        .is_some_and(|v| !v.is_null());
+    if in_options {
+        return;
+    }
+    let library = top.or_else(|| {
+        std::env::var("DLIO_STORAGE_LIBRARY")
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+            .map(Value::String)
+    });
+    let Some(library) = library else {
+        return;
+    };
+    let options = storage
+        .entry("storage_options")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if options.is_null() {
+        *options = Value::Object(Map::new());
+    }
+    if let Value::Object(options) = options {
+        options.insert("storage_library".into(), library);
+    }
+}
+
+/// The composed workload of Hydra: the file's keys with the overrides applied as typed.
+/// Errors cannot occur here: [`resolve`] has accepted the same text and overrides.
+fn compose(text: &str, overrides: &[Override]) -> yaml_serde::Value {
+    use yaml_serde::{Mapping, Value as Y};
+    let mut root: Y = if text.trim().is_empty() {
+        Y::Mapping(Mapping::new())
+    } else {
+        yaml_serde::from_str(text).unwrap_or_else(|_| Y::Mapping(Mapping::new()))
+    };
+    let _ = root.apply_merge();
+    if !root.is_mapping() {
+        root = Y::Mapping(Mapping::new());
+    }
+    for o in overrides {
+        let Some((leaf, parents)) = o.typed_path.split_last() else {
+            continue;
+        };
+        let Some(map) = compose_parent(&mut root, parents) else {
+            continue;
+        };
+        let key = Y::String(leaf.clone());
+        match o.op {
+            Op::Delete => {
+                map.remove(&key);
+            }
+            Op::Set | Op::Add | Op::Force => {
+                map.insert(key, json_to_yaml(&o.value));
+            }
+        }
+    }
+    root
+}
+
+/// The mapping at `parents`, made where missing; `None` when a value (not a mapping) is in the
+/// way.
+fn compose_parent<'a>(
+    root: &'a mut yaml_serde::Value,
+    parents: &[String],
+) -> Option<&'a mut yaml_serde::Mapping> {
+    use yaml_serde::{Mapping, Value as Y};
+    let mut map = root.as_mapping_mut()?;
+    for seg in parents {
+        let key = Y::String(seg.clone());
+        let entry = map.entry(key).or_insert_with(|| Y::Mapping(Mapping::new()));
+        if entry.is_null() {
+            *entry = Y::Mapping(Mapping::new());
+        }
+        map = entry.as_mapping_mut()?;
+    }
+    Some(map)
+}
+
+fn json_to_yaml(value: &Value) -> yaml_serde::Value {
+    use yaml_serde::Value as Y;
+    match value {
+        Value::Null => Y::Null,
+        Value::Bool(b) => Y::Bool(*b),
+        Value::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
+            (Some(u), _, _) => Y::Number(u.into()),
+            (_, Some(i), _) => Y::Number(i.into()),
+            (_, _, Some(f)) => Y::Number(f.into()),
+            _ => Y::Null,
+        },
+        Value::String(s) => Y::String(s.clone()),
+        Value::Array(items) => Y::Sequence(items.iter().map(json_to_yaml).collect()),
+        Value::Object(map) => Y::Mapping(
+            map.iter()
+                .map(|(k, v)| (Y::String(k.clone()), json_to_yaml(v)))
+                .collect(),
+        ),
+    }
 }

@@ -3,12 +3,12 @@
 
 use yaml_serde::Value;
 
-use crate::builtin::{builtin_workload, builtin_workloads};
+use crate::builtin::{builtin_names, builtin_workload};
 use crate::error::{ConfigError, Origin};
 use crate::load::{load_text, unknown_key};
 use crate::schema::Config;
 use crate::tree::{self, TIME_KEYS};
-use crate::vocab::TimeDistribution;
+use crate::vocab::{Semantics, TimeDistribution};
 
 impl Config {
     /// The resolved config as YAML: every key, in DLIO's section order. Loading the text
@@ -124,12 +124,15 @@ pub struct WorkloadRow {
     pub batch: String,
     /// `train.computation_time`, or what a checkpoint-only workload does instead.
     pub compute: String,
+    /// Where the file comes from (DLIO, DLIO paper, MLPerf Storage v3).
+    pub origin: String,
 }
 
 impl WorkloadRow {
     /// The header line's cells.
-    pub const HEADER: [&'static str; 6] = [
+    pub const HEADER: [&'static str; 7] = [
         "WORKLOAD",
+        "FROM",
         "FORMAT",
         "FILES TRAIN/EVAL",
         "RECORD",
@@ -138,9 +141,10 @@ impl WorkloadRow {
     ];
 
     /// The cells, in [`WorkloadRow::HEADER`] order.
-    pub fn cells(&self) -> [&str; 6] {
+    pub fn cells(&self) -> [&str; 7] {
         [
             &self.name,
+            &self.origin,
             &self.format,
             &self.files,
             &self.record,
@@ -150,18 +154,20 @@ impl WorkloadRow {
     }
 }
 
-/// The `dlio workloads` line of the built-in workload `name`.
+/// The `dlio workloads` line of the built-in workload `name` (as the default semantics
+/// resolve it).
 pub fn workload_row(name: &str) -> Result<WorkloadRow, ConfigError> {
-    let workload = builtin_workload(name).ok_or_else(|| ConfigError::UnknownWorkload {
-        name: name.to_string(),
-        searched: None,
-        available: builtin_workloads()
-            .iter()
-            .map(|w| w.name.to_string())
-            .collect(),
+    let workload = builtin_workload(name, Semantics::default()).ok_or_else(|| {
+        ConfigError::UnknownWorkload {
+            name: name.to_string(),
+            searched: None,
+            available: builtin_names().iter().map(|n| n.to_string()).collect(),
+        }
     })?;
     let config = load_text(&format!("{name}.yaml (built-in)"), workload.yaml, &[])?.config;
-    Ok(row(name, &config))
+    let mut row = row(name, &config);
+    row.origin = workload.origin.label().to_string();
+    Ok(row)
 }
 
 fn row(name: &str, c: &Config) -> WorkloadRow {
@@ -182,6 +188,7 @@ fn row(name: &str, c: &Config) -> WorkloadRow {
                 c.checkpoint.num_checkpoints_write,
                 c.checkpoint.num_checkpoints_read
             ),
+            origin: String::new(),
         };
     }
     let d = &c.dataset;
@@ -199,14 +206,16 @@ fn row(name: &str, c: &Config) -> WorkloadRow {
         record,
         batch: c.reader.batch_size.to_string(),
         compute: describe_time(&c.train.computation_time),
+        origin: String::new(),
     }
 }
 
 /// The `dlio workloads` table: a header and one aligned line per built-in workload.
 pub fn workload_table() -> Result<String, ConfigError> {
-    let mut rows = Vec::with_capacity(builtin_workloads().len());
-    for w in builtin_workloads() {
-        rows.push(workload_row(w.name)?);
+    let names = builtin_names();
+    let mut rows = Vec::with_capacity(names.len());
+    for name in names {
+        rows.push(workload_row(name)?);
     }
     let mut widths = WorkloadRow::HEADER.map(str::len);
     for r in &rows {
@@ -214,7 +223,7 @@ pub fn workload_table() -> Result<String, ConfigError> {
             *w = (*w).max(cell.chars().count());
         }
     }
-    let line = |cells: [&str; 6]| {
+    let line = |cells: [&str; 7]| {
         let mut out = String::new();
         for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
             if i + 1 == cells.len() {
@@ -260,4 +269,116 @@ fn human_bytes(bytes: f64) -> String {
     } else {
         format!("{value:.1} {}", UNITS[unit])
     }
+}
+
+/// `value` as block YAML in the style Hydra writes its run files in, with every string that
+/// a YAML 1.1 reader (PyYAML, which mlpstorage uses) would take for something else quoted:
+/// `off`, `yes`, `null`, `1e5`, `12:30`, ... stay strings when read back. Mapping order is
+/// kept.
+pub fn to_hydra_yaml(value: &Value) -> String {
+    let mut out = String::new();
+    match value {
+        Value::Mapping(map) if !map.is_empty() => emit_mapping(map, 0, &mut out),
+        Value::Sequence(items) if !items.is_empty() => emit_sequence(items, 0, &mut out),
+        other => {
+            out.push_str(&scalar(other));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn emit_mapping(map: &yaml_serde::Mapping, indent: usize, out: &mut String) {
+    for (key, value) in map {
+        out.push_str(&" ".repeat(indent));
+        out.push_str(&scalar(key));
+        out.push(':');
+        emit_child(value, indent, out);
+    }
+}
+
+fn emit_sequence(items: &[Value], indent: usize, out: &mut String) {
+    for item in items {
+        out.push_str(&" ".repeat(indent));
+        out.push('-');
+        match item {
+            Value::Mapping(map) if !map.is_empty() => {
+                // The first key on the dash's line, the rest under it (`- name: x`).
+                let mut first = true;
+                for (key, value) in map {
+                    if first {
+                        out.push(' ');
+                        first = false;
+                    } else {
+                        out.push_str(&" ".repeat(indent + 2));
+                    }
+                    out.push_str(&scalar(key));
+                    out.push(':');
+                    emit_child(value, indent + 2, out);
+                }
+            }
+            other => emit_child(other, indent, out),
+        }
+    }
+}
+
+/// What follows `key:` (or `-`): a nested block on the next lines, or ` scalar`.
+fn emit_child(value: &Value, indent: usize, out: &mut String) {
+    match value {
+        Value::Mapping(map) if !map.is_empty() => {
+            out.push('\n');
+            emit_mapping(map, indent + 2, out);
+        }
+        // Hydra (PyYAML) writes a list under a key at the key's own indentation.
+        Value::Sequence(items) if !items.is_empty() => {
+            out.push('\n');
+            emit_sequence(items, indent, out);
+        }
+        other => {
+            out.push(' ');
+            out.push_str(&scalar(other));
+            out.push('\n');
+        }
+    }
+}
+
+fn scalar(value: &Value) -> String {
+    match value {
+        Value::Null => "null".into(),
+        Value::Bool(b) => if *b { "true" } else { "false" }.into(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => quote_if_needed(s),
+        Value::Sequence(_) => "[]".into(),
+        Value::Mapping(_) => "{}".into(),
+        Value::Tagged(t) => scalar(&t.value),
+    }
+}
+
+/// `text` plain when every YAML 1.1 reader reads it back as this string, else quoted.
+fn quote_if_needed(text: &str) -> String {
+    const NOT_STRINGS: &[&str] = &[
+        "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "true", "True", "TRUE", "false",
+        "False", "FALSE", "on", "On", "ON", "off", "Off", "OFF", "null", "Null", "NULL", "~",
+        ".inf", ".Inf", ".INF", "-.inf", "+.inf", ".nan", ".NaN", ".NAN", "<<", "=",
+    ];
+    let first = text.chars().next();
+    let plain = !text.is_empty()
+        && !NOT_STRINGS.contains(&text)
+        && !first.is_some_and(|c| {
+            c.is_ascii_digit() || c.is_whitespace() || "-+.!&*?|>'\"%@`[]{},#:".contains(c)
+        })
+        && !text.ends_with(char::is_whitespace)
+        && !text.ends_with(':')
+        && !text.contains(": ")
+        && !text.contains(" #")
+        && !text.contains(['\n', '\r', '\t'])
+        && !text.chars().any(char::is_control);
+    if plain {
+        return text.to_string();
+    }
+    if text.chars().any(char::is_control) {
+        // Double quotes, the only YAML style with escapes.
+        return serde_json::to_string(text).unwrap_or_else(|_| format!("'{text}'"));
+    }
+    format!("'{}'", text.replace('\'', "''"))
 }

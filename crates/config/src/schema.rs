@@ -9,8 +9,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::vocab::{
-    Compression, DataLoaderKind, ElementType, FormatKind, Framework, ReadType, Sampler, Shuffle,
-    TimeDistribution,
+    Compression, DataLoaderKind, ElementType, FormatKind, Framework, ReadType, Sampler, Semantics,
+    Shuffle, TimeDistribution,
 };
 
 /// The whole resolved workload, in DLIO's section order.
@@ -41,6 +41,9 @@ pub struct Config {
     pub profiling: ProfilingConfig,
     /// `metric`: the expectation thresholds.
     pub metric: MetricConfig,
+    /// `semantics` (ours): MLPerf Storage's DLIO fork (the default) or argonne upstream DLIO,
+    /// where the two differ (see [`Semantics`]).
+    pub semantics: Semantics,
 }
 
 impl Config {
@@ -76,6 +79,14 @@ impl Config {
         let mut config = Config::default();
         config.storage.storage_options = Some(StorageOptions::default());
         config.checkpoint.ksm = Some(KsmConfig::default());
+        config.dataset.parquet.columns = vec![ParquetColumn::default()];
+        config.dataset.parquet.row_group_size = Some(1024);
+        config.dataset.parquet.partition_by = Some(String::new());
+        config.dataset.data_gen_method = Some(String::new());
+        config.storage.storage_library = Some(String::new());
+        if let Some(options) = &mut config.storage.storage_options {
+            options.storage_library = Some(String::new());
+        }
         config
     }
 }
@@ -243,6 +254,13 @@ pub struct StorageConfig {
     /// needed) before every epoch and between the generation, training and checkpoint
     /// phases, so reads reach the storage (ours). Default false.
     pub drop_page_cache: bool,
+    /// The object-store client library (MLPerf Storage's fork: `s3dlio`, `minio` or
+    /// `s3torchconnector`; the fork moves it into `storage_options`). Every one of them is an
+    /// S3 API client, and dlio serves them all with its own S3 engine. Default none.
+    pub storage_library: Option<String>,
+    /// Seconds to wait after generation before training starts, for storage that settles
+    /// (the fork's key). Default 0.
+    pub post_generation_settle_seconds: f64,
 }
 
 impl Default for StorageConfig {
@@ -254,6 +272,8 @@ impl Default for StorageConfig {
             io_engine: IoEngine::Posix,
             io_depth: 8,
             drop_page_cache: false,
+            storage_library: None,
+            post_generation_settle_seconds: 0.0,
         }
     }
 }
@@ -302,6 +322,9 @@ pub struct StorageOptions {
     pub s3_force_path_style: bool,
     /// Retries per S3 request. Default 5.
     pub s3_max_attempts: u32,
+    /// The object-store client library, as `storage.storage_library` (the fork reads it
+    /// here). Default none.
+    pub storage_library: Option<String>,
 }
 
 impl Default for StorageOptions {
@@ -313,6 +336,7 @@ impl Default for StorageOptions {
             region: "us-east-1".into(),
             s3_force_path_style: false,
             s3_max_attempts: 5,
+            storage_library: None,
         }
     }
 }
@@ -361,24 +385,98 @@ pub struct DatasetConfig {
     /// `dataset.hdf5`: HDF5-only layout settings.
     pub hdf5: Hdf5Config,
     /// Parquet: rows per row group (MLPerf Storage's DLIO fork). Default 1024.
+    /// `dataset.parquet.row_group_size` takes precedence.
     pub parquet_row_group_size: u64,
-    /// Parquet: column codec (ours; pyarrow's default is snappy). Default snappy.
+    /// Parquet: column codec (ours) when `dataset.compression` is none. Default none, as the
+    /// fork writes.
     pub parquet_compression: ParquetCompression,
+    /// `dataset.parquet`: the fork's parquet layout (columns, row groups).
+    pub parquet: ParquetConfig,
+    /// Compute the file names instead of listing the data folder (the fork's key for datasets
+    /// of millions of files); the listing's check is done on every
+    /// `listing_validation_interval`-th file instead. Default false.
+    pub skip_listing: bool,
+    /// With `skip_listing`, every this-many-th computed file is checked to exist before the
+    /// run (the fork's key). Default 1000.
+    pub listing_validation_interval: u64,
+    /// The fork's generator back end (`dgen` or `numpy`); dlio generates with its own
+    /// generator, so this only says which the workload asked for. Default none.
+    pub data_gen_method: Option<String>,
+}
+
+/// `dataset.parquet` (MLPerf Storage's DLIO fork).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ParquetConfig {
+    /// The columns of every file, in order; empty means the fork's legacy layout (one `data`
+    /// column holding each sample's bytes). Default empty.
+    pub columns: Vec<ParquetColumn>,
+    /// Rows per row group; none means `dataset.parquet_row_group_size`. Default none.
+    pub row_group_size: Option<u64>,
+    /// How samples are read: `row_group` (or `default`): a sample read fetches the selected
+    /// columns of its row group, once per row group and epoch. Default `default`.
+    pub read_mode: ParquetReadMode,
+    /// A column to partition the files by (pyarrow's `write_to_dataset`). Default none.
+    pub partition_by: Option<String>,
+    /// Rows generated per batch (bounds the fork's generator memory). Default 0 (one row
+    /// group).
+    pub generation_batch_size: u64,
+    /// Generate through s3dlio's parquet writer (the fork's key). Default false.
+    pub use_s3dlio_gen: bool,
+}
+
+/// `dataset.parquet.read_mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParquetReadMode {
+    /// Row-group reads (the fork's only reader).
+    #[default]
+    Default,
+    /// Row-group reads, said explicitly.
+    RowGroup,
+}
+
+/// One entry of `dataset.parquet.columns`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ParquetColumn {
+    /// Column name. Default `data`.
+    pub name: String,
+    /// Element type: uint8..uint64, int8..int64, float16/32/64, `list` (float32), `string`,
+    /// `binary`, `bool`. Default float32.
+    pub dtype: String,
+    /// Elements per row (a fixed-size list when above 1; bytes for `binary`). Default 1.
+    pub size: u64,
+    /// Whether readers fetch this column (false: generated, never read). Default true.
+    pub read: bool,
+}
+
+impl Default for ParquetColumn {
+    fn default() -> Self {
+        ParquetColumn {
+            name: "data".into(),
+            dtype: "float32".into(),
+            size: 1,
+            read: true,
+        }
+    }
 }
 
 /// `dataset.parquet_compression`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ParquetCompression {
-    /// Uncompressed pages.
+    /// Uncompressed pages (what the fork writes unless `dataset.compression` is gzip).
+    #[default]
     None,
     /// Snappy (pyarrow's default).
-    #[default]
     Snappy,
     /// Zstandard.
     Zstd,
     /// gzip.
     Gzip,
+    /// LZ4 (Parquet's LZ4_RAW).
+    Lz4,
 }
 
 impl Default for DatasetConfig {
@@ -403,7 +501,11 @@ impl Default for DatasetConfig {
             generation_buffer_size: 2 * 1024 * 1024 * 1024,
             hdf5: Hdf5Config::default(),
             parquet_row_group_size: 1024,
-            parquet_compression: ParquetCompression::Snappy,
+            parquet_compression: ParquetCompression::None,
+            parquet: ParquetConfig::default(),
+            skip_listing: false,
+            listing_validation_interval: 1000,
+            data_gen_method: None,
         }
     }
 }
@@ -761,6 +863,9 @@ pub enum StorageType {
     /// POSIX files under `storage_root`.
     #[default]
     LocalFs,
+    /// Local files read with O_DIRECT (the fork's `direct_fs`; as `storage.io_engine:
+    /// direct`).
+    DirectFs,
     /// Accepted because upstream's enum has it; upstream's storage factory rejects it.
     ParallelFs,
     /// S3 (bucket = `storage_root`).
@@ -774,6 +879,7 @@ impl StorageType {
     pub fn as_str(self) -> &'static str {
         match self {
             StorageType::LocalFs => "local_fs",
+            StorageType::DirectFs => "direct_fs",
             StorageType::ParallelFs => "parallel_fs",
             StorageType::S3 => "s3",
             StorageType::Aistore => "aistore",

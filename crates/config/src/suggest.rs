@@ -67,8 +67,18 @@ fn collect(node: &yaml_serde::Value, path: &str, out: &mut Vec<String>) {
         let child = prefixed(path, key);
         out.push(child.clone());
         let is_time = TIME_KEYS.iter().any(|(s, k)| child == format!("{s}.{k}"));
-        if !is_time {
-            collect(value, &child, out);
+        if is_time {
+            continue;
+        }
+        match value {
+            // A list of sections (`dataset.parquet.columns`): its entries' keys sit under the
+            // list's own path.
+            yaml_serde::Value::Sequence(items) => {
+                if let Some(first) = items.first() {
+                    collect(first, &child, out);
+                }
+            }
+            _ => collect(value, &child, out),
         }
     }
 }

@@ -344,6 +344,127 @@ impl Config {
                 "set ++workload.dataset.compression_level between 0 and 9",
             ));
         }
+        if matches!(
+            d.compression,
+            Compression::Snappy | Compression::Zstd | Compression::Lz4
+        ) && d.format != FormatKind::Parquet
+        {
+            return Err(invalid(
+                "dataset.compression",
+                format!(
+                    "is {:?}, a parquet codec, but the format is {}.",
+                    d.compression,
+                    d.format.name()
+                ),
+                "set ++workload.dataset.compression=none (or gzip, zip for csv and npz)",
+            ));
+        }
+        self.validate_parquet()?;
+        if d.skip_listing && d.listing_validation_interval == 0 {
+            return Err(invalid(
+                "dataset.listing_validation_interval",
+                "is 0; with dataset.skip_listing every n-th computed file is checked, n >= 1."
+                    .into(),
+                "set ++workload.dataset.listing_validation_interval=1000 (the fork's default)",
+            ));
+        }
+        if let Some(method) = &d.data_gen_method
+            && !matches!(
+                method.to_ascii_lowercase().as_str(),
+                "dgen" | "numpy" | "auto"
+            )
+        {
+            return Err(invalid(
+                "dataset.data_gen_method",
+                format!("is `{method}`; the fork knows dgen, numpy and auto."),
+                "set ++workload.dataset.data_gen_method=dgen, or remove it",
+            ));
+        }
+        let settle = self.storage.post_generation_settle_seconds;
+        if !(0.0..=86_400.0).contains(&settle) {
+            return Err(invalid(
+                "storage.post_generation_settle_seconds",
+                format!("is {settle}; give seconds between 0 and 86400."),
+                "set ++workload.storage.post_generation_settle_seconds=0",
+            ));
+        }
+        if let Some(library) = self.storage_library() {
+            check_storage_library(library)?;
+        }
+        Ok(())
+    }
+
+    /// The object-store client the workload names (`storage.storage_options.storage_library`,
+    /// where the loader puts `storage.storage_library` and `DLIO_STORAGE_LIBRARY` too).
+    pub fn storage_library(&self) -> Option<&str> {
+        self.storage
+            .storage_options
+            .as_ref()
+            .and_then(|o| o.storage_library.as_deref())
+            .or(self.storage.storage_library.as_deref())
+    }
+
+    fn validate_parquet(&self) -> Result<(), ConfigError> {
+        let p = &self.dataset.parquet;
+        if p.row_group_size == Some(0) {
+            return Err(invalid(
+                "dataset.parquet.row_group_size",
+                "is 0; a row group holds at least one row.".into(),
+                "set ++workload.dataset.parquet.row_group_size to 1 or more",
+            ));
+        }
+        if let Some(column) = &p.partition_by {
+            return Err(invalid(
+                "dataset.parquet.partition_by",
+                format!(
+                    "is `{column}`; partitioned (hive-style) parquet data sets are not \
+                     supported by this version of dlio."
+                ),
+                "remove dataset.parquet.partition_by",
+            ));
+        }
+        if p.use_s3dlio_gen {
+            return Err(invalid(
+                "dataset.parquet.use_s3dlio_gen",
+                "is True; dlio generates parquet with its own writer, and s3dlio's streaming \
+                 generator is not part of it."
+                    .into(),
+                "remove dataset.parquet.use_s3dlio_gen (dlio's writer streams the rows \
+                 anyway)",
+            ));
+        }
+        let mut names = std::collections::HashSet::new();
+        for (i, c) in p.columns.iter().enumerate() {
+            let key = format!("dataset.parquet.columns[{i}]");
+            if !names.insert(c.name.as_str()) {
+                return Err(invalid(
+                    &key,
+                    format!("repeats the column name `{}`.", c.name),
+                    "give every column its own name",
+                ));
+            }
+            if !PARQUET_DTYPES.contains(&c.dtype.as_str()) {
+                return Err(invalid(
+                    &format!("{key}.dtype"),
+                    format!("is `{}`.", c.dtype),
+                    format!("use one of {}", PARQUET_DTYPES.join(", ")),
+                ));
+            }
+            if c.size == 0 {
+                return Err(invalid(
+                    &format!("{key}.size"),
+                    "is 0; a column holds at least one element per row.".into(),
+                    "set size to 1 or more",
+                ));
+            }
+        }
+        if !p.columns.is_empty() && !p.columns.iter().any(|c| c.read) {
+            return Err(invalid(
+                "dataset.parquet.columns",
+                "has `read: false` on every column, so a sample read would read nothing.".into(),
+                "mark at least one column `read: true`",
+            ));
+        }
         Ok(())
     }
 
@@ -506,4 +627,29 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// The element types of `dataset.parquet.columns[].dtype` (those of the fork's generator).
+pub const PARQUET_DTYPES: &[&str] = &[
+    "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "float16", "float32",
+    "float64", "list", "string", "binary", "bool",
+];
+
+/// The object-store client libraries MLPerf Storage's fork accepts; every one is an S3 API
+/// client, and dlio's S3 engine serves them all.
+pub const STORAGE_LIBRARIES: &[&str] = &["s3dlio", "minio", "s3torchconnector"];
+
+fn check_storage_library(library: &str) -> Result<(), ConfigError> {
+    if STORAGE_LIBRARIES.contains(&library) {
+        return Ok(());
+    }
+    Err(invalid(
+        "storage.storage_options.storage_library",
+        format!("is `{library}`, which is not an object-store client MLPerf Storage knows."),
+        format!(
+            "set ++workload.storage.storage_library to one of {} (for dlio they all mean its \
+             own S3 engine)",
+            STORAGE_LIBRARIES.join(", ")
+        ),
+    ))
 }

@@ -148,6 +148,12 @@ pub enum Compression {
     Zip,
     /// xz (csv).
     Xz,
+    /// Snappy (parquet column chunks).
+    Snappy,
+    /// Zstandard (parquet column chunks).
+    Zstd,
+    /// LZ4 (parquet column chunks).
+    Lz4,
 }
 
 /// `reader.file_shuffle` and `reader.sample_shuffle`.
@@ -161,6 +167,46 @@ pub enum Shuffle {
     Seed,
     /// Shuffled with a seed drawn once per run (recorded in the outputs so a run can be replayed).
     Random,
+}
+
+/// Whose semantics a run follows where MLPerf Storage's DLIO fork and argonne upstream DLIO
+/// differ (top-level `semantics`, ours; also `dlio run --semantics` and `DLIO_SEMANTICS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Semantics {
+    /// The fork MLPerf Storage v3 pins (mlcommons/DLIO_local_changes): readers read every byte
+    /// of a file and decode nothing, parquet is read by row group and column, and where a
+    /// workload name exists in both, the MLPerf Storage v3 file is the built-in one.
+    #[default]
+    Mlperf,
+    /// argonne upstream DLIO 2.0: readers decode what they read (`np.load`, PIL, h5py
+    /// hyperslabs, TFRecord protobufs), parquet files are read whole, and built-in workload
+    /// names resolve to DLIO's own files first.
+    Upstream,
+}
+
+impl Semantics {
+    /// The spelling in YAML, on the command line and in `DLIO_SEMANTICS`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Semantics::Mlperf => "mlperf",
+            Semantics::Upstream => "upstream",
+        }
+    }
+
+    /// Parses `mlperf` or `upstream` (any case).
+    pub fn parse(text: &str) -> Option<Semantics> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "mlperf" | "fork" => Some(Semantics::Mlperf),
+            "upstream" | "argonne" => Some(Semantics::Upstream),
+            _ => None,
+        }
+    }
+
+    /// True when readers decode samples (upstream); false when they only read bytes (MLPerf).
+    pub fn decodes(self) -> bool {
+        self == Semantics::Upstream
+    }
 }
 
 /// `reader.read_type`.

@@ -35,7 +35,11 @@ pub(crate) fn csv_extension(compression: Compression) -> &'static str {
         Compression::Zip => "csv.zip",
         Compression::Bz2 => "csv.bz2",
         Compression::Xz => "csv.xz",
-        Compression::None | Compression::Lzf => "csv",
+        Compression::None
+        | Compression::Lzf
+        | Compression::Snappy
+        | Compression::Zstd
+        | Compression::Lz4 => "csv",
     }
 }
 
@@ -53,6 +57,12 @@ fn check_compression(compression: Compression) -> Result<(), FormatError> {
             "lzf is an HDF5 filter, not a csv compression",
             "set dataset.compression to gzip, zip or none for csv",
         )),
+        Compression::Snappy | Compression::Zstd | Compression::Lz4 => {
+            Err(FormatError::unsupported(
+                format!("{compression:?} is a parquet codec, not a csv compression"),
+                "set dataset.compression to gzip, zip or none for csv",
+            ))
+        }
     }
 }
 

@@ -64,7 +64,9 @@ mod jpeg;
 mod npy;
 mod npz;
 mod parquet;
+mod parquet_columns;
 mod ranged;
+mod raw;
 mod rng;
 mod synthetic;
 mod tfrecord;
@@ -81,7 +83,7 @@ pub use tfrecord::{
 
 use std::path::Path;
 
-use dlio_config::{Compression, ElementType, FormatKind};
+use dlio_config::{Compression, ElementType, FormatKind, Semantics};
 use dlio_storage::Storage;
 
 /// Identifies an open file inside one [`FormatReader`] (the file's index in the dataset).
@@ -190,8 +192,18 @@ pub fn format_from_config(
             })
         }
         FormatKind::Parquet => Box::new(parquet::ParquetFormat {
-            row_group_size: dataset.parquet_row_group_size,
-            compression: dataset.parquet_compression,
+            row_group_size: dataset
+                .parquet
+                .row_group_size
+                .unwrap_or(dataset.parquet_row_group_size),
+            compression: match dataset.compression {
+                Compression::Gzip => dlio_config::ParquetCompression::Gzip,
+                Compression::Snappy => dlio_config::ParquetCompression::Snappy,
+                Compression::Zstd => dlio_config::ParquetCompression::Zstd,
+                Compression::Lz4 => dlio_config::ParquetCompression::Lz4,
+                _ => dataset.parquet_compression,
+            },
+            columns: dataset.parquet.columns.clone(),
         }),
         #[cfg(feature = "hdf5")]
         FormatKind::Hdf5 => Box::new(hdf5::Hdf5Format::from_config(dataset)),
@@ -207,6 +219,26 @@ pub fn format_from_config(
                 format: kind_name(dataset.format),
             });
         }
+    })
+}
+
+/// The format a run reads with under `semantics`: with MLPerf Storage's fork
+/// ([`Semantics::Mlperf`], the default), npz, npy, jpeg, png and hdf5 files are read whole and
+/// not decoded, as the fork's readers do; with upstream DLIO's ([`Semantics::Upstream`]) they
+/// are decoded as `np.load`, PIL and h5py do. Other formats read the same either way.
+pub fn format_for_run(
+    dataset: &dlio_config::DatasetConfig,
+    semantics: Semantics,
+) -> Result<Box<dyn Format>, FormatError> {
+    let format = format_from_config(dataset)?;
+    let undecoded = matches!(
+        dataset.format,
+        FormatKind::Npz | FormatKind::Npy | FormatKind::Jpeg | FormatKind::Png | FormatKind::Hdf5
+    );
+    Ok(if undecoded && !semantics.decodes() {
+        Box::new(raw::Undecoded { inner: format })
+    } else {
+        format
     })
 }
 

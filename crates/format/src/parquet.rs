@@ -37,22 +37,41 @@ const ROW_GROUP_CACHE: usize = 4;
 const SCHEMA: &str = "message schema { REQUIRED BYTE_ARRAY data; REQUIRED INT64 label; }";
 
 /// The `parquet` format.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct ParquetFormat {
     pub(crate) row_group_size: u64,
     pub(crate) compression: ParquetCompression,
+    /// `dataset.parquet.columns`: empty for the legacy `data`/`label` layout (this file), else
+    /// the column schema of `parquet_columns.rs`.
+    pub(crate) columns: Vec<dlio_config::ParquetColumn>,
 }
 
 impl Default for ParquetFormat {
     fn default() -> Self {
         ParquetFormat {
             row_group_size: 1024,
-            compression: ParquetCompression::Snappy,
+            compression: ParquetCompression::None,
+            columns: Vec::new(),
         }
     }
 }
 
-fn parquet_error(path: &Path, what: &str, e: parquet::errors::ParquetError) -> FormatError {
+/// The parquet codec of `compression`.
+pub(crate) fn codec(compression: ParquetCompression) -> Codec {
+    match compression {
+        ParquetCompression::None => Codec::UNCOMPRESSED,
+        ParquetCompression::Snappy => Codec::SNAPPY,
+        ParquetCompression::Zstd => Codec::ZSTD(ZstdLevel::default()),
+        ParquetCompression::Gzip => Codec::GZIP(GzipLevel::default()),
+        ParquetCompression::Lz4 => Codec::LZ4_RAW,
+    }
+}
+
+pub(crate) fn parquet_error(
+    path: &Path,
+    what: &str,
+    e: parquet::errors::ParquetError,
+) -> FormatError {
     FormatError::corrupt(path, 0, format!("{what}: {e}"))
 }
 
@@ -72,15 +91,21 @@ impl Format for ParquetFormat {
         layout: &FileLayout,
         rng: &mut DataRng,
     ) -> Result<u64, FormatError> {
+        if !self.columns.is_empty() {
+            return crate::parquet_columns::generate(
+                storage,
+                path,
+                layout,
+                rng,
+                &self.columns,
+                self.row_group_size,
+                self.compression,
+            );
+        }
         let sample = usize::try_from(layout.sample_bytes()).map_err(|_| {
             FormatError::unsupported("a sample larger than memory", "use smaller samples")
         })?;
-        let codec = match self.compression {
-            ParquetCompression::None => Codec::UNCOMPRESSED,
-            ParquetCompression::Snappy => Codec::SNAPPY,
-            ParquetCompression::Zstd => Codec::ZSTD(ZstdLevel::default()),
-            ParquetCompression::Gzip => Codec::GZIP(GzipLevel::default()),
-        };
+        let codec = codec(self.compression);
         let rows_per_group = self.row_group_size.max(1) as usize;
         let props = Arc::new(
             WriterProperties::builder()
@@ -131,6 +156,9 @@ impl Format for ParquetFormat {
     }
 
     fn reader(&self, _layout: &FileLayout) -> Box<dyn FormatReader> {
+        if !self.columns.is_empty() {
+            return Box::new(crate::parquet_columns::ColumnReader::new(&self.columns));
+        }
         Box::new(ParquetReader {
             open: rustc_hash::FxHashMap::default(),
             cache: VecDeque::new(),
@@ -141,10 +169,10 @@ impl Format for ParquetFormat {
 
 /// A parquet [`ChunkReader`] over a storage read handle, so every byte parquet reads goes
 /// through the storage.
-struct StorageChunks {
-    handle: Arc<Mutex<Box<dyn ReadHandle>>>,
-    len: u64,
-    alignment: usize,
+pub(crate) struct StorageChunks {
+    pub(crate) handle: Arc<Mutex<Box<dyn ReadHandle>>>,
+    pub(crate) len: u64,
+    pub(crate) alignment: usize,
 }
 
 impl Length for StorageChunks {
@@ -176,7 +204,7 @@ impl ChunkReader for StorageChunks {
 }
 
 /// A sequential reader at a position of a shared handle (parquet's `get_read`).
-struct HandleRead {
+pub(crate) struct HandleRead {
     handle: Arc<Mutex<Box<dyn ReadHandle>>>,
     pos: u64,
 }
@@ -400,6 +428,7 @@ mod tests {
             let format = ParquetFormat {
                 row_group_size: 4,
                 compression,
+                columns: Vec::new(),
             };
             let path = dir.path().join(format!("{compression:?}.parquet"));
             let written = format

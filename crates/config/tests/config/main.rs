@@ -11,9 +11,10 @@ use std::path::PathBuf;
 
 use dlio_config::{ConfigError, LoadArgs, Loaded, load};
 
-/// The spec's copies of DLIO's 24 workload files.
+/// Copies of the 24 workload files argonne DLIO ships (test data, see its SOURCE.md), to
+/// compare the built-in copies with.
 pub fn spec_workloads_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/spec/dlio-workloads")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/dlio-workloads")
 }
 
 /// `dlio ... workload=NAME ARGS...`.
@@ -21,6 +22,7 @@ pub fn load_words(words: &[&str]) -> Result<Loaded, ConfigError> {
     load(&LoadArgs {
         positional: words.iter().map(|w| w.to_string()).collect(),
         config_dir: None,
+        ..Default::default()
     })
 }
 
@@ -55,6 +57,7 @@ impl TempWorkload {
         load(&LoadArgs {
             positional: words,
             config_dir: None,
+            ..Default::default()
         })
     }
 }

@@ -122,7 +122,7 @@ fn query_of_an_unknown_key_suggests_one() {
 fn the_workload_table_has_one_line_per_builtin() {
     let table = workload_table().expect("table");
     let lines: Vec<&str> = table.lines().collect();
-    assert_eq!(lines.len(), 1 + builtin_workloads().len());
+    assert_eq!(lines.len(), 1 + dlio_config::builtin_names().len());
     assert!(lines[0].starts_with("WORKLOAD"));
     let unet = lines
         .iter()

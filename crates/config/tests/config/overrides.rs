@@ -311,6 +311,7 @@ fn config_dir_workloads_come_first_then_the_builtins() {
     let args = |name: &str| dlio_config::LoadArgs {
         positional: vec![format!("workload={name}")],
         config_dir: Some(dir.path().to_path_buf()),
+        ..Default::default()
     };
     let loaded = dlio_config::load(&args("mine")).expect("mine");
     assert_eq!(loaded.config.model.name, "mine");

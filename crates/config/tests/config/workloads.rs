@@ -3,7 +3,7 @@
 
 use dlio_config::{
     BUILTIN_SOURCE, CheckpointMode, Config, DataLoaderKind, FormatKind, Framework, Sampler,
-    Shuffle, StorageType, TimeDistribution, builtin_workloads,
+    Shuffle, StorageType, TimeDistribution, WorkloadOrigin, builtin_workloads,
 };
 
 use crate::{assert_contains, builtin, load_words, spec_workloads_dir};
@@ -52,13 +52,12 @@ fn every_spec_workload_loads_unmodified_and_equals_its_builtin_copy() {
 fn builtin_copies_are_the_spec_files_plus_one_provenance_line() {
     let names = spec_file_names();
     let builtins: Vec<&str> = builtin_workloads()
-        .iter()
-        .filter(|w| w.upstream)
+        .filter(|w| w.origin == WorkloadOrigin::Dlio)
         .map(|w| w.name)
         .collect();
     let expected: Vec<&str> = names.iter().map(|n| n.trim_end_matches(".yaml")).collect();
     assert_eq!(builtins, expected);
-    for w in builtin_workloads().iter().filter(|w| w.upstream) {
+    for w in builtin_workloads().filter(|w| w.origin == WorkloadOrigin::Dlio) {
         let spec = std::fs::read_to_string(spec_workloads_dir().join(format!("{}.yaml", w.name)))
             .expect("spec file");
         let (first, rest) = w.yaml.split_once('\n').expect("provenance line");
@@ -387,8 +386,7 @@ fn llama_1t_standalone_reads_tfrecord_with_the_pytorch_loader() {
 #[test]
 fn dlio_paper_presets_load_with_the_papers_parameters() {
     let presets: Vec<&str> = builtin_workloads()
-        .iter()
-        .filter(|w| !w.upstream)
+        .filter(|w| w.origin == WorkloadOrigin::Paper)
         .map(|w| w.name)
         .collect();
     assert_eq!(
@@ -404,10 +402,7 @@ fn dlio_paper_presets_load_with_the_papers_parameters() {
     );
     for name in &presets {
         let loaded = builtin(name, &[]);
-        let w = builtin_workloads()
-            .iter()
-            .find(|w| w.name == *name)
-            .unwrap();
+        let w = builtin_workloads().find(|w| w.name == *name).unwrap();
         assert!(w.yaml.starts_with("# DLIO paper preset"), "{name}");
         assert!(w.yaml.contains("CCGrid'21"), "{name}: cites its source");
         loaded
