@@ -25,6 +25,8 @@ fn words(tmp: &Path, format: &str, loader: &str) -> Vec<String> {
         format!("++workload.framework={loader}"),
         format!("++workload.reader.data_loader={loader}"),
         format!("++workload.dataset.format={format}"),
+        // The I/O models below are upstream's readers' (hyperslab hdf5 reads, parsed npz).
+        "++workload.semantics=upstream".to_string(),
         format!(
             "++workload.dataset.data_folder={}",
             tmp.join("data").display()

@@ -290,16 +290,19 @@ print(len(wanted), total)
     let data = tmp.path().join("data/train");
     let got = python(script, &[&data.to_string_lossy(), &yaml.to_string_lossy()]);
     let (columns, selected_bytes) = got.split_once(' ').unwrap();
-    assert_eq!(columns, "48");
+    assert_eq!(
+        columns, "40",
+        "dlrm_b200 marks 40 of its 200 columns read: true"
+    );
     let selected_bytes: u64 = selected_bytes.parse().unwrap();
     let read = bytes_read(&tmp.path().join("run"));
     let footers = read - selected_bytes;
-    // Beyond the selected chunks only the footers were read (one open per file and reader
-    // thread, a few KiB each): far less than the 152 unselected columns' bytes.
+    // Beyond the selected chunks only the footers were read, once per file (about 49 KiB for
+    // 200 columns and 4 row groups): far less than the 160 unselected columns' bytes.
     let whole = file_bytes(&data);
     assert!(read >= selected_bytes, "{read} < {selected_bytes}");
     assert!(
-        footers < 64 * 1024,
+        footers < 2 * 64 * 1024,
         "read {read}, selected {selected_bytes}"
     );
     assert!(read < whole / 2, "read {read} of {whole}");
@@ -333,10 +336,7 @@ print(len(paths), f.metadata.num_rows, ",".join(s.names), s.field("t5_encodings"
         "2 4 t5_encodings,clip_encodings,mean,logvar,timestamp 2097312"
     );
     let summary = json(&tmp.path().join("run/summary.json"));
-    assert_eq!(
-        summary["metric"]["train_au_meet_expectation"].is_string(),
-        true
-    );
+    assert!(summary["metric"]["train_au_meet_expectation"].is_string());
 }
 
 #[test]
@@ -374,6 +374,7 @@ fn llama3_8b_checkpoints_at_small_size() {
         "++workload.checkpoint.num_checkpoints_write=2",
         "++workload.checkpoint.num_checkpoints_read=1",
         "++workload.checkpoint.time_between_checkpoints=0",
+        "++workload.checkpoint.mode=subset",
         &format!(
             "++workload.checkpoint.checkpoint_folder={}",
             tmp.path().join("ckpt").display()

@@ -180,6 +180,8 @@ fn a_failing_rank_ends_the_whole_job_within_ten_seconds() {
         .set_len(10)
         .unwrap();
     let mut args = workload(tmp.path(), 16, 1, 5, "out");
+    // Upstream's readers parse the file and find it truncated.
+    args.push("++workload.semantics=upstream".into());
     args.retain(|a| !a.contains("computation_time"));
     args.push("++workload.train.computation_time=0.05".into());
     let started = Instant::now();
@@ -352,4 +354,76 @@ fn collective_io_with_several_ranks_per_process_is_refused_with_the_fix() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--ranks 1"), "{stderr}");
+}
+
+/// mlpstorage's command line, as its `run` builds it: `mpirun -n 2 <bin>/dlio_benchmark
+/// workload=unet3d_h100 ++hydra.run.dir=... ++hydra.output_subdir=dlio_config ...
+/// --config-dir=...`, through a symlink named `dlio_benchmark`.
+#[test]
+fn mlpstorages_command_line_through_a_dlio_benchmark_symlink() {
+    let tmp = tempfile::tempdir().unwrap();
+    let link = tmp.path().join("bin/dlio_benchmark");
+    std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(dlio_path(), &link).unwrap();
+    let config_dir =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../config/workloads/mlperf-v3");
+    let run = tmp
+        .path()
+        .join("results/training/unet3d/run/20261201_120000");
+    let data = tmp.path().join("data/unet3d");
+    for (workload, run_dir) in [
+        (
+            "unet3d_datagen",
+            tmp.path().join("results/training/unet3d/datagen/x"),
+        ),
+        ("unet3d_h100", run.clone()),
+    ] {
+        let mut cmd = Command::new("mpirun");
+        cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .args(["--oversubscribe", "-n", "2", "-host", "127.0.0.1:2"])
+            .arg(&link)
+            .arg(format!("workload={workload}"))
+            .arg(format!("++hydra.run.dir={}", run_dir.display()))
+            .arg("++hydra.output_subdir=dlio_config")
+            .args([
+                "++workload.dataset.num_files_train=8",
+                "++workload.dataset.record_length_bytes=8192",
+                "++workload.dataset.record_length_bytes_stdev=0",
+                "++workload.reader.batch_size=2",
+                "++workload.train.epochs=1",
+                "++workload.train.computation_time=0.001",
+            ])
+            .arg(format!("++workload.dataset.data_folder={}", data.display()))
+            .arg(format!("--config-dir={}", config_dir.display()));
+        check(cmd.output().unwrap());
+    }
+    let summary = json(&run.join("summary.json"));
+    assert_eq!(summary["num_accelerators"], 2);
+    let script = r#"
+import sys, yaml
+d = sys.argv[1] + "/dlio_config/"
+overrides = yaml.load(open(d + "overrides.yaml"), Loader=yaml.Loader)
+config = yaml.load(open(d + "config.yaml"), Loader=yaml.Loader)
+hydra = yaml.load(open(d + "hydra.yaml"), Loader=yaml.Loader)
+assert overrides[0] == "workload=unet3d_h100", overrides
+assert not any("hydra" in o for o in overrides), overrides
+assert any(o.startswith("++hydra.output_subdir") for o in hydra["hydra"]["overrides"]["hydra"])
+fs = config["workload"]["reader"]["file_shuffle"]
+assert fs == "seed" and isinstance(fs, str), repr(fs)
+assert config["workload"]["dataset"]["num_files_train"] == 8
+print("ok")
+"#;
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "ok",
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

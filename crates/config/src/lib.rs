@@ -47,6 +47,7 @@
 //!         "++workload.train.computation_time.max=0.35".into(),
 //!     ],
 //!     config_dir: None,
+//!     ..Default::default()
 //! })?;
 //! let config = &loaded.config;
 //! assert_eq!(config.dataset.num_files_train, 168);

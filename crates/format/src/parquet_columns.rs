@@ -38,6 +38,17 @@ use crate::{DataRng, FileKey, FileLayout, FormatError, FormatReader};
 /// Row groups a reader remembers as read (the neighbouring samples cost no I/O).
 const ROW_GROUP_CACHE: usize = 4;
 
+/// Files whose footer a reader remembers: the fork keeps every footer for the epoch, so a
+/// per-sample open (`read_type: on_demand`) reads the footer once, not once per sample.
+const FOOTER_CACHE: usize = 256;
+
+/// What a file's footer says, as a reader needs it.
+#[derive(Clone)]
+struct Footer {
+    group_starts: Vec<u64>,
+    ranges: Vec<Vec<(u64, u64)>>,
+}
+
 /// How one configured column is stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stored {
@@ -333,6 +344,7 @@ pub(crate) struct ColumnReader {
     buffer: Option<IoBuffer>,
     alignment: usize,
     sample: Vec<u8>,
+    footers: VecDeque<(PathBuf, Footer)>,
 }
 
 impl ColumnReader {
@@ -346,6 +358,7 @@ impl ColumnReader {
             buffer: None,
             alignment: 1,
             sample: Vec::new(),
+            footers: VecDeque::new(),
         }
     }
 }
@@ -359,11 +372,25 @@ impl FormatReader for ColumnReader {
         path: &Path,
     ) -> Result<(), FormatError> {
         let handle = Arc::new(Mutex::new(storage.open(path)?));
+        self.alignment = storage.capabilities().alignment;
+        if let Some((_, footer)) = self.footers.iter().find(|(p, _)| p == path) {
+            let footer = footer.clone();
+            self.open.insert(
+                key,
+                OpenFile {
+                    path: path.to_path_buf(),
+                    group_starts: footer.group_starts,
+                    ranges: footer.ranges,
+                    row_bytes: self.nominal_row_bytes,
+                    handle,
+                },
+            );
+            return Ok(());
+        }
         let len = handle
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .len();
-        self.alignment = storage.capabilities().alignment;
         let chunks = StorageChunks {
             len,
             handle: Arc::clone(&handle),
@@ -417,6 +444,16 @@ impl FormatReader for ColumnReader {
         }
         group_starts.push(rows);
         drop(reader);
+        if self.footers.len() >= FOOTER_CACHE {
+            self.footers.pop_front();
+        }
+        self.footers.push_back((
+            path.to_path_buf(),
+            Footer {
+                group_starts: group_starts.clone(),
+                ranges: ranges.clone(),
+            },
+        ));
         self.open.insert(
             key,
             OpenFile {

@@ -173,6 +173,6 @@ mod tests {
         // Junk is read, not refused: the fork does not look inside either.
         std::fs::write(&path, b"not an npz at all").unwrap();
         reader.open(&storage, 7, &path).unwrap();
-        assert_eq!(reader.read_sample(&storage, 7, 0).unwrap(), b"not");
+        assert_eq!(reader.read_sample(&storage, 7, 0).unwrap(), b"not ");
     }
 }

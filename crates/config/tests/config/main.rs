@@ -17,6 +17,15 @@ pub fn spec_workloads_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/dlio-workloads")
 }
 
+/// `dlio ... --strict workload=NAME ARGS...`.
+pub fn load_words_strict(words: &[&str]) -> Result<Loaded, ConfigError> {
+    load(&LoadArgs {
+        positional: words.iter().map(|w| w.to_string()).collect(),
+        strict: true,
+        ..Default::default()
+    })
+}
+
 /// `dlio ... workload=NAME ARGS...`.
 pub fn load_words(words: &[&str]) -> Result<Loaded, ConfigError> {
     load(&LoadArgs {
@@ -62,10 +71,17 @@ impl TempWorkload {
     }
 }
 
-/// Loads `yaml` (as file `name`) and returns the error message, which must exist.
+/// Loads `yaml` (as file `name`) with `--strict` and returns the error message, which must
+/// exist.
 pub fn error_of(name: &str, yaml: &str, overrides: &[&str]) -> String {
     let w = TempWorkload::new(name, yaml);
-    match w.load(overrides) {
+    let mut words = vec![format!("workload={}", w.path.display())];
+    words.extend(overrides.iter().map(|o| o.to_string()));
+    match load(&LoadArgs {
+        positional: words,
+        strict: true,
+        ..Default::default()
+    }) {
         Ok(loaded) => panic!("expected an error, got {:?}", loaded.config),
         Err(e) => e.to_string(),
     }

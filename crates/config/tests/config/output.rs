@@ -59,7 +59,8 @@ fn to_yaml_lists_every_section_in_dlio_order_with_every_key() {
             "checkpoint",
             "output",
             "profiling",
-            "metric"
+            "metric",
+            "semantics"
         ]
     );
     assert_contains(

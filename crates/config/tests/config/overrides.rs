@@ -270,7 +270,11 @@ fn the_workload_is_chosen_once() {
 
 #[test]
 fn an_unknown_key_in_an_override_names_the_override_and_suggests() {
-    let err = load_words(&["workload=default", "workload.reader.epochs=3"]).unwrap_err();
+    let loaded = load_words(&["workload=default", "workload.reader.epochs=3"]).unwrap();
+    assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
+    assert!(loaded.warnings[0].contains("did you mean `train.epochs`?"));
+    let err =
+        crate::load_words_strict(&["workload=default", "workload.reader.epochs=3"]).unwrap_err();
     match &err {
         ConfigError::UnknownKey {
             key, suggestion, ..
