@@ -925,7 +925,7 @@ fn write_hydra_files(out: &Path, loaded: &Loaded) -> Result<()> {
             dir.display()
         )
     })?;
-    let mut composed = serde_yaml_mapping();
+    let mut composed = dlio_config::yaml::Mapping::new();
     composed.insert(
         dlio_config::yaml::Value::String("workload".into()),
         loaded.composed.clone(),
@@ -962,10 +962,6 @@ fn write_hydra_files(out: &Path, loaded: &Loaded) -> Result<()> {
     );
     write_whole(&dir.join("hydra.yaml"), &hydra)?;
     Ok(())
-}
-
-fn serde_yaml_mapping() -> dlio_config::yaml::Mapping {
-    dlio_config::yaml::Mapping::new()
 }
 
 /// True for a Hydra setting (`hydra.run.dir=...`, `++hydra.output_subdir=...`,

@@ -67,6 +67,36 @@ pub(crate) fn codec(compression: ParquetCompression) -> Codec {
     }
 }
 
+/// The row group holding `row`, from the first row of each group (with the total row count
+/// last), or the error naming `path` when the file has fewer rows.
+pub(crate) fn row_group_of(
+    group_starts: &[u64],
+    path: &Path,
+    row: u64,
+) -> Result<usize, FormatError> {
+    let total = group_starts.last().copied().unwrap_or(0);
+    if row >= total {
+        return Err(FormatError::SampleOutOfRange {
+            path: path.to_path_buf(),
+            index: row,
+            samples: total,
+        });
+    }
+    Ok(group_starts.partition_point(|&start| start <= row) - 1)
+}
+
+/// The first row of each row group, with the total row count last.
+pub(crate) fn group_starts(metadata: &parquet::file::metadata::ParquetMetaData) -> Vec<u64> {
+    let mut starts = Vec::with_capacity(metadata.num_row_groups() + 1);
+    let mut rows = 0u64;
+    for group in metadata.row_groups() {
+        starts.push(rows);
+        rows += group.num_rows().max(0) as u64;
+    }
+    starts.push(rows);
+    starts
+}
+
 pub(crate) fn parquet_error(
     path: &Path,
     what: &str,
@@ -273,13 +303,7 @@ impl FormatReader for ParquetReader {
                 "generate the data set with dlio, or write a `data` binary column first",
             ));
         }
-        let mut group_starts = Vec::with_capacity(metadata.num_row_groups() + 1);
-        let mut rows = 0u64;
-        for group in metadata.row_groups() {
-            group_starts.push(rows);
-            rows += group.num_rows().max(0) as u64;
-        }
-        group_starts.push(rows);
+        let group_starts = group_starts(metadata);
         self.open.insert(
             key,
             OpenParquet {
@@ -302,15 +326,7 @@ impl FormatReader for ParquetReader {
             .get(&key)
             .ok_or(FormatError::FileNotOpen { key })?;
         let row = u64::from(index);
-        let total = file.group_starts.last().copied().unwrap_or(0);
-        if row >= total {
-            return Err(FormatError::SampleOutOfRange {
-                path: file.path.clone(),
-                index: row,
-                samples: total,
-            });
-        }
-        let group = file.group_starts.partition_point(|&start| start <= row) - 1;
+        let group = row_group_of(&file.group_starts, &file.path, row)?;
         let in_group = (row - file.group_starts[group]) as usize;
         let cached = self
             .cache

@@ -31,7 +31,7 @@ use parquet::file::serialized_reader::SerializedFileReader;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::Type;
 
-use crate::parquet::{StorageChunks, codec, parquet_error};
+use crate::parquet::{StorageChunks, codec, group_starts, parquet_error, row_group_of};
 use crate::ranged::{HandleWriter, read_range};
 use crate::{DataRng, FileKey, FileLayout, FormatError, FormatReader};
 
@@ -43,9 +43,12 @@ const ROW_GROUP_CACHE: usize = 4;
 const FOOTER_CACHE: usize = 256;
 
 /// What a file's footer says, as a reader needs it.
-#[derive(Clone)]
 struct Footer {
+    path: PathBuf,
+    /// First row of each row group, plus the total row count at the end.
     group_starts: Vec<u64>,
+    /// Per row group: the byte ranges (offset, length) of the selected columns' chunks, with
+    /// adjacent chunks merged into one request.
     ranges: Vec<Vec<(u64, u64)>>,
 }
 
@@ -323,15 +326,8 @@ fn write_column(
 }
 
 struct OpenFile {
-    path: PathBuf,
-    /// First row of each row group, plus the total row count at the end.
-    group_starts: Vec<u64>,
-    /// Per row group: the byte ranges (offset, length) of the selected columns' chunks, with
-    /// adjacent chunks merged into one request.
-    ranges: Vec<Vec<(u64, u64)>>,
-    /// The selected columns' bytes per row (what a sample hands the loop).
-    row_bytes: usize,
-    handle: Arc<Mutex<Box<dyn dlio_storage::ReadHandle>>>,
+    footer: Arc<Footer>,
+    handle: Box<dyn dlio_storage::ReadHandle>,
 }
 
 /// Reads the `read: true` columns of files written with a column schema.
@@ -339,12 +335,14 @@ pub(crate) struct ColumnReader {
     selected: Vec<String>,
     nominal_row_bytes: usize,
     open: rustc_hash::FxHashMap<FileKey, OpenFile>,
-    /// Row groups read lately, as (path, group).
-    recent: VecDeque<(PathBuf, usize)>,
+    /// Row groups read lately, as (file, group).
+    recent: VecDeque<(FileKey, usize)>,
     buffer: Option<IoBuffer>,
     alignment: usize,
     sample: Vec<u8>,
-    footers: VecDeque<(PathBuf, Footer)>,
+    /// Footers of files opened lately, with the order they came in (the oldest leaves first).
+    footers: rustc_hash::FxHashMap<FileKey, Arc<Footer>>,
+    footer_order: VecDeque<FileKey>,
 }
 
 impl ColumnReader {
@@ -358,42 +356,27 @@ impl ColumnReader {
             buffer: None,
             alignment: 1,
             sample: Vec::new(),
-            footers: VecDeque::new(),
+            footers: rustc_hash::FxHashMap::default(),
+            footer_order: VecDeque::new(),
         }
     }
 }
 
-impl FormatReader for ColumnReader {
-    /// Reads the footer and finds the selected columns' chunks in every row group.
-    fn open(
-        &mut self,
-        storage: &dyn Storage,
-        key: FileKey,
+impl ColumnReader {
+    /// Reads the footer through `handle` and finds the selected columns' chunks in every row
+    /// group; hands the handle back for the row-group reads.
+    fn read_footer(
+        &self,
+        handle: Box<dyn dlio_storage::ReadHandle>,
         path: &Path,
-    ) -> Result<(), FormatError> {
-        let handle = Arc::new(Mutex::new(storage.open(path)?));
-        self.alignment = storage.capabilities().alignment;
-        if let Some((_, footer)) = self.footers.iter().find(|(p, _)| p == path) {
-            let footer = footer.clone();
-            self.open.insert(
-                key,
-                OpenFile {
-                    path: path.to_path_buf(),
-                    group_starts: footer.group_starts,
-                    ranges: footer.ranges,
-                    row_bytes: self.nominal_row_bytes,
-                    handle,
-                },
-            );
-            return Ok(());
-        }
-        let len = handle
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .len();
+    ) -> Result<(Footer, Box<dyn dlio_storage::ReadHandle>), FormatError> {
+        let shared = Arc::new(Mutex::new(handle));
         let chunks = StorageChunks {
-            len,
-            handle: Arc::clone(&handle),
+            len: shared
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .len(),
+            handle: Arc::clone(&shared),
             alignment: self.alignment,
         };
         let reader = SerializedFileReader::new(chunks).map_err(|e| {
@@ -422,48 +405,72 @@ impl FormatReader for ColumnReader {
                 }
             }
         }
-        let mut group_starts = Vec::with_capacity(metadata.num_row_groups() + 1);
-        let mut ranges = Vec::with_capacity(metadata.num_row_groups());
-        let mut rows = 0u64;
-        for group in metadata.row_groups() {
-            group_starts.push(rows);
-            rows += group.num_rows().max(0) as u64;
-            let mut spans: Vec<(u64, u64)> = indices
-                .iter()
-                .map(|&i| group.column(i).byte_range())
-                .collect();
-            spans.sort_unstable();
-            let mut merged: Vec<(u64, u64)> = Vec::with_capacity(spans.len());
-            for (start, len) in spans {
-                match merged.last_mut() {
-                    Some((s, l)) if *s + *l == start => *l += len,
-                    _ => merged.push((start, len)),
+        let ranges = metadata
+            .row_groups()
+            .iter()
+            .map(|group| {
+                let mut spans: Vec<(u64, u64)> = indices
+                    .iter()
+                    .map(|&i| group.column(i).byte_range())
+                    .collect();
+                spans.sort_unstable();
+                let mut merged: Vec<(u64, u64)> = Vec::with_capacity(spans.len());
+                for (start, len) in spans {
+                    match merged.last_mut() {
+                        Some((s, l)) if *s + *l == start => *l += len,
+                        _ => merged.push((start, len)),
+                    }
                 }
-            }
-            ranges.push(merged);
-        }
-        group_starts.push(rows);
+                merged
+            })
+            .collect();
+        let footer = Footer {
+            path: path.to_path_buf(),
+            group_starts: group_starts(metadata),
+            ranges,
+        };
+        // The parquet reader held the only other reference to the handle.
         drop(reader);
-        if self.footers.len() >= FOOTER_CACHE {
-            self.footers.pop_front();
-        }
-        self.footers.push_back((
-            path.to_path_buf(),
-            Footer {
-                group_starts: group_starts.clone(),
-                ranges: ranges.clone(),
-            },
-        ));
-        self.open.insert(
-            key,
-            OpenFile {
-                path: path.to_path_buf(),
-                group_starts,
-                ranges,
-                row_bytes: self.nominal_row_bytes,
-                handle,
-            },
-        );
+        let handle = Arc::try_unwrap(shared)
+            .map_err(|_| {
+                FormatError::unsupported(
+                    format!("{}: the footer reader kept the file handle", path.display()),
+                    "report this as a dlio bug",
+                )
+            })?
+            .into_inner()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        Ok((footer, handle))
+    }
+}
+
+impl FormatReader for ColumnReader {
+    /// Opens the file; reads its footer only when it is not remembered from an earlier open.
+    fn open(
+        &mut self,
+        storage: &dyn Storage,
+        key: FileKey,
+        path: &Path,
+    ) -> Result<(), FormatError> {
+        let mut handle = storage.open(path)?;
+        self.alignment = storage.capabilities().alignment;
+        let footer = match self.footers.get(&key).filter(|f| f.path == path) {
+            Some(footer) => Arc::clone(footer),
+            None => {
+                let (footer, back) = self.read_footer(handle, path)?;
+                handle = back;
+                let footer = Arc::new(footer);
+                if self.footer_order.len() >= FOOTER_CACHE
+                    && let Some(oldest) = self.footer_order.pop_front()
+                {
+                    self.footers.remove(&oldest);
+                }
+                self.footer_order.push_back(key);
+                self.footers.insert(key, Arc::clone(&footer));
+                footer
+            }
+        };
+        self.open.insert(key, OpenFile { footer, handle });
         Ok(())
     }
 
@@ -475,41 +482,31 @@ impl FormatReader for ColumnReader {
     ) -> Result<&[u8], FormatError> {
         let file = self
             .open
-            .get(&key)
+            .get_mut(&key)
             .ok_or(FormatError::FileNotOpen { key })?;
-        let row = u64::from(index);
-        let total = file.group_starts.last().copied().unwrap_or(0);
-        if row >= total {
-            return Err(FormatError::SampleOutOfRange {
-                path: file.path.clone(),
-                index: row,
-                samples: total,
-            });
-        }
-        let group = file.group_starts.partition_point(|&start| start <= row) - 1;
-        let seen = self
-            .recent
-            .iter()
-            .any(|(p, g)| *g == group && *p == file.path);
-        if !seen {
-            let mut handle = file
-                .handle
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            for &(offset, len) in &file.ranges[group] {
+        let footer = &file.footer;
+        let group = row_group_of(&footer.group_starts, &footer.path, u64::from(index))?;
+        if !self.recent.contains(&(key, group)) {
+            for &(offset, len) in &footer.ranges[group] {
                 let len = usize::try_from(len).map_err(|_| {
-                    FormatError::corrupt(&file.path, offset, "a column chunk larger than memory")
+                    FormatError::corrupt(&footer.path, offset, "a column chunk larger than memory")
                 })?;
-                read_range(&mut **handle, &mut self.buffer, self.alignment, offset, len)?;
+                read_range(
+                    &mut *file.handle,
+                    &mut self.buffer,
+                    self.alignment,
+                    offset,
+                    len,
+                )?;
             }
             if self.recent.len() >= ROW_GROUP_CACHE {
                 self.recent.pop_front();
             }
-            self.recent.push_back((file.path.clone(), group));
+            self.recent.push_back((key, group));
         }
         // The loop gets the selected columns' share of a row, as the fork hands it a dummy
         // tensor: nothing was decoded.
-        let n = file.row_bytes;
+        let n = self.nominal_row_bytes;
         if self.sample.len() < n {
             self.sample.resize(n, 0);
         }
