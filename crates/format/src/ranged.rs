@@ -7,6 +7,38 @@ use dlio_storage::{IoBuffer, ReadHandle, Storage, StorageError, WriteHandle};
 
 use crate::FormatError;
 
+/// Reads every byte of `path` through `storage` into `slot`'s buffer (made, or remade for the
+/// engine's alignment, when needed; grow-only otherwise) and returns it.
+pub(crate) fn read_whole_file<'b>(
+    storage: &dyn Storage,
+    path: &Path,
+    slot: &'b mut Option<IoBuffer>,
+) -> Result<&'b mut IoBuffer, FormatError> {
+    let mut handle = storage.open(path)?;
+    let len = usize::try_from(handle.len()).map_err(|_| {
+        FormatError::unsupported(
+            format!(
+                "{} is too large to read into memory on this machine",
+                path.display()
+            ),
+            "use smaller files (dataset.num_samples_per_file or record_length_bytes)",
+        )
+    })?;
+    let alignment = storage.capabilities().alignment;
+    if slot.as_ref().is_none_or(|b| b.alignment() != alignment) {
+        *slot = Some(IoBuffer::new(alignment)?);
+    }
+    let Some(buffer) = slot.as_mut() else {
+        return Err(FormatError::unsupported(
+            "no read buffer",
+            "report this as a dlio bug",
+        )); // unreachable: the buffer was just set
+    };
+    buffer.resize(len)?;
+    handle.read_exact_at(buffer, 0)?;
+    Ok(buffer)
+}
+
 /// Reads `len` bytes at `offset` of `handle` into `buffer` and returns them.
 ///
 /// The request sent to the storage is widened to the engine's alignment (a no-op for buffered

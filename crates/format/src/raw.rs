@@ -13,6 +13,7 @@
 use std::path::Path;
 
 use dlio_storage::{IoBuffer, Storage};
+
 use rustc_hash::FxHashMap;
 
 use crate::{FileKey, FileLayout, Format, FormatError, FormatReader};
@@ -60,8 +61,8 @@ const SPARE_BUFFERS: usize = 4;
 
 struct UndecodedReader {
     samples: u64,
-    open: FxHashMap<FileKey, (std::path::PathBuf, IoBuffer)>,
-    spare: Vec<IoBuffer>,
+    open: FxHashMap<FileKey, (std::path::PathBuf, Option<IoBuffer>)>,
+    spare: Vec<Option<IoBuffer>>,
 }
 
 impl FormatReader for UndecodedReader {
@@ -71,29 +72,13 @@ impl FormatReader for UndecodedReader {
         key: FileKey,
         path: &Path,
     ) -> Result<(), FormatError> {
-        let mut handle = storage.open(path)?;
-        let len = usize::try_from(handle.len()).map_err(|_| {
-            FormatError::unsupported(
-                format!(
-                    "{} is too large to read into memory on this machine",
-                    path.display()
-                ),
-                "use smaller files (dataset.num_samples_per_file or record_length_bytes)",
-            )
-        })?;
-        let alignment = storage.capabilities().alignment;
-        let reused = self
+        let mut buffer = self
             .open
             .remove(&key)
             .map(|(_, b)| b)
             .or_else(|| self.spare.pop())
-            .filter(|b| b.alignment() == alignment);
-        let mut buffer = match reused {
-            Some(b) => b,
-            None => IoBuffer::new(alignment)?,
-        };
-        buffer.resize(len)?;
-        handle.read_exact_at(&mut buffer, 0)?;
+            .unwrap_or_default();
+        crate::ranged::read_whole_file(storage, path, &mut buffer)?;
         self.open.insert(key, (path.to_path_buf(), buffer));
         Ok(())
     }
@@ -116,6 +101,7 @@ impl FormatReader for UndecodedReader {
                 samples: self.samples,
             });
         }
+        let buffer: &[u8] = buffer.as_deref().unwrap_or_default();
         let len = buffer.len() as u64;
         let start = (len * index / self.samples) as usize;
         let end = (len * (index + 1) / self.samples) as usize;

@@ -85,24 +85,7 @@ impl OpenFile {
         self.path.as_mut_os_string().clear();
         self.path.push(path);
 
-        let mut handle = storage.open(path)?;
-        let len = usize::try_from(handle.len()).map_err(|_| {
-            FormatError::unsupported(
-                format!(
-                    "{} is too large to read into memory on this machine",
-                    path.display()
-                ),
-                "use smaller files (dataset.num_samples_per_file or record_length_bytes)",
-            )
-        })?;
-        let alignment = storage.capabilities().alignment;
-        let file = match &mut self.file {
-            Some(buffer) if buffer.alignment() == alignment => buffer,
-            slot => slot.insert(IoBuffer::new(alignment)?),
-        };
-        file.resize(len)?;
-        handle.read_exact_at(file, 0)?;
-        drop(handle);
+        let file = crate::ranged::read_whole_file(storage, path, &mut self.file)?;
 
         locator.locate(path, file, &mut self.inflated, &mut self.location)?;
         self.derive_geometry(path)
