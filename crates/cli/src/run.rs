@@ -738,6 +738,15 @@ fn no_effect_warnings(config: &Config) -> Vec<String> {
                 .into(),
         );
     }
+    if config.dataset.parquet.use_s3dlio_gen && config.workflow.generate_data {
+        out.push(
+            "dataset.parquet.use_s3dlio_gen picks s3dlio's parquet generator, which the fork \
+             uses only for object storage (it ignores the key on a file system); dlio writes \
+             every parquet file with its own writer, with the column types and row groups of \
+             dataset.parquet, so the setting has no effect"
+                .into(),
+        );
+    }
     if config.checkpoint.ksm.is_some() && config.workflow.checkpoint {
         out.push(
             "checkpoint.ksm has no effect in dlio: checkpoints are streamed from a generator, \

@@ -423,16 +423,6 @@ impl Config {
                 "remove dataset.parquet.partition_by",
             ));
         }
-        if p.use_s3dlio_gen {
-            return Err(invalid(
-                "dataset.parquet.use_s3dlio_gen",
-                "is True; dlio generates parquet with its own writer, and s3dlio's streaming \
-                 generator is not part of it."
-                    .into(),
-                "remove dataset.parquet.use_s3dlio_gen (dlio's writer streams the rows \
-                 anyway)",
-            ));
-        }
         let mut names = std::collections::HashSet::new();
         for (i, c) in p.columns.iter().enumerate() {
             let key = format!("dataset.parquet.columns[{i}]");

@@ -275,9 +275,24 @@ impl S3Storage {
         let mut endpoint = std::env::var("AWS_ENDPOINT_URL")
             .or_else(|_| std::env::var("AWS_ENDPOINT"))
             .unwrap_or_else(|_| "https://s3.amazonaws.com".to_owned());
+        // Addressing: path style (`endpoint/bucket/key`) when asked, and always for an
+        // endpoint that is an IP address or localhost, where a bucket cannot be a host name
+        // (MinIO, moto, a storage appliance by address: what the fork's clients do there).
+        // Otherwise virtual-hosted (`bucket.endpoint/key`), which for a custom endpoint means
+        // putting the bucket in front of its host.
+        let path_style = settings.force_path_style
+            || settings
+                .endpoint_url
+                .as_deref()
+                .is_some_and(endpoint_host_is_an_address);
         if let Some(url) = &settings.endpoint_url {
-            builder = builder.with_endpoint(url);
-            endpoint = url.clone();
+            let url = if path_style {
+                url.clone()
+            } else {
+                virtual_hosted(url, &bucket)?
+            };
+            builder = builder.with_endpoint(&url);
+            endpoint = url;
         }
         if let Some(region) = &settings.region {
             builder = builder.with_region(region);
@@ -318,7 +333,7 @@ impl S3Storage {
             retry_timeout: (connect_timeout + Duration::from_secs(2)) * attempts,
         };
         builder = builder
-            .with_virtual_hosted_style_request(!settings.force_path_style)
+            .with_virtual_hosted_style_request(!path_style)
             .with_retry(retry)
             .with_client_options(
                 ClientOptions::new()
@@ -403,6 +418,44 @@ impl S3Storage {
             invalid("not a valid S3 key (empty segments such as `a//b`, or `.`/`..` segments)")
         })
     }
+}
+
+/// Whether `endpoint`'s host is an IP address or `localhost`, where a virtual-hosted request
+/// (`bucket.host`) cannot resolve.
+fn endpoint_host_is_an_address(endpoint: &str) -> bool {
+    match url::Url::parse(endpoint) {
+        Ok(url) => match url.host() {
+            Some(url::Host::Ipv4(_) | url::Host::Ipv6(_)) => true,
+            Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+            None => false,
+        },
+        Err(_) => false,
+    }
+}
+
+/// `endpoint` with `bucket.` in front of its host: the virtual-hosted form of a custom
+/// endpoint (object_store takes such an endpoint as already naming the bucket).
+fn virtual_hosted(endpoint: &str, bucket: &str) -> Result<String, StorageError> {
+    let invalid = |reason: String| StorageError::InvalidS3Settings { reason };
+    let mut url = url::Url::parse(endpoint).map_err(|e| {
+        invalid(format!(
+            "storage.storage_options.endpoint_url `{endpoint}` is not a URL ({e}); write it as \
+             http://host:port or https://host"
+        ))
+    })?;
+    let host = url.host_str().unwrap_or_default().to_owned();
+    if host.starts_with(&format!("{bucket}.")) {
+        return Ok(endpoint.to_owned());
+    }
+    url.set_host(Some(&format!("{bucket}.{host}")))
+        .map_err(|e| {
+            invalid(format!(
+                "bucket `{bucket}` cannot be put in front of endpoint host `{host}` for \
+             virtual-hosted requests ({e}); set storage.storage_options.s3_force_path_style: \
+             true"
+            ))
+        })?;
+    Ok(url.as_str().trim_end_matches('/').to_owned())
 }
 
 fn scrub(mut message: String, secrets: &[String]) -> String {
@@ -822,6 +875,26 @@ mod tests {
         403 Forbidden: <?xml version=\"1.0\" encoding=\"utf-8\"?>\n<Error><Code>\
         SignatureDoesNotMatch</Code><Message>The request signature we calculated does not \
         match the signature you provided.</Message><BucketName>bkt</BucketName></Error>";
+
+    #[test]
+    fn an_address_endpoint_is_path_style_and_a_named_one_takes_the_bucket_in_front() {
+        assert!(endpoint_host_is_an_address("http://127.0.0.1:9000"));
+        assert!(endpoint_host_is_an_address("https://[::1]:9000"));
+        assert!(endpoint_host_is_an_address("http://localhost:5000"));
+        assert!(!endpoint_host_is_an_address(
+            "https://minio.lab.example:9000"
+        ));
+        assert_eq!(
+            virtual_hosted("https://s3.example.com:9000", "data").unwrap(),
+            "https://data.s3.example.com:9000"
+        );
+        assert_eq!(
+            virtual_hosted("https://data.s3.example.com", "data").unwrap(),
+            "https://data.s3.example.com"
+        );
+        let err = virtual_hosted("not a url", "data").unwrap_err().to_string();
+        assert!(err.contains("endpoint_url `not a url`"), "{err}");
+    }
 
     #[test]
     fn the_code_and_message_of_an_s3_error_body_are_found() {
