@@ -216,7 +216,11 @@ fn drive(
     } else {
         None
     };
-    let engine = dlio_storage::engine_for(&engine_settings(config))
+    let (settings, endpoint_note) = engine_settings(config, cluster.process() as usize);
+    if let Some(note) = endpoint_note {
+        log.output(&note);
+    }
+    let engine = dlio_storage::engine_for(&settings)
         .context("preparing the I/O engine (storage.io_engine / storage.storage_type)")?;
     if let Some(library) = config.storage_library() {
         log.output(&format!(
@@ -630,9 +634,58 @@ fn refuse_unbuilt(config: &Config) -> Result<()> {
     }
 }
 
+/// The S3 endpoint of MPI process `process`: from `endpoint_uris` (the fork's
+/// `S3_ENDPOINT_URIS`: two or more comma-separated URLs; process `p` uses entry `p mod N`, as
+/// the fork picks by MPI rank), else `configured`. Also returns what to log about the choice.
+fn endpoint_of_process(
+    configured: Option<String>,
+    endpoint_uris: &str,
+    process: usize,
+    secure: bool,
+) -> (Option<String>, Option<String>) {
+    let listed: Vec<String> = endpoint_uris
+        .split(',')
+        .map(|u| u.trim().to_string())
+        .filter(|u| !u.is_empty())
+        .collect();
+    let (endpoint, note) = match listed.len() {
+        0 => (configured, None),
+        1 => (
+            configured,
+            Some(
+                "S3_ENDPOINT_URIS holds one endpoint; like the fork, dlio needs two or more \
+                 to spread processes and ignores it (set storage_options.endpoint_url for one \
+                 endpoint)"
+                    .to_string(),
+            ),
+        ),
+        n => {
+            let chosen = listed[process % n].clone();
+            let note = format!(
+                "Multi-endpoint (S3_ENDPOINT_URIS): process {process} uses {chosen} (endpoint \
+                 {} of {n}); every rank of a process shares its endpoint",
+                process % n + 1
+            );
+            (Some(chosen), Some(note))
+        }
+    };
+    // The fork's minio client reads a scheme-less endpoint as https unless `secure: false`.
+    let endpoint = endpoint.map(|e| {
+        if e.contains("://") {
+            e
+        } else if secure {
+            format!("https://{e}")
+        } else {
+            format!("http://{e}")
+        }
+    });
+    (endpoint, note)
+}
+
 /// The engine settings of a run: `storage.io_engine`, `reader.odirect`,
-/// `reader.transfer_size`, `storage.io_depth`, and for S3 the bucket and its options.
-fn engine_settings(config: &Config) -> EngineSettings {
+/// `reader.transfer_size`, `storage.io_depth`, and for S3 the bucket and its options (the
+/// endpoint is the one of MPI process `process`), with what to log about the endpoint.
+fn engine_settings(config: &Config, process: usize) -> (EngineSettings, Option<String>) {
     let s3 = config.storage.storage_type == StorageType::S3;
     let engine = if s3 {
         EngineKind::S3
@@ -646,11 +699,24 @@ fn engine_settings(config: &Config) -> EngineSettings {
             IoEngine::IoUring => EngineKind::IoUring,
         }
     };
+    let mut endpoint_note = None;
     let s3 = s3.then(|| {
         let options = config.storage.storage_options.clone().unwrap_or_default();
         // What the workload leaves unset comes from the AWS_* environment, as the fork's
         // clients read it.
         let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let (endpoint, note) = endpoint_of_process(
+            options
+                .endpoint_url
+                .clone()
+                .filter(|e| !e.trim().is_empty())
+                .or_else(|| env("AWS_ENDPOINT_URL"))
+                .or_else(|| env("AWS_ENDPOINT_URL_S3")),
+            &std::env::var("S3_ENDPOINT_URIS").unwrap_or_default(),
+            process,
+            options.secure,
+        );
+        endpoint_note = note;
         let region_given = config
             .storage
             .storage_options
@@ -663,11 +729,7 @@ fn engine_settings(config: &Config) -> EngineSettings {
                 .trim_start_matches("s3://")
                 .trim_matches('/')
                 .to_string(),
-            endpoint_url: options
-                .endpoint_url
-                .clone()
-                .or_else(|| env("AWS_ENDPOINT_URL"))
-                .or_else(|| env("AWS_ENDPOINT_URL_S3")),
+            endpoint_url: endpoint,
             region: Some(if region_given {
                 options.region.clone()
             } else {
@@ -688,13 +750,14 @@ fn engine_settings(config: &Config) -> EngineSettings {
             ..S3Settings::default()
         }
     });
-    EngineSettings {
+    let settings = EngineSettings {
         engine,
         odirect: config.reader.odirect,
         transfer_size: config.reader.transfer_size,
         io_depth: config.storage.io_depth,
         s3,
-    }
+    };
+    (settings, endpoint_note)
 }
 
 /// Settings of Python's machinery that have nothing to act on here: said once, never silently
@@ -1052,4 +1115,35 @@ fn rand_seed() -> u64 {
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
     t ^ (u64::from(std::process::id()) << 32)
+}
+
+#[cfg(test)]
+mod endpoint_tests {
+    use super::endpoint_of_process;
+
+    #[test]
+    fn processes_take_the_listed_endpoints_round_robin() {
+        let list = "http://10.0.0.1:9000, http://10.0.0.2:9000,http://10.0.0.3:9000";
+        let pick = |p| endpoint_of_process(Some("http://one".into()), list, p, true).0;
+        assert_eq!(pick(0).as_deref(), Some("http://10.0.0.1:9000"));
+        assert_eq!(pick(2).as_deref(), Some("http://10.0.0.3:9000"));
+        assert_eq!(pick(4).as_deref(), Some("http://10.0.0.2:9000"));
+        // One entry is not a list (the fork ignores it too); none leaves the configured one.
+        let (one, note) = endpoint_of_process(Some("http://one".into()), "http://x", 1, true);
+        assert_eq!(one.as_deref(), Some("http://one"));
+        assert!(note.unwrap().contains("two or more"));
+        assert_eq!(
+            endpoint_of_process(Some("http://one".into()), "", 3, true)
+                .0
+                .as_deref(),
+            Some("http://one")
+        );
+    }
+
+    #[test]
+    fn an_endpoint_without_a_scheme_follows_secure() {
+        let with = |secure| endpoint_of_process(Some("minio:9000".into()), "", 0, secure).0;
+        assert_eq!(with(true).as_deref(), Some("https://minio:9000"));
+        assert_eq!(with(false).as_deref(), Some("http://minio:9000"));
+    }
 }

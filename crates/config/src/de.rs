@@ -231,8 +231,8 @@ impl<'de> Deserializer<'de> for NodeDe<'_> {
         if let Value::String(s) = self.node {
             let word = s.to_ascii_lowercase();
             let parsed = match word.as_str() {
-                "true" | "yes" | "on" => Some(true),
-                "false" | "no" | "off" => Some(false),
+                "true" | "yes" | "on" | "1" => Some(true),
+                "false" | "no" | "off" | "0" => Some(false),
                 _ => None,
             };
             if let Some(b) = parsed {

@@ -522,7 +522,144 @@ fn resolve(
     }
     trim_trailing_slashes(&mut config.dataset.data_folder);
     trim_trailing_slashes(&mut config.checkpoint.checkpoint_folder);
+    apply_uri_scheme(&mut config, &ctx, &mut warnings)?;
+    apply_column_selection(&mut config, &ctx)?;
     Ok((config, warnings))
+}
+
+/// `storage.storage_options.columns`, the fork's parquet column selection (a list of names;
+/// null reads every column), becomes the `read` flags of `dataset.parquet.columns`, so that
+/// the reader has one selection to follow. A name that is not a column is an error.
+fn apply_column_selection(config: &mut Config, ctx: &Context<'_>) -> Result<(), ConfigError> {
+    let Some(names) = config
+        .storage
+        .storage_options
+        .as_ref()
+        .and_then(|o| o.columns.clone())
+    else {
+        return Ok(());
+    };
+    let path = ["storage", "storage_options", "columns"].map(String::from);
+    let columns = &mut config.dataset.parquet.columns;
+    let known: Vec<&str> = if columns.is_empty() {
+        vec!["data"]
+    } else {
+        columns.iter().map(|c| c.name.as_str()).collect()
+    };
+    if let Some(missing) = names.iter().find(|n| !known.contains(&n.as_str())) {
+        return Err(ConfigError::Invalid {
+            key: "storage.storage_options.columns".into(),
+            message: format!(
+                "{}: names column `{missing}`, which the parquet files do not have (their \
+                 columns: {}).",
+                ctx.origin(&path),
+                known.join(", ")
+            ),
+            fix: "list only names of dataset.parquet.columns, or remove the key to read the \
+                  columns marked read: true"
+                .into(),
+        });
+    }
+    if names.is_empty() {
+        return Err(ConfigError::Invalid {
+            key: "storage.storage_options.columns".into(),
+            message: format!(
+                "{}: is an empty list; nothing would be read.",
+                ctx.origin(&path)
+            ),
+            fix: "list the columns to read, or set it to null to read them all".into(),
+        });
+    }
+    for column in columns.iter_mut() {
+        column.read = names.contains(&column.name);
+    }
+    Ok(())
+}
+
+/// `storage.storage_options.uri_scheme`: the fork's object layer also serves local paths
+/// (`file://`, and `direct://` with O_DIRECT) through s3dlio. dlio reads those with its local
+/// engines, so the storage type becomes `local_fs` or `direct_fs`, with `storage_root` as the
+/// directory. `s3` is the default; Azure Blob (`az`) and GCS (`gs`) are not S3 API services
+/// and are refused.
+fn apply_uri_scheme(
+    config: &mut Config,
+    ctx: &Context<'_>,
+    warnings: &mut Vec<String>,
+) -> Result<(), ConfigError> {
+    use crate::schema::StorageType;
+    let Some(options) = config.storage.storage_options.as_mut() else {
+        return Ok(());
+    };
+    let Some(raw) = options.uri_scheme.clone() else {
+        return Ok(());
+    };
+    let scheme = raw.trim().trim_end_matches([':', '/']).to_ascii_lowercase();
+    let path = ["storage", "storage_options", "uri_scheme"].map(String::from);
+    let invalid = |message: String, fix: &str| ConfigError::Invalid {
+        key: "storage.storage_options.uri_scheme".into(),
+        message: format!("{}: {message}", ctx.origin(&path)),
+        fix: fix.into(),
+    };
+    let object = config.storage.storage_type == StorageType::S3;
+    let local = match scheme.as_str() {
+        "s3" if object => return Ok(()),
+        "s3" => {
+            return Err(invalid(
+                format!(
+                    "is `{raw}` but storage.storage_type is {}; the s3 scheme needs an object \
+                     store.",
+                    config.storage.storage_type.as_str()
+                ),
+                "set ++workload.storage.storage_type=s3, or remove the uri_scheme",
+            ));
+        }
+        "file" => StorageType::LocalFs,
+        "direct" => StorageType::DirectFs,
+        "az" | "gs" => {
+            return Err(invalid(
+                format!(
+                    "is `{raw}`: {} is not an S3 API service, and dlio's object engine speaks \
+                     only the S3 API.",
+                    if scheme == "az" {
+                        "Azure Blob Storage"
+                    } else {
+                        "Google Cloud Storage"
+                    }
+                ),
+                "reach the bucket through an S3-compatible gateway (GCS: its XML API \
+                 endpoint https://storage.googleapis.com with HMAC keys) with uri_scheme s3",
+            ));
+        }
+        _ => {
+            return Err(invalid(
+                format!("is `{raw}`, which is none of s3, file, direct."),
+                "set it to s3 (object storage), file (local files) or direct (local files \
+                 with O_DIRECT)",
+            ));
+        }
+    };
+    let root = config.storage.storage_root.trim();
+    let root = root
+        .strip_prefix("file://")
+        .or_else(|| root.strip_prefix("direct://"))
+        .unwrap_or(root)
+        .to_string();
+    if config.storage.storage_type != local {
+        warnings.push(format!(
+            "{}: uri_scheme `{raw}` names local files under storage_root `{root}`; they are \
+             read with dlio's {} engine (storage_type {})",
+            ctx.origin(&path),
+            if local == StorageType::DirectFs {
+                "O_DIRECT"
+            } else {
+                "local"
+            },
+            local.as_str()
+        ));
+    }
+    config.storage.storage_type = local;
+    config.storage.storage_root = root;
+    Ok(())
 }
 
 /// yaml_serde appends " at line L column C" to its messages; the error shows them apart.
@@ -787,9 +924,10 @@ fn drop_unknown_keys(
         if strict {
             return Err(unknown_key(origin, &dotted, &[]));
         }
-        let hint = match suggest(&dotted) {
-            Some(s) => format!("did you mean `{s}`?"),
-            None => {
+        let hint = match (fork_ignores(&dotted), suggest(&dotted)) {
+            (Some(note), _) => note.to_string(),
+            (None, Some(s)) => format!("did you mean `{s}`?"),
+            (None, None) => {
                 let parent = dotted.rsplit_once('.').map(|(p, _)| p).unwrap_or("");
                 format!(
                     "the keys known {} are: {}",
@@ -809,6 +947,27 @@ fn drop_unknown_keys(
         remove_at(root, &path, index);
     }
     Ok(())
+}
+
+/// What to say of an unknown key that MLPerf Storage's example files set but its DLIO fork
+/// never reads either, so that the warning points at what does work.
+fn fork_ignores(dotted: &str) -> Option<&'static str> {
+    let last = dotted.rsplit('.').next().unwrap_or(dotted);
+    match last {
+        "endpoint_uris" | "load_balance_strategy" | "use_mpi_endpoint_distribution" => Some(
+            "the MLPerf fork never reads it either; to spread ranks over endpoints, set the \
+             environment variable S3_ENDPOINT_URIS=url1,url2,... (rank i uses entry i mod N)",
+        ),
+        "storage_type" | "storage_root" | "storage_library" | "storage_options" | "protocol"
+            if dotted.starts_with("reader.") || dotted == "storage.protocol" =>
+        {
+            Some(
+                "the MLPerf fork never reads it either; storage is described by \
+                 storage.storage_type, storage_root, storage_library and storage_options",
+            )
+        }
+        _ => None,
+    }
 }
 
 /// Collects the paths of unknown keys (with the list index for keys inside list entries, such

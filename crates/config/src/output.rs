@@ -33,6 +33,15 @@ impl Config {
         let root = self.to_tree().map_err(|_| bad())?;
         let mut node = &root;
         for seg in &path {
+            // An unset section (`storage.storage_options: null`) has every key of its
+            // schema unset too: a known key under it is null, not unknown.
+            if node.is_null() {
+                return if crate::suggest::is_known(&tree::join(&path)) {
+                    Ok(render(node))
+                } else {
+                    Err(bad())
+                };
+            }
             node = node
                 .as_mapping()
                 .and_then(|m| m.get(seg.as_str()))

@@ -325,6 +325,24 @@ pub struct StorageOptions {
     /// The object-store client library, as `storage.storage_library` (the fork reads it
     /// here). Default none.
     pub storage_library: Option<String>,
+    /// An `endpoint_url` written without a scheme is `https://` when true, `http://` when
+    /// false (the fork's minio client). Default true.
+    pub secure: bool,
+    /// The fork's URI scheme: `s3` (S3 API), `file` (local files under `storage_root`) or
+    /// `direct` (the same with O_DIRECT); `az` and `gs` are refused. Read at load time, which
+    /// turns `file`/`direct` into `storage_type: local_fs`/`direct_fs`. Default none (`s3`).
+    pub uri_scheme: Option<String>,
+    /// Whole-object reads each reader thread keeps in flight on object storage. Default none:
+    /// the fork's default for the client (`s3dlio`: 64, a sliding window; `minio`,
+    /// `s3torchconnector`: chunks of 256).
+    pub prefetch_window: Option<u32>,
+    /// Reader thread `i` waits `i` × the mean computation time before its first read (the
+    /// fork's chunked readers: minio, s3torchconnector and local streaming). Default none:
+    /// on for those, off for s3dlio.
+    pub stagger_workers: Option<bool>,
+    /// Parquet columns to read, by name (the fork's selection). Default none: the columns of
+    /// `dataset.parquet.columns` marked `read: true`.
+    pub columns: Option<Vec<String>>,
 }
 
 impl Default for StorageOptions {
@@ -337,6 +355,11 @@ impl Default for StorageOptions {
             s3_force_path_style: false,
             s3_max_attempts: 5,
             storage_library: None,
+            secure: true,
+            uri_scheme: None,
+            prefetch_window: None,
+            stagger_workers: None,
+            columns: None,
         }
     }
 }

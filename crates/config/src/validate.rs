@@ -22,8 +22,8 @@ impl Config {
     /// that says how to fix it.
     pub fn validate(&self, world: u32) -> Result<Vec<String>, ConfigError> {
         let mut warnings = Vec::new();
-        self.validate_plugins()?;
-        self.validate_loader()?;
+        self.validate_plugins(&mut warnings)?;
+        self.validate_loader(&mut warnings)?;
         self.validate_counts()?;
         self.validate_dataset(&mut warnings)?;
         self.validate_model(world)?;
@@ -93,7 +93,7 @@ impl Config {
         }
     }
 
-    fn validate_plugins(&self) -> Result<(), ConfigError> {
+    fn validate_plugins(&self, warnings: &mut Vec<String>) -> Result<(), ConfigError> {
         let reader = &self.reader;
         if reader.data_loader_classname.is_some() && reader.data_loader_sampler.is_none() {
             return Err(invalid(
@@ -102,10 +102,33 @@ impl Config {
                 "set ++workload.reader.data_loader_sampler=iterative or =index",
             ));
         }
+        // A framework's own loader class is not a DLIO plugin (not a BaseDataLoader): DLIO
+        // finds no plugin in it and runs its built-in loader, which is what happens here.
+        let stock = reader.data_loader_classname.as_deref().filter(|class| {
+            matches!(
+                *class,
+                "torch.utils.data.DataLoader"
+                    | "torch.utils.data.dataloader.DataLoader"
+                    | "tf.data.Dataset"
+                    | "tensorflow.data.Dataset"
+            )
+        });
+        if let Some(class) = stock {
+            warnings.push(format!(
+                "reader.data_loader_classname `{class}` is the framework's own loader, not a \
+                 DLIO data loader plugin; as DLIO does, the built-in {} loader of \
+                 reader.data_loader is used",
+                format!("{:?}", self.reader.data_loader).to_ascii_lowercase()
+            ));
+        }
         let plugins = [
             (
                 "reader.data_loader_classname",
-                &reader.data_loader_classname,
+                if stock.is_some() {
+                    &None
+                } else {
+                    &reader.data_loader_classname
+                },
                 "use a built-in loader: reader.data_loader = pytorch, tensorflow, dali, \
                  native_dali or synthetic",
             ),
@@ -136,7 +159,7 @@ impl Config {
         Ok(())
     }
 
-    fn validate_loader(&self) -> Result<(), ConfigError> {
+    fn validate_loader(&self, warnings: &mut Vec<String>) -> Result<(), ConfigError> {
         // The data loader only runs in the training loop (evaluation runs inside it); a
         // generate-only or checkpoint-only workload never builds one, as in DLIO.
         if !self.workflow.train {
@@ -150,11 +173,25 @@ impl Config {
             (Framework::Tensorflow, DataLoaderKind::Pytorch)
                 | (Framework::Pytorch, DataLoaderKind::Tensorflow)
         );
+        let framework = match self.framework {
+            Framework::Tensorflow => "tensorflow",
+            Framework::Pytorch => "pytorch",
+        };
+        // MLPerf Storage's fork dropped the check (its example files set data_loader: pytorch
+        // without a framework, which defaults to tensorflow); upstream DLIO 2.0 refuses.
+        if mismatch && self.semantics == crate::vocab::Semantics::Mlperf {
+            warnings.push(format!(
+                "reader.data_loader {} with framework {framework}: upstream DLIO refuses the \
+                 pair, MLPerf Storage's fork runs it; the {0} loader is used",
+                if loader == DataLoaderKind::Pytorch {
+                    "pytorch"
+                } else {
+                    "tensorflow"
+                }
+            ));
+            return Ok(());
+        }
         if mismatch {
-            let framework = match self.framework {
-                Framework::Tensorflow => "tensorflow",
-                Framework::Pytorch => "pytorch",
-            };
             return Err(invalid(
                 "reader.data_loader",
                 format!(
@@ -402,6 +439,42 @@ impl Config {
             .as_ref()
             .and_then(|o| o.storage_library.as_deref())
             .or(self.storage.storage_library.as_deref())
+    }
+
+    /// Whole-object reads a reader thread keeps in flight on object storage, as the fork's
+    /// client does: s3dlio (and no library) a sliding window of
+    /// `storage_options.prefetch_window` (64), minio up to 16 at a time (its thread pool) out
+    /// of chunks of `prefetch_window` (256), s3torchconnector one at a time. 0 off object
+    /// storage (local files are read in the foreground, as the fork's map-style readers do).
+    pub fn object_read_window(&self) -> u32 {
+        if self.storage.storage_type != StorageType::S3 {
+            return 0;
+        }
+        let window = self
+            .storage
+            .storage_options
+            .as_ref()
+            .and_then(|o| o.prefetch_window);
+        match self.storage_library() {
+            Some("minio") => window.unwrap_or(256).clamp(1, 16),
+            Some("s3torchconnector") => 1,
+            _ => window.unwrap_or(64).max(1),
+        }
+    }
+
+    /// Whether reader threads stagger their first reads (`storage_options.stagger_workers`):
+    /// by default on object storage through minio or s3torchconnector (the fork's chunked
+    /// readers), off otherwise (its s3dlio reader does not stagger).
+    pub fn stagger_workers(&self) -> bool {
+        let set = self
+            .storage
+            .storage_options
+            .as_ref()
+            .and_then(|o| o.stagger_workers);
+        set.unwrap_or_else(|| {
+            self.storage.storage_type == StorageType::S3
+                && matches!(self.storage_library(), Some("minio" | "s3torchconnector"))
+        })
     }
 
     fn validate_parquet(&self) -> Result<(), ConfigError> {

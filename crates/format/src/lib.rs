@@ -139,6 +139,13 @@ pub trait Format: Send + Sync + std::fmt::Debug {
     /// files describe themselves (npz, npy) ignore it; `synthetic`, which reads nothing, hands
     /// out samples of its size.
     fn reader(&self, layout: &FileLayout) -> Box<dyn FormatReader>;
+
+    /// Whether its reader reads every byte of a file and decodes none of them (MLPerf
+    /// Storage's readers), so that a loader may read the files itself with background
+    /// whole-file reads and count their bytes. Default false.
+    fn reads_whole_files_undecoded(&self) -> bool {
+        false
+    }
 }
 
 /// The formats built into this version, as `format_for` accepts them.

@@ -47,6 +47,10 @@ impl Format for Undecoded {
         self.inner.expected_size(layout)
     }
 
+    fn reads_whole_files_undecoded(&self) -> bool {
+        true
+    }
+
     fn reader(&self, layout: &FileLayout) -> Box<dyn FormatReader> {
         Box::new(UndecodedReader {
             samples: u64::from(layout.samples.max(1)),

@@ -31,6 +31,7 @@ mod error;
 mod reader;
 mod sleep;
 mod stream;
+mod window;
 
 pub use error::LoaderError;
 pub use sleep::TimeSampler;
@@ -77,6 +78,14 @@ pub struct LoaderSpec {
     /// collate or parse step copies the transformed sample into the batch tensor. `None`: the
     /// batch refers to the samples as read.
     pub sample_out_bytes: Option<usize>,
+    /// Whole-object reads each reader thread keeps in flight when the format decodes nothing
+    /// and the storage reads in the background (object storage): the fork's
+    /// `prefetch_window` and in-flight limit. 0 reads in the foreground, one sample at a
+    /// time per thread.
+    pub object_window: u32,
+    /// Reader thread `i` waits `i` times this before its first read of each epoch (the
+    /// fork's `stagger_workers`: the mean computation time). Zero: no stagger.
+    pub stagger: std::time::Duration,
 }
 
 /// One batch as the trainer sees it.
@@ -140,7 +149,7 @@ impl Loader {
         for w in 0..spec.read_threads {
             let (tx, rx) = mpsc::sync_channel::<EpochWork>(1);
             let seed = spec.seed ^ (u64::from(w + 1) << 40);
-            let mut reader = SampleReader::new(&spec, &*format, preprocess.clone(), seed);
+            let mut reader = SampleReader::new(&spec, &*format, preprocess.clone(), seed, w);
             let storage = Arc::clone(&storage);
             let cancel = Arc::clone(&cancel);
             let handle = std::thread::Builder::new()
@@ -154,7 +163,7 @@ impl Loader {
             workers.push((tx, handle));
         }
         let inline = (spec.read_threads == 0)
-            .then(|| SampleReader::new(&spec, &*format, preprocess.clone(), spec.seed));
+            .then(|| SampleReader::new(&spec, &*format, preprocess.clone(), spec.seed, 0));
         Ok(Loader {
             spec,
             storage,

@@ -20,7 +20,7 @@ use crate::{
 /// A format reader plus the open/close policy of the configured loader.
 pub(crate) struct SampleReader {
     reader: Box<dyn FormatReader>,
-    policy: OpenPolicy,
+    pub(crate) policy: OpenPolicy,
     /// Files open under `read_type: memory`, closed at the end of the epoch.
     open: FxHashSet<FileKey>,
     /// The file the iterative sampler has open.
@@ -28,19 +28,29 @@ pub(crate) struct SampleReader {
     preprocess: TimeSampler,
     rng: Xoshiro256PlusPlus,
     /// Reader threads of the loader: this thread owns every `threads`-th batch.
-    threads: u64,
+    pub(crate) threads: u64,
     /// Records `data.item` / `data.preprocess` spans.
-    tracer: Tracer,
+    pub(crate) tracer: Tracer,
     /// `data.item` with its `epoch` and `image_idx` keys, looked up once.
-    item_span: PreparedSpan<2>,
+    pub(crate) item_span: PreparedSpan<2>,
     /// Size of each sample handed to the loop, when resized (see `LoaderSpec`).
-    sample_out_bytes: Option<usize>,
+    pub(crate) sample_out_bytes: Option<usize>,
     /// The batch the resized samples are copied into; allocated once, reused.
-    batch: Vec<u8>,
+    pub(crate) batch: Vec<u8>,
+    /// Background whole-object reads kept in flight (`LoaderSpec::object_window`); 0 when
+    /// the format decodes, or the loader reads in the foreground.
+    pub(crate) window: usize,
+    /// Samples per file of the data set.
+    pub(crate) samples_per_file: u32,
+    /// How long this thread waits before its first read of an epoch (`LoaderSpec::stagger`
+    /// times its index).
+    stagger: std::time::Duration,
+    /// The storage turned out to have no background reads: read in the foreground.
+    window_unsupported: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum OpenPolicy {
+pub(crate) enum OpenPolicy {
     /// Open, read, close for every sample.
     PerSample,
     /// Keep every opened file until the epoch ends.
@@ -55,6 +65,7 @@ impl SampleReader {
         format: &dyn Format,
         preprocess: TimeSampler,
         seed: u64,
+        worker: u32,
     ) -> SampleReader {
         let policy = match (spec.sampler, spec.read_type) {
             // File shards never reach the reader threads (the stream pipeline reads them); a
@@ -75,6 +86,14 @@ impl SampleReader {
             item_span: PreparedSpan::new(ai::DATA_ITEM, ["epoch", "image_idx"]),
             sample_out_bytes: spec.sample_out_bytes,
             batch: Vec::new(),
+            window: if format.reads_whole_files_undecoded() {
+                spec.object_window as usize
+            } else {
+                0
+            },
+            samples_per_file: spec.layout.samples,
+            stagger: spec.stagger * worker,
+            window_unsupported: false,
         }
     }
 
@@ -97,6 +116,30 @@ impl SampleReader {
         let mut samples = 0;
         let threads = self.threads;
         let mut step = u64::from(worker);
+        self.stagger_start(cancel);
+        if self.window > 0 && !self.window_unsupported {
+            let mut send = |result: Result<LoadedBatch, LoaderError>| {
+                if let Ok(b) = &result {
+                    samples += b.samples;
+                }
+                out.send(result).is_ok()
+            };
+            let windowed = self.run_epoch_windowed(
+                storage,
+                &plan,
+                &files,
+                u64::from(worker),
+                &mut send,
+                cancel,
+                &mut hist,
+            );
+            if windowed {
+                // Nothing is left for the foreground loop.
+                step = plan.steps();
+            } else {
+                self.window_unsupported = true;
+            }
+        }
         while step < plan.steps() {
             if cancel.load(Ordering::Relaxed) {
                 break;
@@ -201,7 +244,20 @@ impl SampleReader {
         })
     }
 
-    fn preprocess_sleep(&mut self, epoch: u32, global: u64) {
+    /// The fork's `stagger_workers`: thread `i` waits `i` times the mean computation time
+    /// before its first read of the epoch, so the threads' reads do not all start at once.
+    fn stagger_start(&self, cancel: &AtomicBool) {
+        let deadline = Instant::now() + self.stagger;
+        while !cancel.load(Ordering::Relaxed) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            std::thread::sleep(left.min(std::time::Duration::from_millis(50)));
+        }
+    }
+
+    pub(crate) fn preprocess_sleep(&mut self, epoch: u32, global: u64) {
         if let Some(d) = self.preprocess.draw(&mut self.rng) {
             let _span = self
                 .tracer

@@ -43,6 +43,8 @@ fn spec(sampler: Sampler, read_type: ReadType, threads: u32) -> LoaderSpec {
         layout: layout(),
         tracer: dlio_trace::Tracer::disabled(),
         sample_out_bytes: None,
+        object_window: 0,
+        stagger: std::time::Duration::ZERO,
     }
 }
 

@@ -71,6 +71,8 @@ fn resizing_loader(
         layout: layout(),
         tracer: dlio_trace::Tracer::disabled(),
         sample_out_bytes,
+        object_window: 0,
+        stagger: std::time::Duration::ZERO,
     };
     let format = Arc::from(dlio_format::format_for(FormatKind::Tfrecord).unwrap());
     let mut loader = Loader::new(spec, storage, format, Arc::new(AtomicBool::new(false))).unwrap();

@@ -223,6 +223,10 @@ impl<S: Storage + ?Sized> Storage for Arc<S> {
         (**self).open(path)
     }
 
+    fn start_whole_read(&self, path: &Path) -> Option<Box<dyn crate::PendingRead>> {
+        (**self).start_whole_read(path)
+    }
+
     fn create(&self, path: &Path) -> Result<Box<dyn WriteHandle>, StorageError> {
         (**self).create(path)
     }

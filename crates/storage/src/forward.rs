@@ -103,6 +103,14 @@ macro_rules! forward_storage {
             $crate::ForwardStorage::forward_to(self).partial_path(path)
         }
     };
+    (@one start_whole_read) => {
+        fn start_whole_read(
+            &self,
+            path: &::std::path::Path,
+        ) -> Option<Box<dyn $crate::PendingRead>> {
+            $crate::ForwardStorage::forward_to(self).start_whole_read(path)
+        }
+    };
     (@one drop_cache) => {
         fn drop_cache(
             &self,

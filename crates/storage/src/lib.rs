@@ -114,6 +114,7 @@ pub use path_table::PathTable;
 pub use posix::PosixStorage;
 pub use s3::{S3_PART_BYTES, S3Settings, S3Storage};
 pub use split::SplitReads;
+
 pub use uring::UringStorage;
 
 use std::path::{Path, PathBuf};
@@ -268,6 +269,34 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn drop_cache(&self, path: &Path) -> Result<(), StorageError> {
         drop_file_cache(path)
     }
+
+    /// Starts reading every byte of `path` in the background, for readers that keep only the
+    /// byte count (MLPerf Storage's readers, which decode nothing): the bytes are counted and
+    /// dropped as they arrive, so many reads can be in flight without holding their bytes.
+    /// `None` (the default) when the engine has no background reads; the caller then reads
+    /// in the foreground with [`Storage::open`].
+    fn start_whole_read(&self, path: &Path) -> Option<Box<dyn PendingRead>> {
+        let _ = path;
+        None
+    }
+}
+
+/// What a background whole-file read moved ([`PendingRead::wait`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WholeRead {
+    /// Bytes read: the whole object.
+    pub bytes: u64,
+    /// From the moment the read was started to the moment its last byte arrived.
+    pub took: std::time::Duration,
+}
+
+/// A whole-file read started by [`Storage::start_whole_read`]. Dropping it abandons the read.
+pub trait PendingRead: Send {
+    /// The path it reads.
+    fn path(&self) -> &Path;
+
+    /// Waits until the last byte has arrived.
+    fn wait(self: Box<Self>) -> Result<WholeRead, StorageError>;
 }
 
 /// An open file, read by offset.

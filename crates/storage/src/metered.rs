@@ -11,8 +11,8 @@ use std::time::Instant;
 
 use crate::histogram::{LatencyBuckets, LatencySnapshot};
 use crate::{
-    Consume, DirEntry, Extent, ForwardStorage, ReadHandle, ReadRequest, Storage, StorageError,
-    WriteHandle,
+    Consume, DirEntry, Extent, ForwardStorage, PendingRead, ReadHandle, ReadRequest, Storage,
+    StorageError, WholeRead, WriteHandle,
 };
 
 /// Live operation counters, shared by every handle of one [`Metered`] storage. Relaxed
@@ -244,6 +244,17 @@ impl<S: Storage> Storage for Metered<S> {
         Ok(entries)
     }
 
+    /// Counts one open and, when it completes, one read request with its bytes and latency
+    /// (unless the inner storage counts its reads itself).
+    fn start_whole_read(&self, path: &Path) -> Option<Box<dyn PendingRead>> {
+        let inner = self.inner.start_whole_read(path)?;
+        Some(Box::new(MeteredPending {
+            inner,
+            counters: (!self.reads_inside).then(|| Arc::clone(&self.counters)),
+            opens: Arc::clone(&self.counters),
+        }))
+    }
+
     crate::forward_storage!(
         engine,
         capabilities,
@@ -254,6 +265,29 @@ impl<S: Storage> Storage for Metered<S> {
         partial_path,
         drop_cache
     );
+}
+
+struct MeteredPending {
+    inner: Box<dyn PendingRead>,
+    /// Where the read is counted; `None` when the inner storage counts it.
+    counters: Option<Arc<IoCounters>>,
+    /// Where the open is counted, once the object turned out to exist.
+    opens: Arc<IoCounters>,
+}
+
+impl PendingRead for MeteredPending {
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+
+    fn wait(self: Box<Self>) -> Result<WholeRead, StorageError> {
+        let read = self.inner.wait()?;
+        IoCounters::count(&self.opens.opens, 1);
+        if let Some(counters) = &self.counters {
+            counters.record_read(1, read.bytes, read.took.as_nanos() as u64);
+        }
+        Ok(read)
+    }
 }
 
 struct MeteredRead {

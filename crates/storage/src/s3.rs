@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path as ObjectPath;
@@ -31,8 +31,8 @@ use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
 
 use crate::{
-    Capabilities, Consume, DirEntry, Extent, ReadHandle, ReadRequest, Storage, StorageError,
-    WriteHandle, check_extent, stream_slots,
+    Capabilities, Consume, DirEntry, Extent, PendingRead, ReadHandle, ReadRequest, Storage,
+    StorageError, WholeRead, WriteHandle, check_extent, stream_slots,
 };
 
 /// Objects larger than this are uploaded in parts of this size (S3's minimum part is 5 MiB).
@@ -458,6 +458,51 @@ fn virtual_hosted(endpoint: &str, bucket: &str) -> Result<String, StorageError> 
     Ok(url.as_str().trim_end_matches('/').to_owned())
 }
 
+/// A whole-object GET running on the client's runtime ([`Storage::start_whole_read`]).
+struct S3PendingRead {
+    path: PathBuf,
+    /// The key, or why the path names none.
+    key: Result<ObjectPath, StorageError>,
+    task: Option<JoinHandle<object_store::Result<WholeRead>>>,
+    shared: Arc<Shared>,
+}
+
+impl PendingRead for S3PendingRead {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn wait(mut self: Box<Self>) -> Result<WholeRead, StorageError> {
+        let key = std::mem::replace(&mut self.key, Ok(ObjectPath::default()))?;
+        let Some(task) = self.task.take() else {
+            return Err(StorageError::Io {
+                op: "read",
+                path: self.path.clone(),
+                source: std::io::Error::other("the read was never started"),
+            });
+        };
+        match self.shared.runtime.block_on(task) {
+            Ok(Ok(read)) => Ok(read),
+            Ok(Err(error)) => Err(self.shared.error("get", &key, error)),
+            Err(joined) => Err(StorageError::Io {
+                op: "read",
+                path: self.path.clone(),
+                source: std::io::Error::other(format!("the S3 read task failed: {joined}")),
+            }),
+        }
+    }
+}
+
+impl Drop for S3PendingRead {
+    fn drop(&mut self) {
+        // An abandoned read (the epoch ended, or a read before it failed) stops at once
+        // instead of finishing its GET for nobody.
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
 fn scrub(mut message: String, secrets: &[String]) -> String {
     for secret in secrets {
         message = message.replace(secret.as_str(), "<redacted>");
@@ -550,6 +595,36 @@ impl Storage for S3Storage {
     }
 
     /// No local page cache holds objects: nothing to drop.
+    /// One GET of the whole object on the client's runtime; its body is counted chunk by
+    /// chunk as it arrives and dropped, so a window of such reads holds no object bytes.
+    fn start_whole_read(&self, path: &Path) -> Option<Box<dyn PendingRead>> {
+        let started = Instant::now();
+        let key = self.key_of(path);
+        let shared = Arc::clone(&self.shared);
+        let task = key.as_ref().ok().map(|key| {
+            let key = key.clone();
+            let store = Arc::clone(&self.shared.store);
+            self.shared.runtime.spawn(async move {
+                use futures_util::StreamExt;
+                let mut body = store.get(&key).await?.into_stream();
+                let mut bytes = 0u64;
+                while let Some(chunk) = body.next().await {
+                    bytes += chunk?.len() as u64;
+                }
+                Ok(WholeRead {
+                    bytes,
+                    took: started.elapsed(),
+                })
+            })
+        });
+        Some(Box::new(S3PendingRead {
+            path: path.to_path_buf(),
+            key,
+            task,
+            shared,
+        }))
+    }
+
     fn drop_cache(&self, _path: &Path) -> Result<(), StorageError> {
         Ok(())
     }

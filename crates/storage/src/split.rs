@@ -67,6 +67,9 @@ impl<S: Storage> Storage for SplitReads<S> {
         partial_path,
         drop_cache
     );
+
+    // No background whole-file reads: a transfer size asks for reads of that size, which
+    // only the foreground handles make (`open`), so the caller reads through them.
 }
 
 struct SplitRead {

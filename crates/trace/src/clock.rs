@@ -113,6 +113,18 @@ impl Clock {
         }
     }
 
+    /// The stamp `ns` nanoseconds after `start` (at the rate measured when the clock
+    /// started): the end of a call timed by another clock from `start` on.
+    #[inline]
+    pub(crate) fn after(&self, start: Stamp, ns: u64) -> Stamp {
+        match *self {
+            Clock::Mono { .. } => Stamp(start.0.saturating_add(ns)),
+            Clock::Tsc { ns_per_tick, .. } => {
+                Stamp(start.0.saturating_add((ns as f64 / ns_per_tick) as u64))
+            }
+        }
+    }
+
     /// Nanoseconds per stamp unit, measured from the start until now.
     pub(crate) fn ns_per_unit(&self) -> f64 {
         match *self {

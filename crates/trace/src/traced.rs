@@ -4,10 +4,11 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use dlio_storage::{
-    Consume, DirEntry, Extent, ForwardStorage, IoCounters, Metered, ReadHandle, ReadRequest,
-    Storage, StorageError, WriteHandle,
+    Consume, DirEntry, Extent, ForwardStorage, IoCounters, Metered, PendingRead, ReadHandle,
+    ReadRequest, Storage, StorageError, WholeRead, WriteHandle,
 };
 
 use crate::clock::Stamp;
@@ -197,7 +198,72 @@ impl<S: Storage> Storage for Traced<S> {
         })
     }
 
+    /// Records the read, when it completes, as one `open` and one `GET` (or `read`) of the
+    /// whole object from the moment it was started to the moment its last byte arrived.
+    fn start_whole_read(&self, path: &Path) -> Option<Box<dyn PendingRead>> {
+        if !self.tracer.is_enabled() {
+            return self.inner.start_whole_read(path);
+        }
+        let start = self.tracer.stamp();
+        let inner = self.inner.start_whole_read(path)?;
+        Some(Box::new(TracedPending {
+            inner,
+            file: self.tracer.file(path),
+            start,
+            tracer: self.tracer.clone(),
+            read_op: if self.object_store {
+                IoOp::Get
+            } else {
+                IoOp::Read
+            },
+            counters: self.counters.clone(),
+        }))
+    }
+
     dlio_storage::forward_storage!(engine, capabilities, partial_path, drop_cache);
+}
+
+/// A background whole-object read, traced when it completes.
+struct TracedPending {
+    inner: Box<dyn PendingRead>,
+    file: FileId,
+    start: Stamp,
+    tracer: Tracer,
+    read_op: IoOp,
+    /// Where the read is counted ([`metered_and_traced`]).
+    counters: Option<Arc<IoCounters>>,
+}
+
+impl PendingRead for TracedPending {
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+
+    fn wait(self: Box<Self>) -> Result<WholeRead, StorageError> {
+        let TracedPending {
+            inner,
+            file,
+            start,
+            tracer,
+            read_op,
+            counters,
+        } = *self;
+        match inner.wait() {
+            Ok(read) => {
+                tracer.io_lasting(IoOp::Open, file, None, start, Duration::ZERO);
+                tracer.io_lasting(read_op, file, Some(read.bytes), start, read.took);
+                if let Some(counters) = counters {
+                    counters.record_read(1, read.bytes, read.took.as_nanos() as u64);
+                }
+                Ok(read)
+            }
+            Err(e) => {
+                let end = tracer.stamp();
+                tracer.io_failed_between(read_op, file, None, start, end);
+                Err(e)
+            }
+        }
+    }
 }
 
 struct TracedRead {

@@ -999,6 +999,22 @@ impl Tracer {
         }
     }
 
+    /// [`Tracer::io_between`] for a call that started at `start` and took `took` (measured
+    /// by the caller, e.g. on another thread): it ended `took` after `start`.
+    pub fn io_lasting(
+        &self,
+        op: IoOp,
+        file: FileId,
+        bytes: Option<u64>,
+        start: Stamp,
+        took: Duration,
+    ) {
+        if let Some(shared) = self.shared.as_deref() {
+            let end = shared.clock.after(start, duration_ns(took));
+            shared.push_io(io_record(op, file, None, bytes, start, end));
+        }
+    }
+
     /// [`Tracer::io_failed`] for a call that ran from `start` to `end`.
     pub fn io_failed_between(
         &self,

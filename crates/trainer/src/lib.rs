@@ -156,6 +156,12 @@ pub fn loader_spec(config: &Config, rank: u32) -> LoaderSpec {
         layout: nominal_layout(config),
         tracer: dlio_trace::Tracer::disabled(),
         sample_out_bytes: sample_out_bytes(config),
+        object_window: config.object_read_window(),
+        stagger: if config.stagger_workers() {
+            std::time::Duration::from_secs_f64(config.train.computation_time.mean().max(0.0))
+        } else {
+            std::time::Duration::ZERO
+        },
     }
 }
 

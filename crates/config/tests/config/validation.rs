@@ -53,11 +53,17 @@ fn a_parquet_row_group_of_zero_rows_is_refused() {
 }
 
 #[test]
-fn framework_and_loader_must_match() {
-    let err = rejected(
-        &format!("{PYTORCH_NPZ}reader:\n  data_loader: tensorflow\n"),
-        1,
+fn framework_and_loader_must_match_under_upstream_semantics_and_warn_under_the_forks() {
+    let mismatched = format!("{PYTORCH_NPZ}reader:\n  data_loader: tensorflow\n");
+    // MLPerf Storage's fork dropped upstream's check: the pair runs, with a warning.
+    let warnings = config(&mismatched).validate(1).unwrap();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("upstream DLIO refuses the pair")),
+        "{warnings:?}"
     );
+    let err = rejected(&format!("semantics: upstream\n{mismatched}"), 1);
     assert_contains(
         &err,
         &[
@@ -67,7 +73,8 @@ fn framework_and_loader_must_match() {
         ],
     );
     let err = rejected(
-        "framework: tensorflow\ndataset:\n  format: npz\nreader:\n  data_loader: pytorch\n",
+        "semantics: upstream\nframework: tensorflow\ndataset:\n  format: npz\nreader:\n  \
+         data_loader: pytorch\n",
         1,
     );
     assert_contains(&err, &["pytorch data loader", "framework tensorflow"]);

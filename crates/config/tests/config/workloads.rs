@@ -464,3 +464,60 @@ fn dlio_paper_presets_load_with_the_papers_parameters() {
         (28000, 1024)
     );
 }
+
+/// The fork's object-storage options: `uri_scheme` turns local schemes into local storage,
+/// refuses non-S3 services, and `storage_options.columns` becomes the parquet read flags.
+#[test]
+fn uri_scheme_and_column_selection_of_the_fork() {
+    let s3 = "storage:\n  storage_type: s3\n  storage_root: /data/set\n  storage_options:\n";
+    let local =
+        dlio_config::load_text("w.yaml", &format!("{s3}    uri_scheme: file\n"), &[]).unwrap();
+    assert_eq!(
+        local.config.storage.storage_type,
+        dlio_config::StorageType::LocalFs
+    );
+    assert_eq!(local.config.storage.storage_root, "/data/set");
+    assert!(
+        local
+            .warnings
+            .iter()
+            .any(|w| w.contains("uri_scheme `file`"))
+    );
+    let direct =
+        dlio_config::load_text("w.yaml", &format!("{s3}    uri_scheme: 'direct://'\n"), &[])
+            .unwrap();
+    assert_eq!(
+        direct.config.storage.storage_type,
+        dlio_config::StorageType::DirectFs
+    );
+    let err = dlio_config::load_text("w.yaml", &format!("{s3}    uri_scheme: az\n"), &[])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("uri_scheme") && err.contains("Azure"), "{err}");
+
+    let parquet = "dataset:\n  format: parquet\n  parquet:\n    columns:\n      - {name: a}\n      \
+                   - {name: b, read: false}\n      - {name: c}\n";
+    let picked = dlio_config::load_text(
+        "w.yaml",
+        parquet,
+        &["++workload.storage.storage_options.columns=[b]".to_string()],
+    )
+    .unwrap();
+    let read: Vec<bool> = picked
+        .config
+        .dataset
+        .parquet
+        .columns
+        .iter()
+        .map(|c| c.read)
+        .collect();
+    assert_eq!(read, [false, true, false]);
+    let err = dlio_config::load_text(
+        "w.yaml",
+        parquet,
+        &["++workload.storage.storage_options.columns=[a, zz]".to_string()],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("`zz`") && err.contains("a, b, c"), "{err}");
+}

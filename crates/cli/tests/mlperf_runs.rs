@@ -1,0 +1,365 @@
+//! Every MLPerf Storage v3 workload file run at small size, as mlpstorage would run it (the
+//! local ones on a temporary folder, the object-storage ones against moto's S3 server), and
+//! the fork's object-read window measured from the server side: an HTTP proxy in front of
+//! moto counts the GETs the client keeps in flight.
+
+mod common;
+
+#[path = "../../storage/tests/support/moto.rs"]
+mod moto;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{dlio, json, run_err, run_ok};
+use moto::Moto;
+
+const BUCKET: &str = "dlio-v3";
+
+fn v3_names() -> Vec<String> {
+    let dir =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../config/workloads/mlperf-v3/workload");
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let path = e.unwrap().path();
+            path.file_stem().unwrap().to_string_lossy().into_owned()
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// `dlio config workload=NAME --query KEY`, trimmed.
+fn query(name: &str, key: &str) -> String {
+    let out = run_ok(dlio().args(["config", &format!("workload={name}"), "--query", key]));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The overrides that shrink workload `name` to a few small files, one epoch and a tiny
+/// model, under `dir` (or, for object storage, in the bucket behind `endpoint`).
+fn small_overrides(name: &str, dir: &Path, endpoint: Option<&str>) -> Vec<String> {
+    let train = query(name, "workflow.train") == "true";
+    let checkpoint = query(name, "workflow.checkpoint") == "true";
+    let mut words = vec![
+        format!("workload={name}"),
+        "++workload.dataset.num_files_train=4".into(),
+        "++workload.dataset.num_files_eval=0".into(),
+        "++workload.dataset.num_samples_per_file=2".into(),
+        "++workload.dataset.record_length_bytes=4096".into(),
+        "++workload.dataset.record_length_bytes_stdev=0".into(),
+        "++workload.dataset.record_length_bytes_resize=0".into(),
+        "++workload.train.epochs=1".into(),
+        "++workload.train.computation_time=0.001".into(),
+        "++workload.reader.batch_size=2".into(),
+        "++workload.reader.read_threads=1".into(),
+        format!("hydra.run.dir={}", dir.join("run").display()),
+        "++hydra.output_subdir=dlio_config".into(),
+    ];
+    match endpoint {
+        Some(endpoint) => words.extend([
+            format!("++workload.storage.storage_root={BUCKET}"),
+            format!("++workload.storage.storage_options.endpoint_url={endpoint}"),
+            format!("++workload.dataset.data_folder={name}/data"),
+            format!("++workload.checkpoint.checkpoint_folder=s3://{BUCKET}/{name}/ckpt"),
+        ]),
+        None => words.extend([
+            format!(
+                "++workload.dataset.data_folder={}",
+                dir.join("data").display()
+            ),
+            format!(
+                "++workload.checkpoint.checkpoint_folder={}",
+                dir.join("ckpt").display()
+            ),
+        ]),
+    }
+    if train {
+        // Training files are made by the same run (mlpstorage runs datagen first).
+        words.push("++workload.workflow.generate_data=True".into());
+    }
+    if checkpoint {
+        // A model of a few MiB on one rank, in mlpstorage's subset mode (what it passes
+        // below the closed process count); every pipeline stage keeps a layer.
+        let pipeline: u64 = query(name, "model.parallelism.pipeline")
+            .parse()
+            .unwrap_or(1);
+        words.extend([
+            format!("++workload.model.num_layers={}", pipeline.max(2)),
+            "++workload.model.transformer.hidden_size=256".into(),
+            "++workload.model.transformer.ffn_hidden_size=512".into(),
+            "++workload.model.transformer.vocab_size=1024".into(),
+            "++workload.model.model_size=10000".into(),
+            "++workload.checkpoint.time_between_checkpoints=0".into(),
+            "++workload.checkpoint.mode=subset".into(),
+            "++workload.model.parallelism.data=1".into(),
+        ]);
+        if train {
+            // A checkpoint at the end of the one epoch.
+            words.extend([
+                "++workload.checkpoint.checkpoint_after_epoch=1".into(),
+                "++workload.checkpoint.epochs_between_checkpoints=1".into(),
+            ]);
+        }
+    }
+    words
+}
+
+/// Fixes a workload file needs before it runs, each checked first to fail as the fork fails.
+fn required_fixes(name: &str, words: &[String]) -> Vec<String> {
+    let custom_loader = query(name, "reader.data_loader_classname");
+    if !custom_loader.is_empty() && custom_loader != "null" {
+        // The fork refuses a custom data loader class without a sampler (config.py
+        // validate); so does dlio, and says what to set.
+        let err = run_err(dlio().arg("run").args(words));
+        assert!(err.contains("reader.data_loader_sampler"), "{name}: {err}");
+        return vec!["++workload.reader.data_loader_sampler=index".into()];
+    }
+    if query(name, "storage.storage_options.storage_library") == "LIBRARY_PLACEHOLDER" {
+        let err = run_err(dlio().arg("run").args(words));
+        assert!(err.contains("LIBRARY_PLACEHOLDER"), "{name}: {err}");
+        return vec!["++workload.storage.storage_library=s3dlio".into()];
+    }
+    Vec::new()
+}
+
+/// Objects under `prefix` in the bucket, with their sizes.
+fn objects(moto: &Moto, prefix: &str) -> Vec<(String, u64)> {
+    let out = moto.boto3(&format!(
+        "r = s3.list_objects_v2(Bucket='{BUCKET}', Prefix='{prefix}')\n\
+         for o in r.get('Contents', []): print(o['Key'], o['Size'])"
+    ));
+    out.lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .map(|(k, s)| (k.to_string(), s.parse().unwrap()))
+        .collect()
+}
+
+fn bytes_read(run: &Path) -> u64 {
+    let summary = json(&run.join("summary.json"));
+    summary["dlio_rs"]["io_engine"]["per_process"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["bytes_read"].as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+fn every_v3_training_datagen_and_checkpoint_workload_runs_at_small_size() {
+    let moto = Moto::start();
+    if let Ok(moto) = &moto {
+        moto.boto3(&format!("s3.create_bucket(Bucket='{BUCKET}')"));
+    }
+    let mut ran = 0;
+    for name in v3_names() {
+        let object = query(&name, "storage.storage_type") == "s3";
+        let endpoint = match (&moto, object) {
+            (Ok(moto), true) => Some(moto.endpoint.as_str()),
+            (Err(reason), true) => {
+                eprintln!("{name} skipped: {reason}");
+                continue;
+            }
+            (_, false) => None,
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let mut words = small_overrides(&name, tmp.path(), endpoint);
+        words.extend(required_fixes(&name, &words));
+        let mut cmd = dlio();
+        cmd.arg("run").args(&words);
+        if object {
+            cmd.env("AWS_ACCESS_KEY_ID", moto::KEY_ID)
+                .env("AWS_SECRET_ACCESS_KEY", moto::SECRET);
+        }
+        run_ok(&mut cmd);
+        ran += 1;
+        let run = tmp.path().join("run");
+        let train = query(&name, "workflow.train") == "true";
+        let checkpoint = query(&name, "workflow.checkpoint") == "true";
+        let generate = query(&name, "workflow.generate_data") == "true";
+        // The data set: four files of the workload's format, locally or in the bucket.
+        if train || generate {
+            let format = query(&name, "dataset.format");
+            let files: Vec<(String, u64)> = match (&moto, object) {
+                (Ok(moto), true) => objects(moto, &format!("{name}/data/train/")),
+                _ => common::files_under(&tmp.path().join("data/train"))
+                    .into_iter()
+                    .map(|p| {
+                        let len = std::fs::metadata(&p).unwrap().len();
+                        (p.to_string_lossy().into_owned(), len)
+                    })
+                    .collect(),
+            };
+            assert_eq!(files.len(), 4, "{name}: {files:?}");
+            let ext = if format == "tfrecord" {
+                "tfrecord"
+            } else {
+                &format
+            };
+            assert!(
+                files.iter().all(|(f, len)| f.ends_with(ext) && *len > 0),
+                "{name}: {files:?}"
+            );
+        }
+        if train {
+            let summary = json(&run.join("summary.json"));
+            assert!(
+                summary["metric"]["train_au_meet_expectation"].is_string(),
+                "{name}"
+            );
+            assert!(bytes_read(&run) > 0, "{name} read nothing");
+            let config = std::fs::read_to_string(run.join("dlio_config/overrides.yaml")).unwrap();
+            assert!(
+                config.starts_with(&format!("- workload={name}\n")),
+                "{config}"
+            );
+        }
+        if checkpoint {
+            let summary = json(&run.join("summary.json"));
+            let size = summary["metric"]["checkpoint_size_GB"].as_f64();
+            assert!(
+                size.is_some_and(|gb| gb > 0.0),
+                "{name}: {}",
+                summary["metric"]
+            );
+            let written: u64 = match (&moto, object) {
+                (Ok(moto), true) => objects(moto, &format!("{name}/ckpt/"))
+                    .iter()
+                    .map(|(_, len)| len)
+                    .sum(),
+                _ => common::files_under(&tmp.path().join("ckpt"))
+                    .iter()
+                    .map(|f| std::fs::metadata(f).unwrap().len())
+                    .sum(),
+            };
+            assert!(written > 0, "{name}: no checkpoint bytes");
+        }
+    }
+    assert!(ran >= 44, "only {ran} of 64 workloads ran");
+}
+
+/// The proxy of `support/inflight_proxy.py` in front of `upstream`, holding each object GET
+/// for `delay`; `most()` is the most GETs it has seen in flight at once.
+struct InflightProxy {
+    child: Child,
+    endpoint: String,
+    report: PathBuf,
+}
+
+impl Drop for InflightProxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl InflightProxy {
+    fn start(upstream: &str, delay: Duration, report: PathBuf) -> InflightProxy {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port();
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../storage/tests/support/inflight_proxy.py");
+        let child = Command::new("python3")
+            .arg(script)
+            .args([
+                &port.to_string(),
+                upstream,
+                &delay.as_secs_f64().to_string(),
+            ])
+            .arg(&report)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("python3 starts the proxy");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !report.exists() || std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "the proxy did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        InflightProxy {
+            child,
+            endpoint: format!("http://127.0.0.1:{port}"),
+            report,
+        }
+    }
+
+    /// (most GETs in flight at once, GETs seen).
+    fn most_and_count(&self) -> (u64, u64) {
+        let text = std::fs::read_to_string(&self.report).unwrap();
+        let mut parts = text.split_whitespace().map(|w| w.parse().unwrap());
+        (parts.next().unwrap(), parts.next().unwrap())
+    }
+}
+
+#[test]
+fn s3_readers_keep_the_forks_window_of_gets_in_flight() {
+    let moto = match Moto::start() {
+        Ok(m) => m,
+        Err(reason) => {
+            eprintln!("skipped: {reason}");
+            return;
+        }
+    };
+    moto.boto3(&format!("s3.create_bucket(Bucket='{BUCKET}')"));
+    let tmp = tempfile::tempdir().unwrap();
+    let words = |endpoint: &str, run: &str| -> Vec<String> {
+        vec![
+            "workload=unet3d_h100_s3dlio".into(),
+            format!("++workload.storage.storage_root={BUCKET}"),
+            format!("++workload.storage.storage_options.endpoint_url={endpoint}"),
+            "++workload.dataset.data_folder=window/data".into(),
+            "++workload.dataset.num_files_train=16".into(),
+            "++workload.dataset.num_samples_per_file=1".into(),
+            "++workload.dataset.record_length_bytes=65536".into(),
+            "++workload.dataset.record_length_bytes_stdev=0".into(),
+            "++workload.dataset.record_length_bytes_resize=0".into(),
+            "++workload.train.epochs=1".into(),
+            "++workload.train.computation_time=0.001".into(),
+            "++workload.reader.batch_size=2".into(),
+            "++workload.reader.read_threads=1".into(),
+            format!("hydra.run.dir={}", tmp.path().join(run).display()),
+        ]
+    };
+    let with_keys = |cmd: &mut Command| {
+        cmd.env("AWS_ACCESS_KEY_ID", moto::KEY_ID)
+            .env("AWS_SECRET_ACCESS_KEY", moto::SECRET);
+    };
+    let mut generate = dlio();
+    generate
+        .arg("run")
+        .args(words(&moto.endpoint, "gen"))
+        .args([
+            "++workload.workflow.generate_data=True",
+            "++workload.workflow.train=False",
+        ]);
+    with_keys(&mut generate);
+    run_ok(&mut generate);
+    let stored: u64 = objects(&moto, "window/data/train/")
+        .iter()
+        .map(|(_, l)| l)
+        .sum();
+    for (library, window, expected) in [
+        ("s3dlio", "4", 4),
+        ("minio", "2", 2),
+        ("s3torchconnector", "null", 1),
+    ] {
+        let report = tmp.path().join(format!("{library}.inflight"));
+        let proxy = InflightProxy::start(&moto.endpoint, Duration::from_millis(60), report);
+        let run = format!("run-{library}");
+        let mut cmd = dlio();
+        cmd.arg("run").args(words(&proxy.endpoint, &run)).args([
+            format!("++workload.storage.storage_library={library}"),
+            format!("++workload.storage.storage_options.prefetch_window={window}"),
+        ]);
+        with_keys(&mut cmd);
+        run_ok(&mut cmd);
+        let (most, gets) = proxy.most_and_count();
+        assert_eq!(gets, 16, "{library}: one GET per object");
+        assert_eq!(most, expected, "{library}: GETs in flight at once");
+        // Every byte of every object was moved and counted.
+        assert_eq!(bytes_read(&tmp.path().join(&run)), stored, "{library}");
+    }
+}

@@ -1,0 +1,227 @@
+//! The object window: how MLPerf Storage's DLIO fork reads objects it does not decode. Its
+//! S3 readers keep a window of whole-object GETs in flight per worker (s3dlio: a sliding
+//! window of `prefetch_window`, 64 by default; minio: up to 16 at a time; s3torchconnector:
+//! one), count each object's bytes and hand the loop a dummy tensor. A reader thread here does
+//! the same over the samples of its own batches, in order: it keeps `window` background reads
+//! ([`Storage::start_whole_read`]) started ahead of the sample it waits for, so the storage
+//! sees that many requests in flight per thread while the thread itself only waits. No object
+//! bytes are held: the engine counts and drops them as they arrive.
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use dlio_metrics::LatencyHistogram;
+use dlio_plan::{EpochPlan, SampleRef};
+use dlio_storage::{PendingRead, Storage};
+use rustc_hash::FxHashMap;
+
+use crate::reader::{OpenPolicy, SampleReader};
+use crate::{FileList, LoadedBatch, LoaderError, collate};
+
+/// Which samples cost a read under the loader's open policy: every sample when files are
+/// opened per sample, the first sample of a file otherwise (until the iterative sampler
+/// moves to another file, or the epoch ends for `read_type: memory`). Deterministic, so the
+/// issuing side and the consuming side agree on which samples have a read.
+struct ReadDecider {
+    policy: OpenPolicy,
+    current: Option<u64>,
+    seen: rustc_hash::FxHashSet<u64>,
+}
+
+impl ReadDecider {
+    fn new(policy: OpenPolicy) -> ReadDecider {
+        ReadDecider {
+            policy,
+            current: None,
+            seen: Default::default(),
+        }
+    }
+
+    fn needs_read(&mut self, file: u64) -> bool {
+        match self.policy {
+            OpenPolicy::PerSample => true,
+            OpenPolicy::KeepOpen => self.seen.insert(file),
+            OpenPolicy::Sequential => self.current.replace(file) != Some(file),
+        }
+    }
+}
+
+/// The samples a reader thread reads in one epoch, in order: those of batches `worker`,
+/// `worker + threads`, ...
+fn samples_of(plan: &EpochPlan, worker: u64, threads: u64) -> impl Iterator<Item = SampleRef> {
+    (worker..plan.steps())
+        .step_by(threads as usize)
+        .flat_map(move |step| plan.batch(step))
+}
+
+/// Bytes of sample `index` of a file of `bytes` bytes and `samples` samples: its share of
+/// the file, as the undecoded reader slices it.
+fn sample_share(bytes: u64, index: u64, samples: u64) -> u64 {
+    let samples = samples.max(1);
+    bytes * (index + 1) / samples - bytes * index / samples
+}
+
+impl SampleReader {
+    /// Reads the batches of `worker` through the object window and sends each in order.
+    /// Returns `false`, having read nothing, when the storage has no background reads.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn run_epoch_windowed(
+        &mut self,
+        storage: &dyn Storage,
+        plan: &EpochPlan,
+        files: &FileList,
+        worker: u64,
+        send: &mut dyn FnMut(Result<LoadedBatch, LoaderError>) -> bool,
+        cancel: &AtomicBool,
+        hist: &mut LatencyHistogram,
+    ) -> bool {
+        let window = self.window.max(1);
+        let mut ahead = samples_of(plan, worker, self.threads);
+        let mut issue = ReadDecider::new(self.policy);
+        let mut consume = ReadDecider::new(self.policy);
+        let mut pending: VecDeque<(u64, Box<dyn PendingRead>)> = VecDeque::new();
+        let mut file_bytes: FxHashMap<u64, u64> = FxHashMap::default();
+        let mut probed = false;
+        let mut refill =
+            |pending: &mut VecDeque<(u64, Box<dyn PendingRead>)>| -> Result<bool, LoaderError> {
+                while pending.len() < window {
+                    let Some(sample) = ahead.next() else {
+                        return Ok(true);
+                    };
+                    if !issue.needs_read(sample.file) {
+                        continue;
+                    }
+                    let path = path_of(files, sample.file)?;
+                    match storage.start_whole_read(path) {
+                        Some(read) => pending.push_back((sample.file, read)),
+                        None => return Ok(false),
+                    }
+                }
+                Ok(true)
+            };
+        let samples_per_file = u64::from(self.samples_per_file.max(1));
+        let mut step = worker;
+        while step < plan.steps() {
+            if cancel.load(Ordering::Relaxed) {
+                break;
+            }
+            let mut samples = 0;
+            let mut sample_bytes = 0;
+            let mut failed = None;
+            for sample in plan.batch(step) {
+                let started = Instant::now();
+                match refill(&mut pending) {
+                    Ok(true) => {}
+                    Ok(false) if !probed => return false,
+                    Ok(false) => {
+                        failed = Some(LoaderError::Setting(
+                            "the storage stopped taking background reads mid-epoch".into(),
+                        ));
+                        break;
+                    }
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+                probed = true;
+                let bytes = if consume.needs_read(sample.file) {
+                    let Some((file, read)) = pending.pop_front() else {
+                        failed = Some(LoaderError::Setting(
+                            "the object window ran dry before the epoch's last read".into(),
+                        ));
+                        break;
+                    };
+                    debug_assert_eq!(file, sample.file);
+                    let path = read.path().to_path_buf();
+                    match read.wait() {
+                        Ok(done) => {
+                            file_bytes.insert(file, done.bytes);
+                            done.bytes
+                        }
+                        Err(source) => {
+                            failed = Some(LoaderError::Read {
+                                path,
+                                index: sample.index_in_file,
+                                source: Box::new(source.into()),
+                            });
+                            break;
+                        }
+                    }
+                } else {
+                    file_bytes.get(&sample.file).copied().unwrap_or_default()
+                };
+                let share = sample_share(bytes, sample.index_in_file, samples_per_file);
+                // The fork hands the loop a dummy tensor; a resized sample is still copied
+                // into the batch as a collate step would.
+                let len = match self.sample_out_bytes {
+                    None => share as usize,
+                    Some(out) => collate(&mut self.batch, samples as usize, out, &[]),
+                };
+                let took = started.elapsed();
+                hist.record_duration(took);
+                self.tracer.complete_prepared(
+                    &self.item_span,
+                    started,
+                    took,
+                    [i64::from(plan.epoch()), sample.global as i64],
+                );
+                self.preprocess_sleep(plan.epoch(), sample.global);
+                samples += 1;
+                sample_bytes += len as u64;
+            }
+            let result = match failed {
+                Some(e) => Err(e),
+                None => Ok(LoadedBatch {
+                    step,
+                    samples,
+                    sample_bytes,
+                }),
+            };
+            let failed = result.is_err();
+            if !send(result) || failed {
+                break;
+            }
+            step += self.threads;
+        }
+        // Reads still in flight (the epoch was cut short) are abandoned here.
+        drop(pending);
+        true
+    }
+}
+
+fn path_of(files: &FileList, file: u64) -> Result<&Path, LoaderError> {
+    files.get(file as usize).ok_or(LoaderError::NoSuchFile {
+        file,
+        len: files.len(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_files_samples_share_its_bytes_exactly() {
+        let shares: Vec<u64> = (0..3).map(|i| sample_share(10, i, 3)).collect();
+        assert_eq!(shares, [3, 3, 4]);
+        assert_eq!(sample_share(7, 0, 1), 7);
+    }
+
+    #[test]
+    fn reads_follow_the_open_policy() {
+        let mut per_sample = ReadDecider::new(OpenPolicy::PerSample);
+        assert!([1, 1, 2].iter().all(|&f| per_sample.needs_read(f)));
+        let mut sequential = ReadDecider::new(OpenPolicy::Sequential);
+        let got: Vec<bool> = [1, 1, 2, 1]
+            .iter()
+            .map(|&f| sequential.needs_read(f))
+            .collect();
+        assert_eq!(got, [true, false, true, true]);
+        let mut keep = ReadDecider::new(OpenPolicy::KeepOpen);
+        let got: Vec<bool> = [1, 1, 2, 1].iter().map(|&f| keep.needs_read(f)).collect();
+        assert_eq!(got, [true, false, true, false]);
+    }
+}

@@ -1,0 +1,75 @@
+"""An HTTP proxy in front of an S3 server that measures how many GET requests a client keeps
+in flight: each GET of an object is held for DELAY seconds before it is forwarded, and the
+most GETs open at one time is written to REPORT whenever it grows.
+
+usage: inflight_proxy.py PORT UPSTREAM_URL DELAY REPORT
+The tests start it on a free port and point the client's endpoint at it; moto (the upstream)
+accepts the forwarded requests as they are (it does not check signatures).
+"""
+
+import http.client
+import sys
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+PORT, UPSTREAM, DELAY, REPORT = int(sys.argv[1]), sys.argv[2], float(sys.argv[3]), sys.argv[4]
+upstream = urllib.parse.urlparse(UPSTREAM)
+lock = threading.Lock()
+state = {"open": 0, "most": 0, "gets": 0}
+
+
+def report():
+    with open(REPORT + ".tmp", "w") as f:
+        f.write(f"{state['most']} {state['gets']}\n")
+    import os
+
+    os.replace(REPORT + ".tmp", REPORT)
+
+
+class Forward(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def forward(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else None
+        # An object GET (not a bucket listing) is what the window keeps in flight.
+        counted = self.command == "GET" and "list-type" not in self.path and self.path.count("/") > 1
+        if counted:
+            with lock:
+                state["open"] += 1
+                state["gets"] += 1
+                state["most"] = max(state["most"], state["open"])
+                report()
+            time.sleep(DELAY)
+        try:
+            conn = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=60)
+            headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
+            conn.request(self.command, self.path, body=body, headers=headers)
+            reply = conn.getresponse()
+            data = reply.read()
+        finally:
+            if counted:
+                with lock:
+                    state["open"] -= 1
+        self.send_response(reply.status)
+        for k, v in reply.getheaders():
+            if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                self.send_header(k, v)
+        # A HEAD reply has no body but tells the object's length.
+        length = reply.getheader("Content-Length") if self.command == "HEAD" else None
+        self.send_header("Content-Length", length or str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = forward
+
+
+report()
+ThreadingHTTPServer.daemon_threads = True
+ThreadingHTTPServer(("127.0.0.1", PORT), Forward).serve_forever()
