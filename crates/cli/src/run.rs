@@ -947,6 +947,14 @@ fn generate(
         config.dataset.num_files_eval,
         dataset::data_root(config).display()
     ));
+    // DLIO makes both lists' folders, so a data set without evaluation files still has an
+    // empty `valid/` (Python DLIO lists it before training, even with no eval files).
+    for list in [List::Train, List::Valid] {
+        let dir = dataset::data_root(config).join(list.dir_name());
+        storage
+            .create_dir_all(&dir)
+            .with_context(|| format!("creating the data folder {}", dir.display()))?;
+    }
     let started = Instant::now();
     let bar = crate::progress::generation_bar(bars, total);
     let report = dlio_format::generate(
