@@ -9,7 +9,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{dlio, json, run_err, run_ok};
+use common::{bytes_read, dlio, json, run_err, run_ok};
 
 /// The v3 workload files, laid out as mlpstorage's `--config-dir` (`workload/NAME.yaml`).
 fn v3_config_dir() -> PathBuf {
@@ -170,17 +170,6 @@ fn small(dir: &Path, files: u64, record: u64, out: &str) -> Vec<String> {
         "++workload.reader.read_threads=2".into(),
         format!("hydra.run.dir={}", dir.join(out).display()),
     ]
-}
-
-/// Bytes read from storage, from summary.json's own figures.
-fn bytes_read(run: &Path) -> u64 {
-    let summary = json(&run.join("summary.json"));
-    summary["dlio_rs"]["io_engine"]["per_process"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["bytes_read"].as_u64().unwrap())
-        .sum()
 }
 
 fn file_bytes(dir: &Path) -> u64 {

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{dlio, json, run_err, run_ok};
+use common::{bytes_read, dlio, json, run_err, run_ok};
 use moto::Moto;
 
 const BUCKET: &str = "dlio-v3";
@@ -137,16 +137,6 @@ fn objects(moto: &Moto, prefix: &str) -> Vec<(String, u64)> {
         .collect()
 }
 
-fn bytes_read(run: &Path) -> u64 {
-    let summary = json(&run.join("summary.json"));
-    summary["dlio_rs"]["io_engine"]["per_process"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["bytes_read"].as_u64().unwrap())
-        .sum()
-}
-
 #[test]
 fn every_v3_training_datagen_and_checkpoint_workload_runs_at_small_size() {
     let moto = Moto::start();
@@ -193,6 +183,10 @@ fn every_v3_training_datagen_and_checkpoint_workload_runs_at_small_size() {
                     .collect(),
             };
             assert_eq!(files.len(), 4, "{name}: {files:?}");
+            if !object {
+                // DLIO makes `valid/` even without evaluation files; Python DLIO lists it.
+                assert!(tmp.path().join("data/valid").is_dir(), "{name}: no valid/");
+            }
             let ext = if format == "tfrecord" {
                 "tfrecord"
             } else {

@@ -30,9 +30,9 @@ pub(crate) struct SampleReader {
     /// Reader threads of the loader: this thread owns every `threads`-th batch.
     pub(crate) threads: u64,
     /// Records `data.item` / `data.preprocess` spans.
-    pub(crate) tracer: Tracer,
+    tracer: Tracer,
     /// `data.item` with its `epoch` and `image_idx` keys, looked up once.
-    pub(crate) item_span: PreparedSpan<2>,
+    item_span: PreparedSpan<2>,
     /// Size of each sample handed to the loop, when resized (see `LoaderSpec`).
     pub(crate) sample_out_bytes: Option<usize>,
     /// The batch the resized samples are copied into; allocated once, reused.
@@ -223,17 +223,7 @@ impl SampleReader {
             if self.policy == OpenPolicy::PerSample {
                 self.reader.close(key);
             }
-            // The `data.item` span is the sample read the histogram measures, timed by the
-            // same two clock readings (two fewer per sample than a span guard of its own).
-            let took = started.elapsed();
-            hist.record_duration(took);
-            self.tracer.complete_prepared(
-                &self.item_span,
-                started,
-                took,
-                [i64::from(plan.epoch()), sample.global as i64],
-            );
-            self.preprocess_sleep(plan.epoch(), sample.global);
+            self.sample_done(started, hist, plan.epoch(), sample.global);
             samples += 1;
             sample_bytes += len as u64;
         }
@@ -242,6 +232,27 @@ impl SampleReader {
             samples,
             sample_bytes,
         })
+    }
+
+    /// Ends the read of sample `global` that started at `started`: its latency into `hist`,
+    /// its `data.item` span (timed by the same two clock readings, two fewer per sample than
+    /// a span guard of its own), then the preprocess sleep.
+    pub(crate) fn sample_done(
+        &mut self,
+        started: Instant,
+        hist: &mut LatencyHistogram,
+        epoch: u32,
+        global: u64,
+    ) {
+        let took = started.elapsed();
+        hist.record_duration(took);
+        self.tracer.complete_prepared(
+            &self.item_span,
+            started,
+            took,
+            [i64::from(epoch), global as i64],
+        );
+        self.preprocess_sleep(epoch, global);
     }
 
     /// The fork's `stagger_workers`: thread `i` waits `i` times the mean computation time
@@ -257,7 +268,7 @@ impl SampleReader {
         }
     }
 
-    pub(crate) fn preprocess_sleep(&mut self, epoch: u32, global: u64) {
+    fn preprocess_sleep(&mut self, epoch: u32, global: u64) {
         if let Some(d) = self.preprocess.draw(&mut self.rng) {
             let _span = self
                 .tracer

@@ -160,15 +160,7 @@ impl SampleReader {
                     None => share as usize,
                     Some(out) => collate(&mut self.batch, samples as usize, out, &[]),
                 };
-                let took = started.elapsed();
-                hist.record_duration(took);
-                self.tracer.complete_prepared(
-                    &self.item_span,
-                    started,
-                    took,
-                    [i64::from(plan.epoch()), sample.global as i64],
-                );
-                self.preprocess_sleep(plan.epoch(), sample.global);
+                self.sample_done(started, hist, plan.epoch(), sample.global);
                 samples += 1;
                 sample_bytes += len as u64;
             }

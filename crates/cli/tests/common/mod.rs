@@ -55,3 +55,15 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     out.sort();
     out
 }
+
+/// Bytes the run in `run` read from storage, summed over processes (summary.json's own
+/// figures, `dlio_rs.io_engine.per_process[].bytes_read`).
+pub fn bytes_read(run: &Path) -> u64 {
+    let summary = json(&run.join("summary.json"));
+    summary["dlio_rs"]["io_engine"]["per_process"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["bytes_read"].as_u64().unwrap())
+        .sum()
+}
