@@ -640,6 +640,26 @@ impl Config {
 
     fn validate_checkpoint(&self) -> Result<(), ConfigError> {
         let c = &self.checkpoint;
+        // Checkpoints go through the run's storage: in an S3 run, a `file://` (or other
+        // non-S3) folder would name no object (hybrid_storage.yaml of the v3 examples).
+        let scheme = c.checkpoint_folder.split_once("://").map(|(s, _)| s);
+        if self.workflow.checkpoint
+            && self.storage.storage_type == StorageType::S3
+            && scheme.is_some_and(|s| s != "s3")
+        {
+            return Err(invalid(
+                "checkpoint.checkpoint_folder",
+                format!(
+                    "is `{}`, but checkpoints are written through the run's storage, S3 bucket \
+                     `{}`; a run cannot keep its data in S3 and its checkpoints on a local \
+                     file system.",
+                    c.checkpoint_folder, self.storage.storage_root
+                ),
+                "set ++workload.checkpoint.checkpoint_folder=s3://BUCKET/PREFIX (or a key in the \
+                 bucket), or checkpoint to local storage in a separate run with \
+                 storage_type local_fs",
+            ));
+        }
         if c.num_checkpoints_write > 0 && c.num_checkpoints_read > c.num_checkpoints_write {
             return Err(invalid(
                 "checkpoint.num_checkpoints_read",

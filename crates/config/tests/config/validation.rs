@@ -368,3 +368,16 @@ fn storage_engine_keys_parse_with_defaults_and_contradictions_are_refused() {
     assert_contains(&message, &["storage.io_depth"]);
     assert!(Config::from_yaml("storage:\n  io_engine: spdk\n").is_err());
 }
+
+#[test]
+fn an_s3_run_refuses_a_local_checkpoint_folder() {
+    let yaml = "storage:\n  storage_type: s3\n  storage_root: bkt\nworkflow:\n  checkpoint: True\n  \
+                train: False\ncheckpoint:\n  checkpoint_folder: file:///nvme/ckpt\n";
+    let err = rejected(yaml, 1);
+    assert_contains(
+        &err,
+        &["checkpoint.checkpoint_folder", "file:///nvme/ckpt", "s3://"],
+    );
+    let fine = yaml.replace("file:///nvme/ckpt", "s3://bkt/ckpt");
+    assert!(config(&fine).validate(1).is_ok());
+}
