@@ -216,6 +216,9 @@ fn drive(
     } else {
         None
     };
+    if let Some(note) = unused_prefetch_window(config, format.as_deref()) {
+        log.warn(&note);
+    }
     let (settings, endpoint_note) = engine_settings(config, cluster.process() as usize);
     if let Some(note) = endpoint_note {
         log.output(&note);
@@ -682,6 +685,60 @@ fn endpoint_of_process(
     (endpoint, note)
 }
 
+/// The S3 settings of MPI process `process`: the bucket and `storage_options`, with what the
+/// workload leaves unset taken from the `AWS_*` environment, and what to log about the
+/// endpoint.
+fn s3_settings(config: &Config, process: usize) -> (S3Settings, Option<String>) {
+    let options = config.storage.storage_options.clone().unwrap_or_default();
+    // What the workload leaves unset comes from the AWS_* environment, as the fork's
+    // clients read it.
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let (endpoint, note) = endpoint_of_process(
+        options
+            .endpoint_url
+            .clone()
+            .filter(|e| !e.trim().is_empty())
+            .or_else(|| env("AWS_ENDPOINT_URL"))
+            .or_else(|| env("AWS_ENDPOINT_URL_S3")),
+        &std::env::var("S3_ENDPOINT_URIS").unwrap_or_default(),
+        process,
+        options.secure,
+    );
+    let region_given = config
+        .storage
+        .storage_options
+        .as_ref()
+        .is_some_and(|o| o.region != dlio_config::StorageOptions::default().region);
+    let settings = S3Settings {
+        bucket: config
+            .storage
+            .storage_root
+            .trim_start_matches("s3://")
+            .trim_matches('/')
+            .to_string(),
+        endpoint_url: endpoint,
+        region: Some(if region_given {
+            options.region.clone()
+        } else {
+            env("AWS_REGION")
+                .or_else(|| env("AWS_DEFAULT_REGION"))
+                .unwrap_or_else(|| options.region.clone())
+        }),
+        access_key_id: options
+            .access_key_id
+            .clone()
+            .or_else(|| env("AWS_ACCESS_KEY_ID")),
+        secret_access_key: options
+            .secret_access_key
+            .clone()
+            .or_else(|| env("AWS_SECRET_ACCESS_KEY")),
+        force_path_style: options.s3_force_path_style,
+        max_attempts: options.s3_max_attempts,
+        ..S3Settings::default()
+    };
+    (settings, note)
+}
+
 /// The engine settings of a run: `storage.io_engine`, `reader.odirect`,
 /// `reader.transfer_size`, `storage.io_depth`, and for S3 the bucket and its options (the
 /// endpoint is the one of MPI process `process`), with what to log about the endpoint.
@@ -699,57 +756,12 @@ fn engine_settings(config: &Config, process: usize) -> (EngineSettings, Option<S
             IoEngine::IoUring => EngineKind::IoUring,
         }
     };
-    let mut endpoint_note = None;
-    let s3 = s3.then(|| {
-        let options = config.storage.storage_options.clone().unwrap_or_default();
-        // What the workload leaves unset comes from the AWS_* environment, as the fork's
-        // clients read it.
-        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-        let (endpoint, note) = endpoint_of_process(
-            options
-                .endpoint_url
-                .clone()
-                .filter(|e| !e.trim().is_empty())
-                .or_else(|| env("AWS_ENDPOINT_URL"))
-                .or_else(|| env("AWS_ENDPOINT_URL_S3")),
-            &std::env::var("S3_ENDPOINT_URIS").unwrap_or_default(),
-            process,
-            options.secure,
-        );
-        endpoint_note = note;
-        let region_given = config
-            .storage
-            .storage_options
-            .as_ref()
-            .is_some_and(|o| o.region != dlio_config::StorageOptions::default().region);
-        S3Settings {
-            bucket: config
-                .storage
-                .storage_root
-                .trim_start_matches("s3://")
-                .trim_matches('/')
-                .to_string(),
-            endpoint_url: endpoint,
-            region: Some(if region_given {
-                options.region.clone()
-            } else {
-                env("AWS_REGION")
-                    .or_else(|| env("AWS_DEFAULT_REGION"))
-                    .unwrap_or_else(|| options.region.clone())
-            }),
-            access_key_id: options
-                .access_key_id
-                .clone()
-                .or_else(|| env("AWS_ACCESS_KEY_ID")),
-            secret_access_key: options
-                .secret_access_key
-                .clone()
-                .or_else(|| env("AWS_SECRET_ACCESS_KEY")),
-            force_path_style: options.s3_force_path_style,
-            max_attempts: options.s3_max_attempts,
-            ..S3Settings::default()
-        }
-    });
+    let (s3, endpoint_note) = if s3 {
+        let (settings, note) = s3_settings(config, process);
+        (Some(settings), note)
+    } else {
+        (None, None)
+    };
     let settings = EngineSettings {
         engine,
         odirect: config.reader.odirect,
@@ -758,6 +770,24 @@ fn engine_settings(config: &Config, process: usize) -> (EngineSettings, Option<S
         s3,
     };
     (settings, endpoint_note)
+}
+
+/// `storage_options.prefetch_window` acts only where the fork's window does: training from
+/// object storage with a reader that decodes nothing, and without a `transfer_size` (which asks
+/// for ranged reads instead). Elsewhere it is said to have no effect.
+fn unused_prefetch_window(config: &Config, format: Option<&dyn Format>) -> Option<String> {
+    let window = config.storage.storage_options.as_ref()?.prefetch_window?;
+    let used = config.object_read_window() > 0
+        && format.is_some_and(|f| f.reads_whole_files_undecoded())
+        && config.reader.transfer_size.is_none();
+    (config.workflow.train && !used).then(|| {
+        format!(
+            "storage.storage_options.prefetch_window: {window} has no effect here: the window \
+             of whole-object reads is used for training from object storage (storage_type s3) \
+             with a reader that decodes nothing (npz, npy, jpeg, png, hdf5 under the MLPerf \
+             semantics) and no reader.transfer_size"
+        )
+    })
 }
 
 /// Settings of Python's machinery that have nothing to act on here: said once, never silently

@@ -458,3 +458,18 @@ fn a_run_directory_that_cannot_be_written_is_a_clear_error() {
     );
     assert!(!run.join("summary.json").exists());
 }
+
+#[test]
+fn a_prefetch_window_on_local_files_is_said_to_have_no_effect() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut words = vec!["workload=unet3d_b200".to_string()];
+    words.extend(small(tmp.path(), 2, 4096, "run"));
+    words.extend([
+        "++workload.workflow.generate_data=True".to_string(),
+        "++workload.reader.batch_size=1".into(),
+        "++workload.storage.storage_options.prefetch_window=8".into(),
+    ]);
+    let out = run_ok(dlio().arg("run").args(&words));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("prefetch_window: 8 has no effect"), "{err}");
+}

@@ -10,7 +10,7 @@
 //! With the fork's semantics a damaged file is therefore read, not refused: like the fork,
 //! this reader does not look inside.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use dlio_storage::{IoBuffer, Storage};
 
@@ -63,10 +63,26 @@ impl Format for Undecoded {
 /// Closed files' buffers kept for reuse (as the decoding whole-file reader keeps them).
 const SPARE_BUFFERS: usize = 4;
 
+/// One open file: its bytes, and its path for error messages. Both allocations are recycled
+/// with the state, so a per-sample open allocates nothing once the reader is warm.
+#[derive(Default)]
+struct OpenRaw {
+    path: PathBuf,
+    buffer: Option<IoBuffer>,
+}
+
 struct UndecodedReader {
     samples: u64,
-    open: FxHashMap<FileKey, (std::path::PathBuf, Option<IoBuffer>)>,
-    spare: Vec<Option<IoBuffer>>,
+    open: FxHashMap<FileKey, OpenRaw>,
+    spare: Vec<OpenRaw>,
+}
+
+impl UndecodedReader {
+    fn recycle(&mut self, state: OpenRaw) {
+        if self.spare.len() < SPARE_BUFFERS {
+            self.spare.push(state);
+        }
+    }
 }
 
 impl FormatReader for UndecodedReader {
@@ -76,14 +92,18 @@ impl FormatReader for UndecodedReader {
         key: FileKey,
         path: &Path,
     ) -> Result<(), FormatError> {
-        let mut buffer = self
+        let mut state = self
             .open
             .remove(&key)
-            .map(|(_, b)| b)
             .or_else(|| self.spare.pop())
             .unwrap_or_default();
-        crate::ranged::read_whole_file(storage, path, &mut buffer)?;
-        self.open.insert(key, (path.to_path_buf(), buffer));
+        if let Err(error) = crate::ranged::read_whole_file(storage, path, &mut state.buffer) {
+            self.recycle(state);
+            return Err(error);
+        }
+        state.path.as_mut_os_string().clear();
+        state.path.push(path);
+        self.open.insert(key, state);
         Ok(())
     }
 
@@ -93,7 +113,7 @@ impl FormatReader for UndecodedReader {
         key: FileKey,
         index: u32,
     ) -> Result<&[u8], FormatError> {
-        let (path, buffer) = self
+        let OpenRaw { path, buffer } = self
             .open
             .get(&key)
             .ok_or(FormatError::FileNotOpen { key })?;
@@ -113,10 +133,8 @@ impl FormatReader for UndecodedReader {
     }
 
     fn close(&mut self, key: FileKey) {
-        if let Some((_, buffer)) = self.open.remove(&key)
-            && self.spare.len() < SPARE_BUFFERS
-        {
-            self.spare.push(buffer);
+        if let Some(state) = self.open.remove(&key) {
+            self.recycle(state);
         }
     }
 }

@@ -23,11 +23,15 @@ use crate::{FileList, LoadedBatch, LoaderError, collate};
 /// Which samples cost a read under the loader's open policy: every sample when files are
 /// opened per sample, the first sample of a file otherwise (until the iterative sampler
 /// moves to another file, or the epoch ends for `read_type: memory`). Deterministic, so the
-/// issuing side and the consuming side agree on which samples have a read.
+/// issuing side and the consuming side agree on which samples have a read. The consuming side
+/// also records each read's bytes for the samples of the file that follow without a read;
+/// only what the policy can ask for again is kept (nothing per sample, one file sequentially).
 struct ReadDecider {
     policy: OpenPolicy,
-    current: Option<u64>,
-    seen: rustc_hash::FxHashSet<u64>,
+    /// The iterative sampler's current file and its bytes.
+    current: Option<(u64, u64)>,
+    /// `read_type: memory`: every file read this epoch and its bytes.
+    seen: FxHashMap<u64, u64>,
 }
 
 impl ReadDecider {
@@ -35,15 +39,50 @@ impl ReadDecider {
         ReadDecider {
             policy,
             current: None,
-            seen: Default::default(),
+            seen: FxHashMap::default(),
         }
     }
 
     fn needs_read(&mut self, file: u64) -> bool {
         match self.policy {
             OpenPolicy::PerSample => true,
-            OpenPolicy::KeepOpen => self.seen.insert(file),
-            OpenPolicy::Sequential => self.current.replace(file) != Some(file),
+            OpenPolicy::KeepOpen => {
+                let new = !self.seen.contains_key(&file);
+                if new {
+                    self.seen.insert(file, 0);
+                }
+                new
+            }
+            OpenPolicy::Sequential => {
+                let new = self.current.is_none_or(|(f, _)| f != file);
+                if new {
+                    self.current = Some((file, 0));
+                }
+                new
+            }
+        }
+    }
+
+    /// Records that `file` (just decided to need a read) holds `bytes`.
+    fn record(&mut self, file: u64, bytes: u64) {
+        match self.policy {
+            OpenPolicy::PerSample => {}
+            OpenPolicy::KeepOpen => {
+                self.seen.insert(file, bytes);
+            }
+            OpenPolicy::Sequential => self.current = Some((file, bytes)),
+        }
+    }
+
+    /// The bytes of `file`, read for an earlier sample.
+    fn bytes_of(&self, file: u64) -> u64 {
+        match self.policy {
+            OpenPolicy::PerSample => 0,
+            OpenPolicy::KeepOpen => self.seen.get(&file).copied().unwrap_or_default(),
+            OpenPolicy::Sequential => self
+                .current
+                .filter(|&(f, _)| f == file)
+                .map_or(0, |(_, bytes)| bytes),
         }
     }
 }
@@ -82,7 +121,6 @@ impl SampleReader {
         let mut issue = ReadDecider::new(self.policy);
         let mut consume = ReadDecider::new(self.policy);
         let mut pending: VecDeque<(u64, Box<dyn PendingRead>)> = VecDeque::new();
-        let mut file_bytes: FxHashMap<u64, u64> = FxHashMap::default();
         let mut probed = false;
         let mut refill =
             |pending: &mut VecDeque<(u64, Box<dyn PendingRead>)>| -> Result<bool, LoaderError> {
@@ -135,15 +173,17 @@ impl SampleReader {
                         break;
                     };
                     debug_assert_eq!(file, sample.file);
-                    let path = read.path().to_path_buf();
                     match read.wait() {
                         Ok(done) => {
-                            file_bytes.insert(file, done.bytes);
+                            consume.record(file, done.bytes);
                             done.bytes
                         }
                         Err(source) => {
+                            // The path from the list, not a copy per read.
                             failed = Some(LoaderError::Read {
-                                path,
+                                path: path_of(files, file)
+                                    .map(Path::to_path_buf)
+                                    .unwrap_or_default(),
                                 index: sample.index_in_file,
                                 source: Box::new(source.into()),
                             });
@@ -151,7 +191,7 @@ impl SampleReader {
                         }
                     }
                 } else {
-                    file_bytes.get(&sample.file).copied().unwrap_or_default()
+                    consume.bytes_of(sample.file)
                 };
                 let share = sample_share(bytes, sample.index_in_file, samples_per_file);
                 // The fork hands the loop a dummy tensor; a resized sample is still copied
@@ -215,5 +255,24 @@ mod tests {
         let mut keep = ReadDecider::new(OpenPolicy::KeepOpen);
         let got: Vec<bool> = [1, 1, 2, 1].iter().map(|&f| keep.needs_read(f)).collect();
         assert_eq!(got, [true, false, true, false]);
+    }
+
+    #[test]
+    fn later_samples_of_a_file_get_the_bytes_of_its_read() {
+        let mut keep = ReadDecider::new(OpenPolicy::KeepOpen);
+        assert!(keep.needs_read(1));
+        keep.record(1, 100);
+        assert!(keep.needs_read(2));
+        keep.record(2, 7);
+        assert!(!keep.needs_read(1));
+        assert_eq!((keep.bytes_of(1), keep.bytes_of(2)), (100, 7));
+        let mut sequential = ReadDecider::new(OpenPolicy::Sequential);
+        assert!(sequential.needs_read(3));
+        sequential.record(3, 50);
+        assert!(!sequential.needs_read(3));
+        assert_eq!(sequential.bytes_of(3), 50);
+        // Only the current file is kept.
+        assert!(sequential.needs_read(4));
+        assert_eq!(sequential.bytes_of(3), 0);
     }
 }

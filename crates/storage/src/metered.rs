@@ -250,8 +250,8 @@ impl<S: Storage> Storage for Metered<S> {
         let inner = self.inner.start_whole_read(path)?;
         Some(Box::new(MeteredPending {
             inner,
-            counters: (!self.reads_inside).then(|| Arc::clone(&self.counters)),
-            opens: Arc::clone(&self.counters),
+            counters: Arc::clone(&self.counters),
+            count_read: !self.reads_inside,
         }))
     }
 
@@ -269,10 +269,10 @@ impl<S: Storage> Storage for Metered<S> {
 
 struct MeteredPending {
     inner: Box<dyn PendingRead>,
-    /// Where the read is counted; `None` when the inner storage counts it.
-    counters: Option<Arc<IoCounters>>,
-    /// Where the open is counted, once the object turned out to exist.
-    opens: Arc<IoCounters>,
+    /// Where the open (once the object turned out to exist) and the read are counted.
+    counters: Arc<IoCounters>,
+    /// False when the inner storage counts the read itself.
+    count_read: bool,
 }
 
 impl PendingRead for MeteredPending {
@@ -282,9 +282,10 @@ impl PendingRead for MeteredPending {
 
     fn wait(self: Box<Self>) -> Result<WholeRead, StorageError> {
         let read = self.inner.wait()?;
-        IoCounters::count(&self.opens.opens, 1);
-        if let Some(counters) = &self.counters {
-            counters.record_read(1, read.bytes, read.took.as_nanos() as u64);
+        IoCounters::count(&self.counters.opens, 1);
+        if self.count_read {
+            self.counters
+                .record_read(1, read.bytes, read.took.as_nanos() as u64);
         }
         Ok(read)
     }
