@@ -91,6 +91,20 @@ pub fn file_path(config: &Config, format: &dyn Format, list: List, index: u64) -
     path
 }
 
+/// The folders generation makes for `list`: the list's folder, and its subfolders when it
+/// has more than one (named as [`file_path`] names them).
+pub fn generation_dirs(config: &Config, list: List) -> Vec<PathBuf> {
+    let (_, subfolders) = list.configured(config);
+    let dir = data_root(config).join(list.dir_name());
+    if subfolders <= 1 {
+        return vec![dir];
+    }
+    let width = subfolders.to_string().len();
+    (0..subfolders)
+        .map(|i| dir.join(format!("{i:0width$}")))
+        .collect()
+}
+
 /// Layout of file `index` of `list`.
 pub fn layout(config: &Config, list: List, index: u64) -> FileLayout {
     let d = &config.dataset;
@@ -202,8 +216,12 @@ pub fn list_files(
                 .ends_with(&format!(".{}", ext.to_ascii_lowercase()))
     };
     let mut files: Vec<PathBuf> = Vec::new();
-    let dirs: Vec<_> = entries.iter().filter(|e| e.is_dir).collect();
-    if !dirs.is_empty() {
+    let dirs: Vec<_> = entries.iter().filter(|e| e.is_dir).cloned().collect();
+    let dir_count = dirs.len();
+    // A flat data set may share its folder with unrelated folders (`lost+found`): subfolders
+    // are read when the config has them, or when the folder holds no data file of its own.
+    let flat_files = entries.iter().any(|e| !e.is_dir && matches(&e.path));
+    if !dirs.is_empty() && (subfolders > 1 || !flat_files) {
         if subfolders > 1 && dirs.len() as u64 != subfolders {
             bail!(
                 "{} holds {} subfolders but {} is {}; regenerate the data set or set the key to {}",
@@ -238,6 +256,21 @@ pub fn list_files(
         files.sort_unstable_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
     }
     let found = files.len() as u64;
+    if found == 0 {
+        bail!(
+            "no {} data: {} holds no .{ext} files{}; generate the data set with \
+             ++workload.workflow.generate_data=True, or point ++workload.dataset.data_folder at \
+             the folder that holds {}/",
+            list.dir_name(),
+            dir.display(),
+            if dir_count == 0 {
+                String::new()
+            } else {
+                format!(" (nor do its {dir_count} subfolders)")
+            },
+            list.dir_name()
+        );
+    }
     if found < wanted {
         bail!(
             "not enough {} data: {} holds {found} .{ext} files but {} is {wanted}; generate the \

@@ -3,19 +3,19 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Instant, SystemTime};
 
 use anyhow::{Context, Result, anyhow, bail};
 use dlio_config::{Config, Loaded};
 use dlio_config::{IoEngine, StorageType};
 use dlio_format::{Format, GenerationJob};
+use dlio_loader::{StopCause, StopSignal};
 use dlio_metrics::{HostInfo, HostShare, MetricParams, RankReport, RunInfo};
 use dlio_storage::{
     EngineKind, EngineSettings, IoCounters, PathTable, S3Settings, SplitReads, Storage,
 };
 use dlio_trace::Tracer;
-use dlio_trainer::{CheckpointSetup, LocalGroup, RankSetup, TrainError};
+use dlio_trainer::{CheckpointSetup, Comm, LocalGroup, RankSetup, TrainError};
 use indicatif::MultiProgress;
 
 use crate::args::{Entry, RunArgs};
@@ -170,7 +170,7 @@ fn drive(
         check_collective(config, local_ranks)?;
     }
 
-    let cancel = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(StopSignal::new());
     let group = match cluster.link() {
         Some(link) => {
             LocalGroup::across_processes(local_ranks, cluster.process(), cluster.processes(), link)
@@ -178,11 +178,11 @@ fn drive(
         None => LocalGroup::new(local_ranks),
     };
     {
-        let cancel = Arc::clone(&cancel);
+        let stop = Arc::clone(&stop);
         let group = Arc::clone(&group);
         // A second handler cannot be installed (tests call main more than once): ignore that.
         let _ = ctrlc::set_handler(move || {
-            cancel.store(true, Ordering::SeqCst);
+            stop.stop(StopCause::Interrupted);
             group.abort("interrupted (Ctrl-C)");
         });
     }
@@ -235,7 +235,15 @@ fn drive(
     let storage: Arc<dyn Storage> = engine.storage();
 
     if let (true, Some(format)) = (config.workflow.generate_data, &format) {
-        generate(cluster, config, &*storage, &**format, log, bars, &cancel)?;
+        generate(
+            cluster,
+            config,
+            &*storage,
+            &**format,
+            log,
+            bars,
+            stop.flag(),
+        )?;
         if config.storage.drop_page_cache && config.workflow.train {
             // Between generation and training: what was just written must not be read from
             // the page cache.
@@ -244,10 +252,10 @@ fn drive(
             }
         }
         cluster.barrier();
-        if cancel.load(Ordering::SeqCst) {
+        if stop.is_stopped() {
             bail!("interrupted during generation; complete files are kept and a rerun skips them");
         }
-        settle_after_generation(config, log, &cancel);
+        settle_after_generation(config, log, &stop);
     }
     if !config.workflow.train && !config.workflow.checkpoint {
         log.output("Generation only: nothing to train (workflow.train is False)");
@@ -382,26 +390,37 @@ fn drive(
                 let format = format.clone();
                 let train_files = Arc::clone(&train_files);
                 let eval_files = Arc::clone(&eval_files);
-                let cancel = Arc::clone(&cancel);
+                let stop = Arc::clone(&stop);
                 let progress = &progress;
                 let checkpoint = checkpoint.as_ref();
                 let tracer = tracers[rank as usize].clone();
                 std::thread::Builder::new()
                     .name(format!("dlio-rank-{rank}"))
                     .spawn_scoped(s, move || {
-                        dlio_trainer::run_rank(RankSetup {
-                            config,
-                            comm: &comm,
-                            storage: setup_storage,
-                            counters: setup_counters,
-                            format,
-                            train_files,
-                            eval_files,
-                            random_seed,
-                            cancel,
-                            observer: progress,
-                            checkpoint,
-                            tracer,
+                        let rank_stop = Arc::clone(&stop);
+                        let run = std::panic::AssertUnwindSafe(|| {
+                            dlio_trainer::run_rank(RankSetup {
+                                config,
+                                comm: &comm,
+                                storage: setup_storage,
+                                counters: setup_counters,
+                                format,
+                                train_files,
+                                eval_files,
+                                random_seed,
+                                stop,
+                                observer: progress,
+                                checkpoint,
+                                tracer,
+                            })
+                        });
+                        // A panicking rank must release its peers now (they may be asleep in
+                        // compute or waiting at a barrier for it), not when it is joined.
+                        std::panic::catch_unwind(run).unwrap_or_else(|_| {
+                            let reason = format!("rank {rank} panicked");
+                            comm.abort(&reason);
+                            rank_stop.stop(StopCause::Failed(reason.clone()));
+                            Err(TrainError::Setting(reason))
                         })
                     })
             })
@@ -410,12 +429,13 @@ fn drive(
             .into_iter()
             .enumerate()
             .map(|(rank, h)| match h {
-                Ok(h) => h.join().unwrap_or_else(|_| {
-                    group.abort("a rank panicked");
-                    Err(TrainError::Setting(format!("rank {rank} panicked")))
-                }),
+                Ok(h) => h
+                    .join()
+                    .unwrap_or_else(|_| Err(TrainError::Setting(format!("rank {rank} panicked")))),
                 Err(e) => {
-                    group.abort("a rank could not start");
+                    let reason = format!("could not start rank {rank}: {e}");
+                    group.abort(&reason);
+                    stop.stop(StopCause::Failed(reason));
                     Err(TrainError::Setting(format!(
                         "could not start rank {rank}: {e}"
                     )))
@@ -454,26 +474,26 @@ fn drive(
 
     let mut reports = Vec::new();
     let mut first_error: Option<TrainError> = None;
-    let mut interrupted = false;
+    // Only Ctrl-C is an interruption; peers stopped by a failing rank echo its failure.
+    let interrupted = stop.was_interrupted();
     for r in results {
-        match r {
-            Ok(report) => reports.push(report),
+        let error = match r {
+            Ok(report) => {
+                reports.push(report);
+                continue;
+            }
             Err(TrainError::Partial { error, report }) => {
                 reports.push(*report);
-                interrupted |= error.is_interruption();
-                // Prefer the error that caused the abort over "aborted" echoes of it.
-                if first_error
-                    .as_ref()
-                    .is_none_or(|e| e.is_interruption() && !error.is_interruption())
-                {
-                    first_error = Some(*error);
-                }
+                *error
             }
-            Err(e) => {
-                if first_error.is_none() {
-                    first_error = Some(e);
-                }
-            }
+            Err(e) => e,
+        };
+        // Prefer the error that caused the stop over the "aborted" echoes of it.
+        if first_error
+            .as_ref()
+            .is_none_or(|e| e.is_interruption() && !error.is_interruption())
+        {
+            first_error = Some(error);
         }
     }
     // Under MPI a failed rank has already ended the job; here every process completed (or
@@ -566,7 +586,7 @@ fn drive(
             .with_context(|| format!("writing the outputs to {}", out.display()))?;
     }
     if let Some(e) = first_error {
-        if interrupted || e.is_interruption() {
+        if interrupted && e.is_interruption() {
             log.warn(&format!(
                 "run interrupted; the summary in {} is marked incomplete",
                 out.display()
@@ -596,7 +616,7 @@ fn drive(
 
 /// `storage.post_generation_settle_seconds`: waits after generation (when training follows)
 /// for storage that settles, in slices so Ctrl-C ends the wait.
-fn settle_after_generation(config: &Config, log: &RunLog, cancel: &AtomicBool) {
+fn settle_after_generation(config: &Config, log: &RunLog, stop: &StopSignal) {
     let seconds = config.storage.post_generation_settle_seconds;
     if seconds <= 0.0 || !(config.workflow.train || config.workflow.checkpoint) {
         return;
@@ -604,14 +624,8 @@ fn settle_after_generation(config: &Config, log: &RunLog, cancel: &AtomicBool) {
     log.output(&format!(
         "Waiting {seconds} s after generation (storage.post_generation_settle_seconds)"
     ));
-    let end = Instant::now() + std::time::Duration::from_secs_f64(seconds.min(86_400.0));
-    while !cancel.load(Ordering::SeqCst) {
-        let now = Instant::now();
-        if now >= end {
-            break;
-        }
-        std::thread::sleep((end - now).min(std::time::Duration::from_millis(100)));
-    }
+    // A stop ends the wait; the caller then sees it.
+    let _ = stop.sleep(dlio_config::duration_from_seconds(seconds));
 }
 
 /// Features whose issues are not built yet: refuse clearly rather than ignore the setting.
@@ -957,17 +971,29 @@ fn generate(
     format: &dyn Format,
     log: &RunLog,
     bars: &MultiProgress,
-    cancel: &AtomicBool,
+    cancel: &std::sync::atomic::AtomicBool,
 ) -> Result<()> {
     // Processes generate rank-strided shares of the files (DLIO's layout); threads inside a
     // process share its part.
     let (process, processes) = (u64::from(cluster.process()), u64::from(cluster.processes()));
-    let files: Vec<_> = dataset::generation_files(config, format)
+    let every_file = dataset::generation_files(config, format);
+    let data_set_files = every_file.len() as u64;
+    let fingerprint = dlio_format::dataset_fingerprint(format, config.train.seed, &every_file);
+    let files: Vec<_> = every_file
         .into_iter()
         .enumerate()
         .filter(|(i, _)| *i as u64 % processes == process)
         .map(|(_, f)| f)
         .collect();
+    let root = dataset::data_root(config);
+    vouch_for_existing_files(
+        cluster,
+        storage,
+        format,
+        log,
+        (&root, fingerprint, data_set_files),
+        &files,
+    )?;
     let total = files.len() as u64;
     log.output(&format!(
         "Generating {} {} files ({} train, {} valid) under {}",
@@ -979,11 +1005,14 @@ fn generate(
     ));
     // DLIO makes both lists' folders, so a data set without evaluation files still has an
     // empty `valid/` (Python DLIO lists it before training, even with no eval files).
+    // Every subfolder too, even those no file falls in (one file over two subfolders), as the
+    // listing expects `num_subfolders_*` of them.
     for list in [List::Train, List::Valid] {
-        let dir = dataset::data_root(config).join(list.dir_name());
-        storage
-            .create_dir_all(&dir)
-            .with_context(|| format!("creating the data folder {}", dir.display()))?;
+        for dir in dataset::generation_dirs(config, list) {
+            storage
+                .create_dir_all(&dir)
+                .with_context(|| format!("creating the data folder {}", dir.display()))?;
+        }
     }
     let started = Instant::now();
     let bar = crate::progress::generation_bar(bars, total);
@@ -1011,6 +1040,51 @@ fn generate(
         report.partials_removed,
         secs
     ));
+    Ok(())
+}
+
+/// A file that exists is kept by generation only when it is what this config writes: its
+/// size says so (formats of a fixed size), or the data set's manifest records this config's
+/// fingerprint. Otherwise (another config's files, or files no manifest vouches for) the files
+/// whose size proves nothing are removed before the manifest is written, so that a generation
+/// interrupted after this point resumes safely: every file it finds is then its own.
+fn vouch_for_existing_files(
+    cluster: &Cluster,
+    storage: &dyn Storage,
+    format: &dyn Format,
+    log: &RunLog,
+    (root, fingerprint, data_set_files): (&Path, u64, u64),
+    files: &[dlio_format::GenerationFile],
+) -> Result<()> {
+    let vouched =
+        cluster.broadcast(|| dlio_format::read_manifest(storage, root) == Some(fingerprint))?;
+    if vouched {
+        return Ok(());
+    }
+    let removed = dlio_format::remove_unverifiable(storage, format, files)
+        .context("removing data files another config wrote")?;
+    if removed > 0 {
+        log.output(&format!(
+            "Removed {removed} {} files that no generation manifest of this config vouches for \
+             (written by another config or another tool); they are written again",
+            format.name()
+        ));
+    }
+    cluster.barrier();
+    if cluster.is_root() {
+        storage
+            .create_dir_all(root)
+            .with_context(|| format!("creating the data folder {}", root.display()))?;
+        dlio_format::write_manifest(storage, root, fingerprint, data_set_files).with_context(
+            || {
+                format!(
+                    "writing {}",
+                    root.join(dlio_format::MANIFEST_NAME).display()
+                )
+            },
+        )?;
+    }
+    cluster.barrier();
     Ok(())
 }
 

@@ -93,6 +93,6 @@ pub use schema::{
     StorageOptions, StorageType, TrainConfig, TransformerConfig, WorkflowConfig,
 };
 pub use vocab::{
-    Compression, DataLoaderKind, ElementType, FormatKind, Framework, ReadType, Sampler, Semantics,
-    Shuffle, TimeDistribution,
+    Compression, DataLoaderKind, ElementType, FormatKind, Framework, MAX_SECONDS, ReadType,
+    Sampler, Semantics, Shuffle, TimeDistribution, duration_from_seconds,
 };

@@ -6,7 +6,9 @@
 
 use crate::error::ConfigError;
 use crate::schema::{CheckpointMode, Config, IoEngine, StorageType};
-use crate::vocab::{Compression, DataLoaderKind, FormatKind, Framework, TimeDistribution};
+use crate::vocab::{
+    Compression, DataLoaderKind, FormatKind, Framework, MAX_SECONDS, TimeDistribution,
+};
 
 fn invalid(key: &str, message: String, fix: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
@@ -705,6 +707,52 @@ impl Config {
                     key,
                     format!("has a negative `{param}`, which the distribution does not allow."),
                     format!("set {key}.{param} to 0 or more"),
+                ));
+            }
+            for (param, value) in dist.parameters() {
+                // A gamma shape is a count, bounded through the mean below.
+                if !value.is_finite() || (param != "shape" && value.abs() > MAX_SECONDS) {
+                    return Err(invalid(
+                        &format!("{key}.{param}"),
+                        format!(
+                            "is {value:e}; a time in seconds must be a number within \
+                             {MAX_SECONDS:e} (about 31 years)."
+                        ),
+                        format!("set {key} in seconds, at most {MAX_SECONDS:e}"),
+                    ));
+                }
+            }
+            let mean = dist.mean();
+            if !mean.is_finite() || mean.abs() > MAX_SECONDS {
+                return Err(invalid(
+                    key,
+                    format!(
+                        "has a mean of {mean:e} s; a time must average at most {MAX_SECONDS:e} s \
+                         (about 31 years)."
+                    ),
+                    format!("lower the parameters of {key}"),
+                ));
+            }
+        }
+        let single = [
+            (
+                "checkpoint.time_between_checkpoints",
+                self.checkpoint.time_between_checkpoints,
+            ),
+            (
+                "storage.post_generation_settle_seconds",
+                self.storage.post_generation_settle_seconds,
+            ),
+        ];
+        for (key, value) in single {
+            if !value.is_finite() || value.abs() > MAX_SECONDS {
+                return Err(invalid(
+                    key,
+                    format!(
+                        "is {value:e}; a time in seconds must be a number within {MAX_SECONDS:e} \
+                         (about 31 years)."
+                    ),
+                    format!("set ++workload.{key} in seconds, at most {MAX_SECONDS:e}"),
                 ));
             }
         }

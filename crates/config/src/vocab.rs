@@ -332,4 +332,31 @@ impl TimeDistribution {
     pub fn is_zero(&self) -> bool {
         matches!(*self, TimeDistribution::Constant { value } if value == 0.0)
     }
+
+    /// The parameters, named as in YAML, with the bound each must stay within: times in
+    /// seconds within [`MAX_SECONDS`], a gamma shape only through the mean it gives.
+    pub fn parameters(&self) -> Vec<(&'static str, f64)> {
+        match *self {
+            TimeDistribution::Constant { value } => vec![("value", value)],
+            TimeDistribution::Normal { mean, stdev } => vec![("mean", mean), ("stdev", stdev)],
+            TimeDistribution::Uniform { min, max } => vec![("min", min), ("max", max)],
+            TimeDistribution::Gamma { shape, scale } => vec![("shape", shape), ("scale", scale)],
+            TimeDistribution::Exponential { scale } => vec![("scale", scale)],
+            TimeDistribution::Poisson { lam } => vec![("lam", lam)],
+        }
+    }
+}
+
+/// The longest time, in seconds, a config may ask a rank to sleep or wait (about 31.7
+/// years): longer values are refused at validation, naming the key, rather than overflowing
+/// the clock mid-run.
+pub const MAX_SECONDS: f64 = 1e9;
+
+/// `seconds` as a `Duration`, saturating: negative or NaN is zero, beyond what a `Duration`
+/// holds is `Duration::MAX`. For times from the config, which validation bounds anyway.
+pub fn duration_from_seconds(seconds: f64) -> std::time::Duration {
+    if seconds.is_nan() || seconds <= 0.0 {
+        return std::time::Duration::ZERO;
+    }
+    std::time::Duration::try_from_secs_f64(seconds).unwrap_or(std::time::Duration::MAX)
 }

@@ -321,3 +321,86 @@ impl WriteHandle for StoppableWrite {
         self.inner.commit()
     }
 }
+
+/// The name of the file, in the data set's root folder, that records which generation wrote the
+/// files beside it (see [`dataset_fingerprint`]).
+pub const MANIFEST_NAME: &str = ".dlio-generation";
+
+/// A fingerprint of what a generation writes: the format and its settings, the seed, and every
+/// file's name, list, index and layout. Two configs that would write different bytes (other
+/// sizes, dims, compression, format options or seed) have different fingerprints; where the
+/// data set lives does not count, so a moved data set keeps its fingerprint.
+///
+/// `files` is the whole data set (every process's share), in generation order.
+pub fn dataset_fingerprint(format: &dyn Format, seed: u64, files: &[GenerationFile]) -> u64 {
+    use std::hash::Hasher;
+    use std::io::Write;
+    let mut hasher = twox_hash::XxHash3_64::with_seed(0);
+    let mut text = Vec::with_capacity(256);
+    let _ = write!(text, "{format:?}|{seed}");
+    hasher.write(&text);
+    for file in files {
+        text.clear();
+        let _ = write!(
+            text,
+            "|{}|{}|{}|{:?}",
+            Path::new(file_name(&file.path)).display(),
+            file.list_id,
+            file.file_index,
+            file.layout
+        );
+        hasher.write(&text);
+    }
+    hasher.finish()
+}
+
+/// The fingerprint recorded in `root`'s manifest, if there is a readable one.
+pub fn read_manifest(storage: &dyn Storage, root: &Path) -> Option<u64> {
+    let mut slot = None;
+    let buffer =
+        crate::ranged::read_whole_file(storage, &root.join(MANIFEST_NAME), &mut slot).ok()?;
+    let text = std::str::from_utf8(buffer).ok()?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("fingerprint "))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+}
+
+/// Records `fingerprint` in `root`'s manifest (published whole, by the storage's commit).
+pub fn write_manifest(
+    storage: &dyn Storage,
+    root: &Path,
+    fingerprint: u64,
+    files: u64,
+) -> Result<(), FormatError> {
+    let text = format!(
+        "dlio generation manifest: the files below this folder are what a config of this \
+         fingerprint writes\nfingerprint {fingerprint:016x}\nfiles {files}\n"
+    );
+    let mut handle = storage.create(&root.join(MANIFEST_NAME))?;
+    handle.write_all(text.as_bytes())?;
+    handle.commit()?;
+    Ok(())
+}
+
+/// Removes the files of `files` that exist but whose completeness their size cannot prove
+/// (formats of no fixed size: jpeg, png, csv, parquet, compressed npz), for a data set that no
+/// manifest vouches for: they may be what another config wrote. Files of a known size are left
+/// for the generation's size check. Returns how many were removed.
+pub fn remove_unverifiable(
+    storage: &dyn Storage,
+    format: &dyn Format,
+    files: &[GenerationFile],
+) -> Result<u64, FormatError> {
+    let mut removed = 0;
+    for file in files {
+        if format.expected_size(&file.layout).is_some() {
+            continue;
+        }
+        match storage.remove_file(&file.path) {
+            Ok(()) => removed += 1,
+            Err(StorageError::NotFound { .. }) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Ok(removed)
+}

@@ -73,7 +73,10 @@ mod tfrecord;
 mod whole_file;
 
 pub use error::FormatError;
-pub use generate::{GenerationFile, GenerationJob, GenerationProgress, GenerationReport, generate};
+pub use generate::{
+    GenerationFile, GenerationJob, GenerationProgress, GenerationReport, MANIFEST_NAME,
+    dataset_fingerprint, generate, read_manifest, remove_unverifiable, write_manifest,
+};
 pub use rng::DataRng;
 pub use tfrecord::{
     BytesList, DEFAULT_TRANSFER_SIZE, Example, Feature, FeatureKind, Features, FloatList,

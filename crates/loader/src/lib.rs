@@ -30,14 +30,15 @@
 mod error;
 mod reader;
 mod sleep;
+mod stop;
 mod stream;
 mod window;
 
 pub use error::LoaderError;
 pub use sleep::TimeSampler;
+pub use stop::{StopCause, StopSignal, Stopped};
 pub use stream::StreamOptions;
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -129,7 +130,7 @@ pub struct Loader {
     spec: LoaderSpec,
     storage: Arc<dyn Storage>,
     format: Arc<dyn Format>,
-    cancel: Arc<AtomicBool>,
+    stop: Arc<StopSignal>,
     workers: Vec<(SyncSender<EpochWork>, JoinHandle<()>)>,
     inline: Option<SampleReader>,
     stream_options: StreamOptions,
@@ -141,7 +142,7 @@ impl Loader {
         spec: LoaderSpec,
         storage: Arc<dyn Storage>,
         format: Arc<dyn Format>,
-        cancel: Arc<AtomicBool>,
+        stop: Arc<StopSignal>,
     ) -> Result<Loader, LoaderError> {
         let preprocess = TimeSampler::new("reader.preprocess_time", &spec.preprocess_time)
             .map_err(LoaderError::Setting)?;
@@ -149,26 +150,40 @@ impl Loader {
         for w in 0..spec.read_threads {
             let (tx, rx) = mpsc::sync_channel::<EpochWork>(1);
             let seed = spec.seed ^ (u64::from(w + 1) << 40);
-            let mut reader = SampleReader::new(&spec, &*format, preprocess.clone(), seed, w);
+            let mut reader = SampleReader::new(
+                &spec,
+                &*format,
+                preprocess.clone(),
+                seed,
+                w,
+                Arc::clone(&stop),
+            );
             let storage = Arc::clone(&storage);
-            let cancel = Arc::clone(&cancel);
             let handle = std::thread::Builder::new()
                 .name(format!("dlio-reader-{w}"))
                 .spawn(move || {
                     while let Ok(work) = rx.recv() {
-                        reader.run_epoch(&*storage, work, &cancel);
+                        reader.run_epoch(&*storage, work);
                     }
                 })
                 .map_err(|e| LoaderError::Spawn { source: e })?;
             workers.push((tx, handle));
         }
-        let inline = (spec.read_threads == 0)
-            .then(|| SampleReader::new(&spec, &*format, preprocess.clone(), spec.seed, 0));
+        let inline = (spec.read_threads == 0).then(|| {
+            SampleReader::new(
+                &spec,
+                &*format,
+                preprocess.clone(),
+                spec.seed,
+                0,
+                Arc::clone(&stop),
+            )
+        });
         Ok(Loader {
             spec,
             storage,
             format,
-            cancel,
+            stop,
             workers,
             inline,
             stream_options: StreamOptions::default(),
@@ -209,7 +224,7 @@ impl Loader {
                     prefetch,
                     sample_out_bytes: self.spec.sample_out_bytes,
                 },
-                Arc::clone(&self.cancel),
+                Arc::clone(&self.stop),
             );
             let (_done, finished) = mpsc::channel();
             return EpochBatches {
@@ -296,7 +311,7 @@ impl EpochBatches<'_> {
         if self.next_step >= self.plan.steps() {
             return None;
         }
-        if self.loader.cancel.load(Ordering::Relaxed) {
+        if self.loader.stop.is_stopped() {
             return Some(Err(LoaderError::Interrupted));
         }
         let step = self.next_step;
@@ -327,7 +342,7 @@ impl EpochBatches<'_> {
         let worker = (step % self.queues.len() as u64) as usize;
         match self.queues[worker].recv() {
             Ok(result) => Some(result),
-            Err(_) => Some(Err(if self.loader.cancel.load(Ordering::Relaxed) {
+            Err(_) => Some(Err(if self.loader.stop.is_stopped() {
                 LoaderError::Interrupted
             } else {
                 LoaderError::ReaderGone {

@@ -1,6 +1,6 @@
 //! One reader thread's work: read the samples of the batches it owns, in order.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use dlio_config::{ReadType, Sampler};
@@ -14,7 +14,8 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use rustc_hash::FxHashSet;
 
 use crate::{
-    EpochWork, FileList, LoadedBatch, LoaderError, LoaderSpec, TimeSampler, collate, lock,
+    EpochWork, FileList, LoadedBatch, LoaderError, LoaderSpec, StopSignal, TimeSampler, collate,
+    lock,
 };
 
 /// A format reader plus the open/close policy of the configured loader.
@@ -47,6 +48,8 @@ pub(crate) struct SampleReader {
     stagger: std::time::Duration,
     /// The storage turned out to have no background reads: read in the foreground.
     window_unsupported: bool,
+    /// Ends the stagger and preprocess sleeps and the epoch's loop when the run stops.
+    pub(crate) stop: Arc<StopSignal>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +69,7 @@ impl SampleReader {
         preprocess: TimeSampler,
         seed: u64,
         worker: u32,
+        stop: Arc<StopSignal>,
     ) -> SampleReader {
         let policy = match (spec.sampler, spec.read_type) {
             // File shards never reach the reader threads (the stream pipeline reads them); a
@@ -94,16 +98,12 @@ impl SampleReader {
             samples_per_file: spec.layout.samples,
             stagger: spec.stagger * worker,
             window_unsupported: false,
+            stop,
         }
     }
 
     /// Reads every batch of `work.plan` that belongs to `work.worker`, sending each in order.
-    pub(crate) fn run_epoch(
-        &mut self,
-        storage: &dyn Storage,
-        work: EpochWork,
-        cancel: &AtomicBool,
-    ) {
+    pub(crate) fn run_epoch(&mut self, storage: &dyn Storage, work: EpochWork) {
         let EpochWork {
             plan,
             files,
@@ -116,7 +116,7 @@ impl SampleReader {
         let mut samples = 0;
         let threads = self.threads;
         let mut step = u64::from(worker);
-        self.stagger_start(cancel);
+        self.stagger_start();
         if self.window > 0 && !self.window_unsupported {
             let mut send = |result: Result<LoadedBatch, LoaderError>| {
                 if let Ok(b) = &result {
@@ -130,7 +130,6 @@ impl SampleReader {
                 &files,
                 u64::from(worker),
                 &mut send,
-                cancel,
                 &mut hist,
             );
             if windowed {
@@ -141,7 +140,7 @@ impl SampleReader {
             }
         }
         while step < plan.steps() {
-            if cancel.load(Ordering::Relaxed) {
+            if self.stop.is_stopped() {
                 break;
             }
             let result = self.read_batch(storage, &plan, &files, step, &mut hist);
@@ -257,15 +256,9 @@ impl SampleReader {
 
     /// The fork's `stagger_workers`: thread `i` waits `i` times the mean computation time
     /// before its first read of the epoch, so the threads' reads do not all start at once.
-    fn stagger_start(&self, cancel: &AtomicBool) {
-        let deadline = Instant::now() + self.stagger;
-        while !cancel.load(Ordering::Relaxed) {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            std::thread::sleep(left.min(std::time::Duration::from_millis(50)));
-        }
+    fn stagger_start(&self) {
+        // A stop ends the wait; the epoch loop then sees it.
+        let _ = self.stop.sleep(self.stagger);
     }
 
     fn preprocess_sleep(&mut self, epoch: u32, global: u64) {
@@ -275,7 +268,8 @@ impl SampleReader {
                 .span(ai::DATA_PREPROCESS)
                 .epoch(u64::from(epoch))
                 .arg("image_idx", global as i64);
-            std::thread::sleep(d);
+            // A stop ends the sleep; the epoch loop then sees it.
+            let _ = self.stop.sleep(d);
         }
     }
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use dlio_config::TimeDistribution;
+use dlio_config::{TimeDistribution, duration_from_seconds};
 use rand::Rng;
 use rand_distr::{Distribution, Exp, Gamma, Normal, Poisson, Uniform};
 
@@ -106,7 +106,8 @@ impl TimeSampler {
             Kind::Poisson(d) => d.sample(rng),
         };
         let v = v.abs();
-        (v.is_finite() && v > 0.0).then(|| Duration::from_secs_f64(v))
+        // Validation bounds the parameters; a draw past them still saturates, never panics.
+        (v > 0.0).then(|| duration_from_seconds(v))
     }
 }
 

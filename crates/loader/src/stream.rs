@@ -36,7 +36,7 @@ use dlio_storage::Storage;
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use crate::{EpochReadStats, FileList, LoadedBatch, LoaderError, collate, lock};
+use crate::{EpochReadStats, FileList, LoadedBatch, LoaderError, StopSignal, collate, lock};
 
 /// Settings of the tf.data TFRecord pipeline, from the `reader` section.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,7 +121,7 @@ impl StreamEpoch {
         storage: Arc<dyn Storage>,
         options: &StreamOptions,
         output: Output,
-        cancel: Arc<AtomicBool>,
+        cancel: Arc<StopSignal>,
     ) -> StreamEpoch {
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(Mutex::new(EpochReadStats::default()));
@@ -335,7 +335,7 @@ impl Assembler {
         work: SyncSender<(u64, Vec<Tagged>)>,
         out: SyncSender<(u64, Result<LoadedBatch, LoaderError>)>,
         stop: &AtomicBool,
-        cancel: &AtomicBool,
+        cancel: &StopSignal,
     ) {
         let cycle = readers.len().max(1) as u64;
         let (keep_step, keep_phase) = self.shape.keep_every();
@@ -390,7 +390,7 @@ impl Assembler {
             }
             let mut active: Vec<usize> = (0..in_group).collect();
             while !active.is_empty() {
-                if stop.load(Ordering::Relaxed) || cancel.load(Ordering::Relaxed) {
+                if stop.load(Ordering::Relaxed) || cancel.is_stopped() {
                     return;
                 }
                 let mut i = 0;

@@ -9,7 +9,6 @@
 
 use std::collections::VecDeque;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use dlio_metrics::LatencyHistogram;
@@ -113,7 +112,6 @@ impl SampleReader {
         files: &FileList,
         worker: u64,
         send: &mut dyn FnMut(Result<LoadedBatch, LoaderError>) -> bool,
-        cancel: &AtomicBool,
         hist: &mut LatencyHistogram,
     ) -> bool {
         let window = self.window.max(1);
@@ -142,7 +140,7 @@ impl SampleReader {
         let samples_per_file = u64::from(self.samples_per_file.max(1));
         let mut step = worker;
         while step < plan.steps() {
-            if cancel.load(Ordering::Relaxed) {
+            if self.stop.is_stopped() {
                 break;
             }
             let mut samples = 0;

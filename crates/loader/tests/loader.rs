@@ -2,13 +2,12 @@
 //! configured read type and sampler; every byte goes through the metered storage.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use dlio_config::{
     Compression, ElementType, FormatKind, ReadType, Sampler, Shuffle, TimeDistribution,
 };
 use dlio_format::FileLayout;
-use dlio_loader::{FileList, Loader, LoaderError, LoaderSpec};
+use dlio_loader::{FileList, Loader, LoaderError, LoaderSpec, StopSignal};
 use dlio_plan::{EpochPlan, PlanSpec};
 use dlio_storage::{Metered, PosixStorage, Storage};
 
@@ -80,7 +79,7 @@ fn read_epoch(files: &FileList, spec: LoaderSpec, plan: EpochPlan) -> Outcome {
     let storage: Arc<dyn Storage> = Arc::new(metered);
     let format: Arc<dyn dlio_format::Format> =
         Arc::from(dlio_format::format_for(FormatKind::Npz).unwrap());
-    let mut loader = Loader::new(spec, storage, format, Arc::new(AtomicBool::new(false))).unwrap();
+    let mut loader = Loader::new(spec, storage, format, Arc::new(StopSignal::new())).unwrap();
     let mut batches = loader.start_epoch(plan, Arc::clone(files));
     let mut steps = Vec::new();
     let mut samples = 0;
@@ -175,7 +174,7 @@ fn a_truncated_file_fails_the_batch_and_names_the_file() {
         spec(Sampler::Index, ReadType::OnDemand, 2),
         storage,
         format,
-        Arc::new(AtomicBool::new(false)),
+        Arc::new(StopSignal::new()),
     )
     .unwrap();
     let mut batches =
@@ -197,7 +196,7 @@ fn a_truncated_file_fails_the_batch_and_names_the_file() {
 fn cancel_stops_the_epoch() {
     let tmp = tempfile::tempdir().unwrap();
     let files = dataset(tmp.path(), 4);
-    let cancel = Arc::new(AtomicBool::new(false));
+    let cancel = Arc::new(StopSignal::new());
     let storage: Arc<dyn Storage> = Arc::new(PosixStorage::new());
     let format: Arc<dyn dlio_format::Format> =
         Arc::from(dlio_format::format_for(FormatKind::Npz).unwrap());
@@ -211,7 +210,7 @@ fn cancel_stops_the_epoch() {
     let mut batches =
         loader.start_epoch(plan(4, Sampler::Index, 2, Shuffle::Off), Arc::clone(&files));
     assert!(batches.next_batch().unwrap().is_ok());
-    cancel.store(true, std::sync::atomic::Ordering::SeqCst);
+    cancel.stop(dlio_loader::StopCause::Interrupted);
     assert!(matches!(
         batches.next_batch(),
         Some(Err(LoaderError::Interrupted))
@@ -231,8 +230,7 @@ fn a_resized_sample_is_what_the_batch_hands_out() {
         let storage: Arc<dyn Storage> = Arc::new(PosixStorage::new());
         let format: Arc<dyn dlio_format::Format> =
             Arc::from(dlio_format::format_for(FormatKind::Npz).unwrap());
-        let mut loader =
-            Loader::new(spec, storage, format, Arc::new(AtomicBool::new(false))).unwrap();
+        let mut loader = Loader::new(spec, storage, format, Arc::new(StopSignal::new())).unwrap();
         let mut batches =
             loader.start_epoch(plan(4, Sampler::Index, 1, Shuffle::Off), Arc::clone(&files));
         while let Some(b) = batches.next_batch() {

@@ -4,11 +4,10 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use dlio_config::{Compression, ElementType, FormatKind, ReadType, Sampler, Shuffle};
 use dlio_format::FileLayout;
-use dlio_loader::{FileList, Loader, LoaderSpec, StreamOptions};
+use dlio_loader::{FileList, Loader, LoaderSpec, StopSignal, StreamOptions};
 use dlio_plan::{EpochPlan, PlanSpec};
 use dlio_storage::{Metered, PosixStorage, Storage};
 
@@ -75,7 +74,7 @@ fn resizing_loader(
         stagger: std::time::Duration::ZERO,
     };
     let format = Arc::from(dlio_format::format_for(FormatKind::Tfrecord).unwrap());
-    let mut loader = Loader::new(spec, storage, format, Arc::new(AtomicBool::new(false))).unwrap();
+    let mut loader = Loader::new(spec, storage, format, Arc::new(StopSignal::new())).unwrap();
     loader.set_stream_options(options);
     loader
 }

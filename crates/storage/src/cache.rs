@@ -3,7 +3,6 @@
 //! host memory (MLPerf Storage's rule: the dataset must be at least 5x the memory, or the
 //! page cache serves the epochs after the first).
 
-use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 
@@ -16,7 +15,8 @@ pub const DATASET_MEMORY_MULTIPLE: u64 = 5;
 /// not dropped by the kernel: call this after a file was written and synced (or committed,
 /// then `sync`ed by the caller) for it to take effect on freshly written data.
 pub fn drop_file_cache(path: &Path) -> Result<(), StorageError> {
-    let file = File::open(path).map_err(|e| StorageError::io("open", path, e))?;
+    let file = crate::posix::open_for_reading(path)?;
+    crate::posix::regular_file_len(&file, path)?;
     // Written pages must reach the disk before DONTNEED can drop them.
     file.sync_data()
         .map_err(|e| StorageError::io("sync", path, e))?;
@@ -44,7 +44,8 @@ pub struct ResidentPages {
 /// Counts the pages of `path` that are in the page cache (`mincore` on a mapping that is
 /// never touched, so counting does not change the answer).
 pub fn resident_pages(path: &Path) -> Result<ResidentPages, StorageError> {
-    let file = File::open(path).map_err(|e| StorageError::io("open", path, e))?;
+    let file = crate::posix::open_for_reading(path)?;
+    crate::posix::regular_file_len(&file, path)?;
     let len = file
         .metadata()
         .map_err(|e| StorageError::io("stat", path, e))?

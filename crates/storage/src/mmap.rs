@@ -3,15 +3,17 @@
 //! LMDB-based loaders and DALI's readers take). Writes, listing and removal are the `posix`
 //! engine's: mapping a file to write it would measure nothing a data loader does.
 //!
-//! A mapped file that another process truncates while it is mapped makes the next read of
-//! the lost pages raise SIGBUS; dataset files are not modified during a run.
+//! A mapped file that another process truncates while it is mapped makes a read of the lost
+//! pages raise SIGBUS. Each read first checks the file's current size (one `fstat`), so a
+//! file truncated before the read is an error naming it; for the microseconds between that
+//! check and the copy, a SIGBUS handler ends the process with a message that says what
+//! happened instead of the bare signal.
 
-use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 
-use crate::posix::regular_file_len;
+use crate::posix::{open_for_reading, regular_file_len};
 use crate::{
     Capabilities, ForwardStorage, PosixStorage, ReadHandle, Storage, StorageError, WriteHandle,
 };
@@ -48,7 +50,7 @@ impl Storage for MmapStorage {
     }
 
     fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {
-        let file = File::open(path).map_err(|e| StorageError::io("open", path, e))?;
+        let file = open_for_reading(path)?;
         let len = regular_file_len(&file, path)?;
         let map_len = usize::try_from(len).map_err(|_| StorageError::Io {
             op: "map",
@@ -83,9 +85,11 @@ impl Storage for MmapStorage {
             }
             NonNull::new(address.cast::<u8>())
         };
+        install_sigbus_message();
         Ok(Box::new(MmapRead {
             map,
             map_len,
+            file,
             path: path.to_path_buf(),
             len,
         }))
@@ -105,12 +109,40 @@ impl Storage for MmapStorage {
     );
 }
 
-/// A mapped file. The mapping outlives the descriptor (closed at open), as POSIX allows.
+/// A mapped file, and its descriptor, kept to check the file's size before each read.
 struct MmapRead {
     map: Option<NonNull<u8>>,
     map_len: usize,
+    file: std::fs::File,
     path: PathBuf,
     len: u64,
+}
+
+/// Installs, once per process, a SIGBUS handler that prints why a mapped read failed and
+/// exits with status 1 (see the module docs).
+fn install_sigbus_message() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        extern "C" fn on_sigbus(_signal: libc::c_int) {
+            const MESSAGE: &[u8] = b"error: io_engine mmap: a mapped data file was truncated \
+                while it was read (SIGBUS); data files must not change during a run. Regenerate \
+                the data set and run again.\n";
+            // SAFETY: write(2) and _exit(2) are async-signal-safe; MESSAGE is a static buffer.
+            unsafe {
+                libc::write(2, MESSAGE.as_ptr().cast(), MESSAGE.len());
+                libc::_exit(1);
+            }
+        }
+        // SAFETY: a zeroed sigaction is a valid "no flags, empty mask" value; the handler is
+        // an `extern "C"` function that only calls async-signal-safe functions, and
+        // `sigaction` copies the struct before returning.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_sigbus as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(libc::SIGBUS, &action, std::ptr::null_mut());
+        }
+    });
 }
 
 // SAFETY: the mapping is owned by this handle alone (like a `Box<[u8]>`) and only read;
@@ -137,6 +169,25 @@ impl ReadHandle for MmapRead {
             return Ok(0);
         }
         let n = buf.len().min(self.map_len - start);
+        let now = self
+            .file
+            .metadata()
+            .map_err(|e| StorageError::io("stat", &self.path, e))?
+            .len();
+        if now < (start + n) as u64 {
+            return Err(StorageError::Io {
+                op: "read the mapping of",
+                path: self.path.clone(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!(
+                        "the file shrank from {} to {now} bytes while mapped (changed during the \
+                         run); regenerate the data set",
+                        self.len
+                    ),
+                ),
+            });
+        }
         // SAFETY: `start + n <= map_len`, so the source lies inside the live mapping; `buf`
         // is a distinct Rust allocation, so the ranges do not overlap. Copying through raw
         // pointers (never a `&[u8]` of the mapping) keeps Rust's aliasing rules out of

@@ -38,9 +38,24 @@ pub(crate) fn partial_path_of(path: &Path) -> Result<PathBuf, StorageError> {
     Ok(path.with_file_name(partial))
 }
 
+/// Opens `path` for reading without blocking on what is not a regular file: the open is
+/// non-blocking, so a FIFO in place of a data file cannot hang the run in `open()` (waiting
+/// for a writer that never comes); [`regular_file_len`] then refuses it. The engines open
+/// every file they read through this (or `open_direct`, which adds the same flag).
+pub(crate) fn open_for_reading(path: &Path) -> Result<File, StorageError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| StorageError::io("open", path, e))
+}
+
 /// The length of `file`, opened at `path`, after checking that it is a regular file (a
-/// directory or a device opens, but is no sample file).
+/// directory, a FIFO or a device opens, but is no sample file); clears the non-blocking flag
+/// the open set, so reads of the regular file block as usual.
 pub(crate) fn regular_file_len(file: &File, path: &Path) -> Result<u64, StorageError> {
+    use std::os::fd::AsRawFd;
     let metadata = file
         .metadata()
         .map_err(|e| StorageError::io("stat", path, e))?;
@@ -48,6 +63,21 @@ pub(crate) fn regular_file_len(file: &File, path: &Path) -> Result<u64, StorageE
         return Err(StorageError::NotAFile {
             path: path.to_path_buf(),
         });
+    }
+    let fd = file.as_raw_fd();
+    // SAFETY: `fcntl` with F_GETFL/F_SETFL takes and returns integers only; `fd` is a valid
+    // descriptor for as long as `file` is borrowed, which spans both calls.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags >= 0 && flags & libc::O_NONBLOCK != 0 {
+        // SAFETY: as above.
+        let rc = unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) };
+        if rc < 0 {
+            return Err(StorageError::io(
+                "clear O_NONBLOCK on",
+                path,
+                std::io::Error::last_os_error(),
+            ));
+        }
     }
     Ok(metadata.len())
 }
@@ -66,7 +96,7 @@ impl Storage for PosixStorage {
     }
 
     fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {
-        let file = File::open(path).map_err(|e| StorageError::io("open", path, e))?;
+        let file = open_for_reading(path)?;
         let len = regular_file_len(&file, path)?;
         Ok(Box::new(PosixRead {
             file,

@@ -35,7 +35,7 @@ use io_uring::{IoUring, opcode, types};
 use crate::direct::{
     DIRECT_ALIGNMENT, direct_read_at, open_direct, parts_are_aligned, request_is_aligned,
 };
-use crate::posix::regular_file_len;
+use crate::posix::{open_for_reading, regular_file_len};
 use crate::{
     Capabilities, Consume, DirectStorage, Extent, ForwardStorage, IoBuffer, PosixStorage,
     ReadHandle, ReadRequest, Storage, StorageError, WriteHandle, check_extent, stream_slots,
@@ -129,7 +129,7 @@ impl Storage for UringStorage {
         let file = if self.odirect {
             open_direct(path, OpenOptions::new().read(true))?
         } else {
-            File::open(path).map_err(|e| StorageError::io("open", path, e))?
+            open_for_reading(path)?
         };
         let len = regular_file_len(&file, path)?;
         Ok(Box::new(UringRead {

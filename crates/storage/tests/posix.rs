@@ -312,3 +312,59 @@ fn metered_uncommitted_writer_still_cleans_up() {
     drop(writer);
     assert!(names_in(dir.path()).is_empty());
 }
+
+/// Every engine that opens local files refuses a FIFO at once: the open must not wait for a
+/// writer (which would hang the run, deaf to Ctrl-C).
+#[test]
+fn a_fifo_is_refused_at_open_by_every_local_engine_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("img_0_of_1.npz");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let engines: Vec<Box<dyn Storage>> = vec![
+        Box::new(PosixStorage::new()),
+        Box::new(dlio_storage::MmapStorage::new()),
+        Box::new(dlio_storage::DirectStorage::new()),
+    ];
+    for storage in engines {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = fifo.clone();
+        std::thread::spawn(move || {
+            let result = storage.open(&path).map(|_| ());
+            let _ = tx.send((storage.engine(), result));
+        });
+        let (engine, result) = rx
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .expect("open of a FIFO blocked");
+        match result {
+            Err(StorageError::NotAFile { path }) => assert_eq!(path, fifo, "{engine}"),
+            // O_DIRECT may be refused by the file system before the type is checked.
+            Err(StorageError::DirectIoUnsupported { .. }) if engine == "direct" => {}
+            other => panic!("{engine}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_mapped_file_truncated_after_open_is_an_error_naming_it_not_sigbus() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("data.bin");
+    std::fs::write(&path, vec![7u8; 64 * 1024]).unwrap();
+    let storage = dlio_storage::MmapStorage::new();
+    let mut handle = storage.open(&path).unwrap();
+    let mut buf = vec![0u8; 4096];
+    assert_eq!(handle.read_at(&mut buf, 0).unwrap(), 4096);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(100)
+        .unwrap();
+    let error = handle.read_at(&mut buf, 32 * 1024).unwrap_err();
+    let text = error.to_string();
+    assert!(text.contains("data.bin"), "{text}");
+    assert!(text.contains("shrank from 65536 to 100 bytes"), "{text}");
+}

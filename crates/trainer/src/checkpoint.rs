@@ -131,7 +131,7 @@ impl CheckpointSetup {
             num_write: c.num_checkpoints_write.max(0) as u64,
             num_read: c.num_checkpoints_read.max(0) as u64,
             // Upstream sleeps abs(-1) = 1 s by default (B14); a negative value sleeps nothing here.
-            time_between: Duration::from_secs_f64(c.time_between_checkpoints.max(0.0)),
+            time_between: dlio_config::duration_from_seconds(c.time_between_checkpoints),
             rank_sync: c.rank_sync,
         }))
     }

@@ -28,12 +28,13 @@ pub use error::TrainError;
 use checkpoint::RankCheckpointer;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use dlio_config::Config;
 use dlio_format::Format;
-use dlio_loader::{EpochReadStats, FileList, Loader, LoaderSpec, TimeSampler};
+use dlio_loader::{
+    EpochReadStats, FileList, Loader, LoaderSpec, StopCause, StopSignal, TimeSampler,
+};
 use dlio_metrics::{
     CheckpointKind, IoTotals, LatencyHistogram, Phase, PhaseKind, RankRecorder, RankReport,
 };
@@ -104,8 +105,8 @@ pub struct RankSetup<'a> {
     pub eval_files: FileList,
     /// Seed for `Shuffle::Random`, drawn once per run.
     pub random_seed: u64,
-    /// Set on Ctrl-C.
-    pub cancel: Arc<AtomicBool>,
+    /// Fired on Ctrl-C or when a rank fails; every wait of the rank watches it.
+    pub stop: Arc<StopSignal>,
     /// Progress receiver.
     pub observer: &'a dyn Observer,
     /// Checkpointing, when the run checkpoints.
@@ -158,7 +159,7 @@ pub fn loader_spec(config: &Config, rank: u32) -> LoaderSpec {
         sample_out_bytes: sample_out_bytes(config),
         object_window: config.object_read_window(),
         stagger: if config.stagger_workers() {
-            std::time::Duration::from_secs_f64(config.train.computation_time.mean().max(0.0))
+            dlio_config::duration_from_seconds(config.train.computation_time.mean())
         } else {
             std::time::Duration::ZERO
         },
@@ -209,6 +210,10 @@ pub fn run_rank(setup: RankSetup<'_>) -> Result<RankReport, TrainError> {
                 other => format!("rank {} failed: {other}", comm.rank()),
             };
             comm.abort(&reason);
+            if !e.is_interruption() {
+                // Peers asleep in compute or reading stop now, not at their next barrier.
+                setup.stop.stop(StopCause::Failed(reason));
+            }
             Err(e.with_partial(recorder.finish()))
         }
     }
@@ -278,7 +283,7 @@ fn run_training(
         setup.format.clone().ok_or_else(|| {
             TrainError::Setting("training needs the dataset's format, and none was given".into())
         })?,
-        Arc::clone(&setup.cancel),
+        Arc::clone(&setup.stop),
     )?;
     // The tf.data pipeline of TFRecord (file shards, streamed reads, shuffle buffer) takes its
     // settings from the reader section.
@@ -330,7 +335,7 @@ fn run_training(
             let step_args = [("epoch", i64::from(epoch)), ("step", done as i64 + 1)];
             tracer.complete(ai::FETCH_ITER, start_loading, loaded, &step_args);
             if let Some(d) = compute.draw(&mut rng) {
-                sleep_cancellable(d, &setup.cancel)?;
+                sleep_cancellable(d, &setup.stop)?;
             }
             let computed = Instant::now();
             tracer.complete(ai::COMPUTE, loaded, computed, &step_args);
@@ -436,7 +441,7 @@ fn run_checkpoint_only(
     comm.barrier()?;
     recorder.start_epoch(1);
     for i in 1..=ck_setup.num_write {
-        sleep_cancellable(ck_setup.time_between, &setup.cancel)?;
+        sleep_cancellable(ck_setup.time_between, &setup.stop)?;
         comm.barrier()?;
         let index = u32::try_from(i).unwrap_or(u32::MAX);
         checkpointer.save(recorder, setup.observer, 1, index, &checkpoint::name(1, i))?;
@@ -467,7 +472,7 @@ fn run_checkpoint_only(
         comm.barrier()?;
     }
     for i in 1..=ck_setup.num_read {
-        sleep_cancellable(ck_setup.time_between, &setup.cancel)?;
+        sleep_cancellable(ck_setup.time_between, &setup.stop)?;
         comm.barrier()?;
         let index = u32::try_from(i).unwrap_or(u32::MAX);
         let warnings = checkpointer.load(
@@ -522,7 +527,7 @@ fn run_eval(
             .tracer
             .complete(ai::FETCH_ITER, start_loading, loaded, &step_args);
         if let Some(d) = eval_time.draw(rng) {
-            sleep_cancellable(d, &setup.cancel)?;
+            sleep_cancellable(d, &setup.stop)?;
         }
         let computed = Instant::now();
         setup
@@ -609,25 +614,23 @@ fn drop_page_cache(setup: &RankSetup<'_>, files: &FileList) -> Result<(), TrainE
 }
 
 fn check_cancel(setup: &RankSetup<'_>) -> Result<(), TrainError> {
-    if setup.cancel.load(Ordering::Relaxed) {
-        Err(TrainError::Interrupted)
+    if setup.stop.is_stopped() {
+        Err(stopped_error(&setup.stop))
     } else {
         Ok(())
     }
 }
 
-/// Sleeps `d`, waking early (with an error) when the run is cancelled.
-fn sleep_cancellable(d: Duration, cancel: &AtomicBool) -> Result<(), TrainError> {
-    const SLICE: Duration = Duration::from_millis(100);
-    let end = Instant::now() + d;
-    loop {
-        let now = Instant::now();
-        if now >= end {
-            return Ok(());
-        }
-        if cancel.load(Ordering::Relaxed) {
-            return Err(TrainError::Interrupted);
-        }
-        std::thread::sleep((end - now).min(SLICE));
+/// What a rank reports when it stops because the run stopped: an interruption for Ctrl-C, an
+/// echo of the failing rank's reason otherwise.
+fn stopped_error(stop: &StopSignal) -> TrainError {
+    match stop.cause() {
+        Some(StopCause::Failed(reason)) => TrainError::Aborted(Aborted { reason }),
+        _ => TrainError::Interrupted,
     }
+}
+
+/// Sleeps `d`, waking at once (with an error) when the run stops.
+fn sleep_cancellable(d: Duration, stop: &StopSignal) -> Result<(), TrainError> {
+    stop.sleep(d).map_err(|_| stopped_error(stop))
 }
