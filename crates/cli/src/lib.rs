@@ -9,6 +9,7 @@ mod cluster;
 #[cfg(feature = "mpi")]
 mod collective;
 mod dataset;
+mod limits;
 mod log;
 mod progress;
 mod run;

@@ -59,9 +59,15 @@ pub fn run(args: RunArgs, mode: Mode, entry: Entry) -> Result<ExitCode> {
 
 fn run_in(cluster: &Cluster, args: RunArgs, mode: Mode, entry: Entry) -> Result<ExitCode> {
     let run_start = SystemTime::now();
+    // First contact only when the command names no workload and sets none of its keys: with
+    // `++workload.*` overrides, the user is configuring the default workload (as Python DLIO
+    // reads them), and a demo setting must not override theirs.
     let first_contact = mode == Mode::Run
         && entry == Entry::Dlio
-        && !args.words.iter().any(|w| w.starts_with("workload="));
+        && !args.words.iter().any(|w| {
+            let w = w.trim_start_matches('+');
+            w.starts_with("workload=") || w.starts_with("workload.")
+        });
     let mut words = args.words.clone();
     let mut temp_dir = None;
     if first_contact {
@@ -120,6 +126,8 @@ fn run_in(cluster: &Cluster, args: RunArgs, mode: Mode, entry: Entry) -> Result<
     if let Some(dir) = temp_dir {
         // The first-contact data set is scratch; the outputs stay for the user to read.
         let _ = std::fs::remove_dir_all(dir.join("data"));
+        // Gone too when nothing else is in it (the outputs went where the user said).
+        let _ = std::fs::remove_dir(&dir);
     }
     outcome
 }
@@ -169,6 +177,13 @@ fn drive(
     if config.reader.collective_io {
         check_collective(config, local_ranks)?;
     }
+    if config.workflow.train || config.workflow.checkpoint {
+        crate::limits::check_thread_budget(
+            config,
+            local_ranks,
+            crate::limits::ThreadLimits::of_this_machine(),
+        )?;
+    }
 
     let stop = Arc::new(StopSignal::new());
     let group = match cluster.link() {
@@ -216,6 +231,13 @@ fn drive(
     } else {
         None
     };
+    if let Some(format) = &format {
+        format
+            .check_layout(&dlio_trainer::nominal_layout(config))
+            .with_context(|| {
+                format!("the data set's {} layout (dataset section)", format.name())
+            })?;
+    }
     if let Some(note) = unused_prefetch_window(config, format.as_deref()) {
         log.warn(&note);
     }
@@ -235,7 +257,7 @@ fn drive(
     let storage: Arc<dyn Storage> = engine.storage();
 
     if let (true, Some(format)) = (config.workflow.generate_data, &format) {
-        generate(
+        let generated = generate(
             cluster,
             config,
             &*storage,
@@ -243,7 +265,11 @@ fn drive(
             log,
             bars,
             stop.flag(),
-        )?;
+        );
+        if stop.was_interrupted() {
+            return interrupted_before_training(cluster, loaded, &out, log, run_start, world);
+        }
+        generated?;
         if config.storage.drop_page_cache && config.workflow.train {
             // Between generation and training: what was just written must not be read from
             // the page cache.
@@ -252,10 +278,10 @@ fn drive(
             }
         }
         cluster.barrier();
-        if stop.is_stopped() {
-            bail!("interrupted during generation; complete files are kept and a rerun skips them");
-        }
         settle_after_generation(config, log, &stop);
+        if stop.was_interrupted() {
+            return interrupted_before_training(cluster, loaded, &out, log, run_start, world);
+        }
     }
     if !config.workflow.train && !config.workflow.checkpoint {
         log.output("Generation only: nothing to train (workflow.train is False)");
@@ -612,6 +638,51 @@ fn drive(
         })?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Ctrl-C during generation (or the settle wait after it): complete files are kept (a rerun
+/// skips them) and the summary says the run is incomplete and where it stopped, so nothing
+/// downstream mistakes the run for a finished one. Exit status 130, as for any interruption.
+fn interrupted_before_training(
+    cluster: &Cluster,
+    loaded: &Loaded,
+    out: &Path,
+    log: &RunLog,
+    run_start: SystemTime,
+    world: u32,
+) -> Result<ExitCode> {
+    let config = &loaded.config;
+    if cluster.is_root() {
+        let host = HostInfo::detect();
+        let params = metric_params(config, world, 0, 0);
+        let metrics = dlio_metrics::aggregate(&[], &params);
+        let run = RunInfo {
+            start: run_start,
+            end: SystemTime::now(),
+            num_files_train: 0,
+            num_files_eval: 0,
+            num_samples_per_file: config.dataset.num_samples_per_file,
+            data_bytes_total: 0,
+            complete: false,
+            hosts: Vec::new(),
+            ours: serde_json::json!({
+                "workload": loaded.workload,
+                "config_source": loaded.source,
+                "config_warnings": loaded.warnings,
+                "semantics": config.semantics.as_str(),
+                "seed": config.train.seed,
+                "interrupted_during": "generation",
+            }),
+        };
+        dlio_metrics::write_outputs(out, &run, &host, &metrics, &[])
+            .with_context(|| format!("writing the outputs to {}", out.display()))?;
+    }
+    log.warn(&format!(
+        "interrupted during generation; complete files are kept and a rerun skips them; the \
+         summary in {} is marked incomplete",
+        out.display()
+    ));
+    Ok(ExitCode::from(crate::EXIT_INTERRUPTED))
 }
 
 /// `storage.post_generation_settle_seconds`: waits after generation (when training follows)

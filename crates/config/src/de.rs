@@ -109,7 +109,11 @@ impl de::Error for DeError {
 /// Turns serde's type names into words a user understands.
 fn friendly_expected(exp: &str) -> String {
     match exp {
-        "u8" | "u16" | "u32" | "u64" | "u128" | "usize" => "a non-negative integer".into(),
+        "u8" => format!("a non-negative integer up to {}", u8::MAX),
+        "u16" => format!("a non-negative integer up to {}", u16::MAX),
+        "u32" => format!("a non-negative integer up to {}", u32::MAX),
+        "u64" | "usize" => format!("a non-negative integer up to {}", u64::MAX),
+        "u128" => "a non-negative integer".into(),
         "i8" | "i16" | "i32" | "i64" | "i128" | "isize" => "an integer".into(),
         "f32" | "f64" => "a number".into(),
         "a boolean" => "true or false".into(),

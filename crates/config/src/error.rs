@@ -69,12 +69,9 @@ pub enum ConfigError {
 
     /// The YAML text does not parse.
     #[error(
-        "workload file {file}, line {line}, column {column}: invalid YAML: {message}; {}",
-        if message.contains("duplicate") {
-            "a key may appear only once in a mapping: remove one of them"
-        } else {
-            "fix the syntax there (indentation, a missing `:` or an unclosed bracket)"
-        }
+        "workload file {file}{}: invalid YAML: {message}; {}",
+        yaml_position(*line, *column),
+        yaml_fix(message)
     )]
     Yaml {
         /// The file.
@@ -169,4 +166,28 @@ pub enum ConfigError {
         /// How to fix it.
         fix: String,
     },
+}
+
+/// ", line L, column C", or nothing when the parser knows no position.
+fn yaml_position(line: usize, column: usize) -> String {
+    if line == 0 {
+        String::new()
+    } else {
+        format!(", line {line}, column {column}")
+    }
+}
+
+/// How to fix what the YAML parser reported.
+fn yaml_fix(message: &str) -> &'static str {
+    if message.contains("duplicate") {
+        "a key may appear only once in a mapping: remove one of them"
+    } else if message.contains("more than one document") {
+        "a workload file is one YAML document: remove the `---` line and what follows it, or \
+         split the file in two"
+    } else if message.contains("as u128") || message.contains("as i128") {
+        "the number is larger than any setting takes (at most 18446744073709551615): use a \
+         smaller one"
+    } else {
+        "fix the syntax there (indentation, a missing `:` or an unclosed bracket)"
+    }
 }

@@ -237,6 +237,17 @@ impl Config {
                  skip training)",
             ));
         }
+        if self.dataset.num_samples_per_file > u64::from(u32::MAX) {
+            return Err(invalid(
+                "dataset.num_samples_per_file",
+                format!(
+                    "is {}; a file holds at most {} samples.",
+                    self.dataset.num_samples_per_file,
+                    u32::MAX
+                ),
+                "spread the samples over more files (dataset.num_files_train)",
+            ));
+        }
         if self.dataset.num_samples_per_file == 0 {
             return Err(invalid(
                 "dataset.num_samples_per_file",
@@ -318,6 +329,20 @@ impl Config {
 
     fn validate_dataset(&self, warnings: &mut Vec<String>) -> Result<(), ConfigError> {
         let d = &self.dataset;
+        // The prefix starts every file name: a separator or `..` would put files outside the
+        // data folder (`../../evil`), where listing never finds them and cleanup never goes.
+        if d.file_prefix.contains(['/', '\\', '\0']) || d.file_prefix == ".." {
+            return Err(invalid(
+                "dataset.file_prefix",
+                format!(
+                    "is `{}`; it begins each file's name, so it cannot hold a path separator or \
+                     be `..` (files would land outside dataset.data_folder).",
+                    d.file_prefix
+                ),
+                "set ++workload.dataset.file_prefix to a plain name (img, sample), and choose \
+                 the folder with dataset.data_folder",
+            ));
+        }
         if d.hdf5.num_dset_per_record == 0 {
             return Err(invalid(
                 "dataset.hdf5.num_dset_per_record",

@@ -94,6 +94,21 @@ impl Format for CsvFormat {
         csv_extension(self.compression)
     }
 
+    fn check_layout(&self, layout: &FileLayout) -> Result<(), FormatError> {
+        check_compression(layout.compression)?;
+        if layout.sample_dims.iter().product::<usize>() == 0 {
+            // A row of no values is an empty line, which no csv reader returns as a row.
+            return Err(FormatError::unsupported(
+                format!(
+                    "a csv sample of dims {:?} has no values, so its rows could not be read back",
+                    layout.sample_dims
+                ),
+                "give dataset.record_dims (or record_length_bytes) at least one element",
+            ));
+        }
+        Ok(())
+    }
+
     fn generate(
         &self,
         storage: &dyn Storage,

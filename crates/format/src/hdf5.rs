@@ -114,6 +114,10 @@ impl Format for Hdf5Format {
         "hdf5"
     }
 
+    fn check_layout(&self, layout: &FileLayout) -> Result<(), FormatError> {
+        check_compression(layout.compression)
+    }
+
     fn generate(
         &self,
         storage: &dyn Storage,
@@ -146,22 +150,7 @@ impl Hdf5Format {
         layout: &FileLayout,
         rng: &mut DataRng,
     ) -> Result<(), FormatError> {
-        match layout.compression {
-            Compression::None | Compression::Gzip => {}
-            Compression::Lzf => {
-                return Err(FormatError::unsupported(
-                    "hdf5 compression lzf is h5py's plugin filter, which the HDF5 library \
-                     does not include",
-                    "set dataset.compression to gzip (with dataset.compression_level) or none",
-                ));
-            }
-            other => {
-                return Err(FormatError::unsupported(
-                    format!("{other:?} is not an HDF5 filter"),
-                    "set dataset.compression to gzip (with dataset.compression_level) or none",
-                ));
-            }
-        }
+        check_compression(layout.compression)?;
         let per = dataset_sample_dims(&layout.sample_dims, self.num_dset_per_record)?;
         let samples = layout.samples as usize;
         let mut shape = vec![samples];
@@ -751,6 +740,22 @@ fn copy_chunk_part(
             }
             idx[axis] = 0;
         }
+    }
+}
+
+/// The compressions HDF5 writes: none, or its built-in gzip filter.
+fn check_compression(compression: Compression) -> Result<(), FormatError> {
+    match compression {
+        Compression::None | Compression::Gzip => Ok(()),
+        Compression::Lzf => Err(FormatError::unsupported(
+            "hdf5 compression lzf is h5py's plugin filter, which the HDF5 library does not \
+             include",
+            "set dataset.compression to gzip (with dataset.compression_level) or none",
+        )),
+        other => Err(FormatError::unsupported(
+            format!("{other:?} is not an HDF5 filter"),
+            "set dataset.compression to gzip (with dataset.compression_level) or none",
+        )),
     }
 }
 

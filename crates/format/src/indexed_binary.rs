@@ -79,11 +79,25 @@ impl Format for IndexedBinaryFormat {
             offsets.extend_from_slice(&(i * sample).to_ne_bytes());
             sizes.extend_from_slice(&sample.to_ne_bytes());
         }
-        let index_bytes = write_whole_file(storage, &with_suffix(path, OFFSETS_SUFFIX), &offsets)?
-            + write_whole_file(storage, &with_suffix(path, SIZES_SUFFIX), &sizes)?;
-        let mut out = storage.create(path)?;
-        write_random_chunked(&mut HandleSink(&mut *out), rng, total, self.write_chunk)?;
-        Ok(out.commit()? + index_bytes)
+        let index_paths = [
+            with_suffix(path, OFFSETS_SUFFIX),
+            with_suffix(path, SIZES_SUFFIX),
+        ];
+        let written = (|| -> Result<u64, FormatError> {
+            let index_bytes = write_whole_file(storage, &index_paths[0], &offsets)?
+                + write_whole_file(storage, &index_paths[1], &sizes)?;
+            let mut out = storage.create(path)?;
+            write_random_chunked(&mut HandleSink(&mut *out), rng, total, self.write_chunk)?;
+            Ok(out.commit()? + index_bytes)
+        })();
+        if written.is_err() {
+            // The data file is published last, and only whole: without it, its index files
+            // describe nothing, so they go too (a full disk must not leave orphans behind).
+            for index in &index_paths {
+                let _ = storage.remove_file(index);
+            }
+        }
+        written
     }
 
     fn expected_size(&self, layout: &FileLayout) -> Option<u64> {
@@ -184,6 +198,25 @@ impl FormatReader for IndexedBinaryReader {
             }
         };
         let handle = storage.open(path)?;
+        // The samples tile the data file: an index that lists fewer bytes (a sample of 0
+        // bytes, a lost entry) would read less than the file holds without a word.
+        let listed = index
+            .sizes
+            .iter()
+            .fold(0u64, |sum, &size| sum.saturating_add(size));
+        if listed != handle.len() {
+            return Err(FormatError::corrupt(
+                &with_suffix(path, SIZES_SUFFIX),
+                0,
+                format!(
+                    "its {} samples add up to {listed} bytes, but {} has {} bytes; the index \
+                     and the data file are not of one generation",
+                    index.sizes.len(),
+                    path.display(),
+                    handle.len()
+                ),
+            ));
+        }
         self.open.insert(
             key,
             OpenData {
@@ -378,10 +411,34 @@ mod tests {
         std::fs::write(&off, &bytes).unwrap();
         std::fs::write(&path, vec![0u8; 100]).unwrap();
         let mut reader = format.reader(&l);
-        reader.open(&storage, 0, &path).unwrap();
-        let err = reader.read_sample(&storage, 0, 1).unwrap_err().to_string();
+        let err = reader.open(&storage, 0, &path).unwrap_err().to_string();
         assert!(
-            err.contains("offset 64") && err.contains("sample 1"),
+            err.contains("add up to 128 bytes") && err.contains("has 100 bytes"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_index_of_empty_samples_is_refused_not_read_short() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = PosixStorage::new();
+        let format = IndexedBinaryFormat {
+            mmap: false,
+            write_chunk: 1 << 20,
+        };
+        let path = dir.path().join("f.indexed_binary");
+        let l = layout(4, vec![64], ElementType::Uint8);
+        format
+            .generate(&storage, &path, &l, &mut DataRng::for_file(1, 0, 0))
+            .unwrap();
+        let sizes = with_suffix(&path, SIZES_SUFFIX);
+        let mut bytes = std::fs::read(&sizes).unwrap();
+        bytes[8..16].copy_from_slice(&0u64.to_ne_bytes());
+        std::fs::write(&sizes, &bytes).unwrap();
+        let mut reader = format.reader(&l);
+        let err = reader.open(&storage, 0, &path).unwrap_err().to_string();
+        assert!(
+            err.contains("f.indexed_binary.sz.idx") && err.contains("add up to 192 bytes"),
             "{err}"
         );
     }

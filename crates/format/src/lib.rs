@@ -130,6 +130,14 @@ pub trait Format: Send + Sync + std::fmt::Debug {
         rng: &mut DataRng,
     ) -> Result<u64, FormatError>;
 
+    /// Refuses a layout the format cannot write (a compression it does not have), before any
+    /// file is written or read: the run checks the data set's layout up front so that a bad
+    /// setting is one clear error, not one per file mid-generation.
+    fn check_layout(&self, layout: &FileLayout) -> Result<(), FormatError> {
+        let _ = layout;
+        Ok(())
+    }
+
     /// The size a complete file of `layout` has, when the format can tell without writing
     /// it (the generator regenerates files of any other size); `None` when it depends on the
     /// data (compression) or the format does not know.

@@ -88,6 +88,10 @@ impl Format for NpzFormat {
         Ok(out.commit()?)
     }
 
+    fn check_layout(&self, layout: &FileLayout) -> Result<(), FormatError> {
+        method_for(layout.compression).map(|_| ())
+    }
+
     fn expected_size(&self, layout: &FileLayout) -> Option<u64> {
         match method_for(layout.compression) {
             Ok(Method::Stored) => stored_archive_size(layout, false).ok(),

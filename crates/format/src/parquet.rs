@@ -105,6 +105,40 @@ pub(crate) fn parquet_error(
     FormatError::corrupt(path, 0, format!("{what}: {e}"))
 }
 
+/// An error of the parquet writer: the storage's own error when the sink failed (a full disk
+/// is ENOSPC, not a corrupt file), else the writer's message.
+pub(crate) fn parquet_write_error(path: &Path, e: parquet::errors::ParquetError) -> FormatError {
+    use parquet::errors::ParquetError;
+    let e = match e {
+        ParquetError::External(inner) => match inner.downcast::<std::io::Error>() {
+            Ok(io) => {
+                if io
+                    .get_ref()
+                    .is_some_and(|r| r.is::<dlio_storage::StorageError>())
+                {
+                    if let Some(Ok(storage)) = io
+                        .into_inner()
+                        .map(|r| r.downcast::<dlio_storage::StorageError>())
+                    {
+                        return FormatError::Storage(*storage);
+                    }
+                    return FormatError::unsupported(
+                        format!("writing {} failed", path.display()),
+                        "check the storage",
+                    );
+                }
+                ParquetError::External(Box::new(*io))
+            }
+            Err(other) => ParquetError::External(other),
+        },
+        other => other,
+    };
+    FormatError::unsupported(
+        format!("the parquet writer failed on {}: {e}", path.display()),
+        "check the dataset.parquet settings (row_group_size, columns, compression)",
+    )
+}
+
 impl Format for ParquetFormat {
     fn name(&self) -> &'static str {
         "parquet"
@@ -151,8 +185,8 @@ impl Format for ParquetFormat {
         {
             let sink = HandleWriter::new(&mut *out);
             let mut writer = SerializedFileWriter::new(sink, schema, props)
-                .map_err(|e| parquet_error(path, "writing", e))?;
-            let fail = |e| parquet_error(path, "writing", e);
+                .map_err(|e| parquet_write_error(path, e))?;
+            let fail = |e| parquet_write_error(path, e);
             let mut left = layout.samples as usize;
             while left > 0 {
                 let rows = left.min(rows_per_group);

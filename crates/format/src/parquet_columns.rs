@@ -31,7 +31,7 @@ use parquet::file::serialized_reader::SerializedFileReader;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::Type;
 
-use crate::parquet::{StorageChunks, codec, group_starts, parquet_error, row_group_of};
+use crate::parquet::{StorageChunks, codec, group_starts, parquet_write_error, row_group_of};
 use crate::ranged::{HandleWriter, read_range};
 use crate::{DataRng, FileKey, FileLayout, FormatError, FormatReader};
 
@@ -166,7 +166,7 @@ pub(crate) fn generate(
     row_group_size: u64,
     compression: ParquetCompression,
 ) -> Result<u64, FormatError> {
-    let fail = |e| parquet_error(path, "writing", e);
+    let fail = |e| parquet_write_error(path, e);
     let fields = columns
         .iter()
         .map(|c| field(c).map(Arc::new))

@@ -47,6 +47,10 @@ impl Format for Undecoded {
         self.inner.expected_size(layout)
     }
 
+    fn check_layout(&self, layout: &FileLayout) -> Result<(), FormatError> {
+        self.inner.check_layout(layout)
+    }
+
     fn reads_whole_files_undecoded(&self) -> bool {
         true
     }

@@ -90,11 +90,9 @@ pub fn write_outputs(
         .collect();
     let checkpoint_size_gb = metrics.checkpoint.as_ref().map_or(0.0, |c| c.size_gb);
 
-    write_json(
-        dir,
-        "summary.json",
-        &summary(run, host, &hosts, &per_host, metrics, reports)?,
-    )?;
+    // summary.json goes last: when it is there, every other output is whole (a full disk
+    // part-way leaves no summary that claims a complete run).
+    let summary_json = summary(run, host, &hosts, &per_host, metrics, reports)?;
     for report in reports {
         let at = hosts
             .iter()
@@ -113,7 +111,8 @@ pub fn write_outputs(
     }
     let root = reports.iter().find(|r| r.rank == 0).or(reports.first());
     let root_stats = root.map_or_else(Obj::new, |r| per_epoch_stats(r, checkpoint_size_gb));
-    write_json(dir, "per_epoch_stats.json", &root_stats)
+    write_json(dir, "per_epoch_stats.json", &root_stats)?;
+    write_json(dir, "summary.json", &summary_json)
 }
 
 fn summary(

@@ -24,13 +24,23 @@ impl PosixStorage {
     }
 }
 
+/// Longest file name most Linux file systems take, in bytes.
+const NAME_MAX: usize = 255;
+
 /// `dir/.name.partial` for `dir/name`: hidden (so DLIO's lister, which filters on the
-/// extension, never sees it) and in the same directory (so `rename` is atomic).
+/// extension, never sees it) and in the same directory (so `rename` is atomic). A name too long
+/// for the 9 added bytes gets `dir/.dlio-HASH.partial` instead, HASH a digest of the name, so
+/// every final name that fits the file system can be written.
 pub(crate) fn partial_path_of(path: &Path) -> Result<PathBuf, StorageError> {
+    use std::os::unix::ffi::OsStrExt;
     let name = path.file_name().ok_or(StorageError::InvalidPath {
         path: path.to_path_buf(),
         reason: "the path has no file name",
     })?;
+    if name.len() + 9 > NAME_MAX {
+        let digest = twox_hash::XxHash3_64::oneshot(name.as_bytes());
+        return Ok(path.with_file_name(format!(".dlio-{digest:016x}.partial")));
+    }
     let mut partial = OsString::with_capacity(name.len() + 9);
     partial.push(".");
     partial.push(name);
