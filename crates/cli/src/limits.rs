@@ -122,6 +122,7 @@ mod tests {
 
     fn config(read_threads: u32) -> Config {
         let mut c = Config::default();
+        c.dataset.format = dlio_config::FormatKind::Npz;
         c.reader.read_threads = read_threads;
         c
     }

@@ -75,8 +75,22 @@ impl de::Error for DeError {
     }
 
     fn invalid_type(unexp: Unexpected<'_>, exp: &dyn de::Expected) -> Self {
+        let exp = exp.to_string();
+        // A number out of an integer's range: say the range, not just the type.
+        let bound = match exp.as_str() {
+            "u8" => Some(u64::from(u8::MAX)),
+            "u16" => Some(u64::from(u16::MAX)),
+            "u32" => Some(u64::from(u32::MAX)),
+            "u64" | "usize" => Some(u64::MAX),
+            _ => None,
+        };
+        let numeric = matches!(unexp, Unexpected::Unsigned(_) | Unexpected::Signed(1..));
+        let expected = match bound {
+            Some(max) if numeric => format!("a non-negative integer up to {max}"),
+            _ => friendly_expected(&exp),
+        };
         DeError::new(DeErrorKind::Expected {
-            expected: friendly_expected(&exp.to_string()),
+            expected,
             got: render_unexpected(&unexp),
         })
     }
@@ -109,11 +123,7 @@ impl de::Error for DeError {
 /// Turns serde's type names into words a user understands.
 fn friendly_expected(exp: &str) -> String {
     match exp {
-        "u8" => format!("a non-negative integer up to {}", u8::MAX),
-        "u16" => format!("a non-negative integer up to {}", u16::MAX),
-        "u32" => format!("a non-negative integer up to {}", u32::MAX),
-        "u64" | "usize" => format!("a non-negative integer up to {}", u64::MAX),
-        "u128" => "a non-negative integer".into(),
+        "u8" | "u16" | "u32" | "u64" | "u128" | "usize" => "a non-negative integer".into(),
         "i8" | "i16" | "i32" | "i64" | "i128" | "isize" => "an integer".into(),
         "f32" | "f64" => "a number".into(),
         "a boolean" => "true or false".into(),

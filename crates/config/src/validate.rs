@@ -384,6 +384,40 @@ impl Config {
                 ));
             }
         }
+        // Both files and memory hold whole samples: bound one sample at 2^48 bytes (256 TiB),
+        // far past any real sample and far inside every size computation.
+        let r = &self.reader;
+        let too_large = [
+            (
+                "dataset.record_dims",
+                !fits_a_sample(&d.record_dims, d.element_type().size()),
+            ),
+            (
+                "dataset.record_length_bytes",
+                d.record_length_bytes > MAX_SAMPLE_BYTES as f64,
+            ),
+            (
+                "dataset.record_length_bytes_resize",
+                d.record_length_bytes_resize > MAX_SAMPLE_BYTES as f64,
+            ),
+            (
+                "reader.transformed_record_dims",
+                !fits_a_sample(
+                    &r.transformed_record_dims,
+                    r.transformed_record_element_type.size(),
+                ),
+            ),
+        ];
+        if let Some((key, _)) = too_large.iter().find(|(_, bad)| *bad) {
+            return Err(invalid(
+                key,
+                format!(
+                    "makes a sample larger than {MAX_SAMPLE_BYTES} bytes (256 TiB), which no \
+                     file or memory holds."
+                ),
+                format!("give {key} a sample size below 2^48 bytes"),
+            ));
+        }
         if !d.record_dims.is_empty() && d.record_length_bytes_stdev > 0.0 {
             return Err(invalid(
                 "dataset.record_dims",
@@ -783,6 +817,16 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// The largest sample, in bytes, a config may describe.
+const MAX_SAMPLE_BYTES: u64 = 1 << 48;
+
+/// True when `dims` of `element_size`-byte elements make at most [`MAX_SAMPLE_BYTES`].
+fn fits_a_sample(dims: &[u64], element_size: usize) -> bool {
+    dims.iter()
+        .try_fold(element_size as u64, |bytes, &dim| bytes.checked_mul(dim))
+        .is_some_and(|bytes| bytes <= MAX_SAMPLE_BYTES)
 }
 
 /// The element types of `dataset.parquet.columns[].dtype` (those of the fork's generator).

@@ -106,9 +106,15 @@ pub struct FileLayout {
 }
 
 impl FileLayout {
-    /// Bytes of one sample's array data.
+    /// Bytes of one sample's array data; `u64::MAX` when the dims multiply past it
+    /// (validation refuses such dims before any layout is built).
     pub fn sample_bytes(&self) -> u64 {
-        self.sample_dims.iter().product::<usize>() as u64 * self.element.size() as u64
+        self.sample_dims
+            .iter()
+            .try_fold(self.element.size() as u64, |bytes, &d| {
+                bytes.checked_mul(d as u64)
+            })
+            .unwrap_or(u64::MAX)
     }
 }
 
