@@ -105,6 +105,33 @@ pub fn generation_dirs(config: &Config, list: List) -> Vec<PathBuf> {
         .collect()
 }
 
+/// The fewest bytes a complete file of the data set can have, for the formats that store each
+/// sample's bytes as they are (uncompressed npz, npy, tfrecord, indexed binary, hdf5) and
+/// samples of one size; `None` where a file's size says nothing (compression, images, csv text,
+/// `record_length_bytes_stdev`).
+pub fn smallest_complete_file(config: &Config) -> Option<u64> {
+    use dlio_config::{Compression, FormatKind};
+    let d = &config.dataset;
+    let stores_samples_as_they_are = matches!(
+        d.format,
+        FormatKind::Npz
+            | FormatKind::Npy
+            | FormatKind::Tfrecord
+            | FormatKind::IndexedBinary
+            | FormatKind::MmapIndexedBinary
+            | FormatKind::Hdf5
+    );
+    if !stores_samples_as_they_are
+        || d.compression != Compression::None
+        || d.record_length_bytes_stdev > 0.0
+    {
+        return None;
+    }
+    layout(config, List::Train, 0)
+        .sample_bytes()
+        .checked_mul(d.num_samples_per_file)
+}
+
 /// Layout of file `index` of `list`.
 pub fn layout(config: &Config, list: List, index: u64) -> FileLayout {
     let d = &config.dataset;

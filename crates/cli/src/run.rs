@@ -347,7 +347,11 @@ fn drive(
     }
 
     let host = HostInfo::detect();
-    let data_bytes = dataset_bytes(&*storage, &train_files);
+    let data_bytes = dataset_bytes(
+        &*storage,
+        &train_files,
+        dataset::smallest_complete_file(config),
+    )?;
     let memory = dlio_storage::memory_check(data_bytes);
     if !checkpoint_only {
         if memory.meets_rule() {
@@ -1278,11 +1282,28 @@ fn write_whole(path: &Path, text: &str) -> Result<()> {
     Ok(())
 }
 
-fn dataset_bytes(storage: &dyn Storage, files: &PathTable) -> u64 {
-    files
-        .iter()
-        .filter_map(|f| storage.size(f).ok().flatten())
-        .sum()
+/// The bytes of the training files; refuses a file smaller than `floor`, the fewest bytes a
+/// complete file can have: such a file was cut short, and reading it (the fork's readers read
+/// without looking inside) would measure less data than the config describes.
+fn dataset_bytes(storage: &dyn Storage, files: &PathTable, floor: Option<u64>) -> Result<u64> {
+    let mut total = 0u64;
+    for file in files.iter() {
+        let Some(size) = storage.size(file).ok().flatten() else {
+            continue;
+        };
+        if let Some(floor) = floor
+            && size < floor
+        {
+            bail!(
+                "{} is {size} bytes, fewer than the {floor} bytes of samples a complete file of \
+                 this data set holds (dataset.num_samples_per_file x the sample size): it is \
+                 truncated; generate the data set again (++workload.workflow.generate_data=True)",
+                file.display()
+            );
+        }
+        total += size;
+    }
+    Ok(total)
 }
 
 fn available_cores() -> usize {

@@ -47,23 +47,56 @@ fn stderr(output: &Output) -> String {
 }
 
 /// Waits for `child` at most `limit`; kills it and fails the test if it is still running.
-fn wait_within(child: &mut Child, limit: Duration) -> (ExitStatus, Duration) {
+fn wait_within(child: &mut Background, limit: Duration) -> (ExitStatus, Duration) {
     let started = Instant::now();
     loop {
-        if let Some(status) = child.try_wait().unwrap() {
+        if let Some(status) = child.child.try_wait().unwrap() {
             return (status, started.elapsed());
         }
         if started.elapsed() > limit {
-            let _ = child.kill();
+            let _ = child.child.kill();
             panic!("dlio was still running after {limit:?}");
         }
         std::thread::sleep(Duration::from_millis(20));
     }
 }
 
-fn interrupt(child: &Child) {
+/// dlio started in the background; its stderr goes to an unnamed file, so a chatty run can
+/// never block on a full pipe, and is read back by [`Background::stderr`].
+struct Background {
+    child: Child,
+    log: std::fs::File,
+}
+
+impl Background {
+    fn stderr(&mut self) -> String {
+        use std::io::{Read, Seek};
+        let mut text = String::new();
+        self.log.rewind().unwrap();
+        self.log.read_to_string(&mut text).unwrap();
+        text
+    }
+}
+
+trait SpawnQuiet {
+    fn spawn_quiet(&mut self) -> Background;
+}
+
+impl SpawnQuiet for Command {
+    fn spawn_quiet(&mut self) -> Background {
+        let log = tempfile::tempfile().unwrap();
+        let child = self
+            .stderr(log.try_clone().unwrap())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        Background { child, log }
+    }
+}
+
+fn interrupt(child: &Background) {
     let status = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+        .args(["-INT", &child.child.id().to_string()])
         .status()
         .unwrap();
     assert!(status.success());
@@ -95,6 +128,15 @@ fn a_ranks_read_error_is_the_error_reported_with_exit_1_not_an_interruption() {
         assert!(text.contains("img_0_of_4.npz"), "--ranks {ranks}: {text}");
         assert!(!text.contains("interrupted"), "--ranks {ranks}: {text}");
     }
+    // The fork's readers would read the 10 bytes without looking: the run refuses the
+    // truncated file before it starts, naming it.
+    let output = tiny(&data, &out).args(["--ranks", "2"]).output().unwrap();
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("img_0_of_4.npz is 10 bytes, fewer than the 8192 bytes"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -111,10 +153,7 @@ fn a_failing_rank_stops_its_peers_asleep_in_compute() {
             "4",
             "++workload.train.computation_time=20",
         ])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+        .spawn_quiet();
     let (status, took) = wait_within(&mut child, Duration::from_secs(15));
     assert_eq!(status.code(), Some(1));
     assert!(took < Duration::from_secs(10), "took {took:?}");
@@ -137,12 +176,9 @@ fn a_fifo_in_place_of_a_data_file_or_an_index_is_an_error_not_a_hang() {
     for semantics in ["mlperf", "upstream"] {
         let mut child = tiny(&data, &out)
             .args(["--semantics", semantics])
-            .stderr(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
+            .spawn_quiet();
         let (status, _) = wait_within(&mut child, Duration::from_secs(20));
-        let text = std::io::read_to_string(child.stderr.take().unwrap()).unwrap();
+        let text = child.stderr();
         assert_eq!(status.code(), Some(1), "{semantics}: {text}");
         assert!(
             text.contains("img_1_of_4.npz is not a regular file"),
@@ -166,14 +202,9 @@ fn a_fifo_in_place_of_a_data_file_or_an_index_is_an_error_not_a_hang() {
             .unwrap()
             .success()
     );
-    let mut child = tiny(&tf, &out)
-        .args(tf_args)
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = tiny(&tf, &out).args(tf_args).spawn_quiet();
     let (status, _) = wait_within(&mut child, Duration::from_secs(20));
-    let text = std::io::read_to_string(child.stderr.take().unwrap()).unwrap();
+    let text = child.stderr();
     assert_eq!(status.code(), Some(1), "{text}");
     assert!(
         text.contains("img_2_of_4.tfrecord.idx is not a regular file"),
@@ -336,10 +367,7 @@ fn ctrl_c_during_generation_exits_130_with_an_incomplete_summary() {
             "++workload.dataset.num_files_train=100",
             "++workload.dataset.record_length_bytes=4000000",
         ])
-        .stderr(Stdio::null())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+        .spawn_quiet();
     // Interrupt once the first file is published, well before the 100th.
     let started = Instant::now();
     while std::fs::read_dir(data.join("train"))
@@ -381,11 +409,18 @@ fn ctrl_c_does_not_wait_for_a_preprocess_sleep() {
             "++workload.reader.preprocess_time=5",
             "++workload.reader.batch_size=4",
         ])
-        .stderr(Stdio::null())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(700));
+        .spawn_quiet();
+    // Once the epoch has started, the reader threads are in their 5 s sleeps.
+    let started = Instant::now();
+    while !child.stderr().contains("Starting epoch 1") {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{}",
+            child.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
     interrupt(&child);
     let (status, took) = wait_within(&mut child, Duration::from_secs(15));
     assert_eq!(status.code(), Some(130));
@@ -426,6 +461,15 @@ fn values_past_their_range_are_refused_with_the_range() {
         (
             "++workload.dataset.file_prefix=../../evil",
             "cannot hold a path separator",
+        ),
+        // Found by the config fuzzer: a checkpoint plan of 2^32 layers took all memory.
+        (
+            "++workload.model.num_layers=4294967296",
+            "at most 65536 layers",
+        ),
+        (
+            "++workload.dataset.record_dims=[4294967296, 4294967296, 4294967296]",
+            "larger than 281474976710656 bytes",
         ),
     ];
     for (arg, needle) in cases {
@@ -526,11 +570,8 @@ fn overrides_without_a_workload_configure_the_default_workload() {
             "++workload.train.computation_time=0".into(),
             format!("++workload.output.folder={}", out.display()),
         ])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
+        .spawn_quiet();
+    let pid = child.child.id();
     let (status, _) = wait_within(&mut child, Duration::from_secs(60));
     assert!(status.success());
     let summary = json(&out.join("summary.json"));
@@ -555,12 +596,12 @@ fn final_files(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
         .collect()
 }
 
-fn kill_after(child: &mut Child, after: Duration) {
+fn kill_after(child: &mut Background, after: Duration) {
     std::thread::sleep(after);
     let _ = Command::new("kill")
-        .args(["-KILL", &child.id().to_string()])
+        .args(["-KILL", &child.child.id().to_string()])
         .status();
-    let _ = child.wait();
+    let _ = child.child.wait();
 }
 
 #[test]
@@ -594,10 +635,7 @@ fn generation_killed_at_any_point_leaves_only_whole_files_under_final_names() {
                 ])
                 .args(*format)
                 .args(size)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
+                .spawn_quiet();
             kill_after(&mut child, Duration::from_millis(millis));
             for (rel, bytes) in final_files(&data) {
                 if rel.to_string_lossy() == ".dlio-generation" {
@@ -658,10 +696,7 @@ fn checkpointing_killed_at_any_point_leaves_only_whole_checkpoint_files() {
         let folder = tmp.path().join(format!("killed{k}"));
         let mut child = tiny(&data, &tmp.path().join(format!("o{k}")))
             .args(args(&folder))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+            .spawn_quiet();
         kill_after(&mut child, Duration::from_millis(millis));
         let left = final_files(&folder);
         if left.len() < sizes.len() {

@@ -614,6 +614,19 @@ impl Config {
             ));
         }
         let num_layers = self.model.num_layers;
+        // A checkpoint writes (and plans) a file per layer per rank: bound the count well past
+        // any model (the largest have a few hundred layers) and well inside memory.
+        const MAX_LAYERS: i64 = 1 << 16;
+        if num_layers > MAX_LAYERS {
+            return Err(invalid(
+                "model.num_layers",
+                format!(
+                    "is {num_layers}; a checkpoint plans and writes files per layer, and at most \
+                     {MAX_LAYERS} layers are supported."
+                ),
+                format!("set ++workload.model.num_layers to at most {MAX_LAYERS}"),
+            ));
+        }
         if num_layers > 0 && num_layers < i64::from(p.pipeline) {
             return Err(invalid(
                 "model.num_layers",

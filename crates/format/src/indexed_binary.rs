@@ -385,19 +385,28 @@ mod tests {
         );
     }
 
-    #[test]
-    fn short_index_and_truncated_data_name_the_file_and_offset() {
-        let dir = tempfile::tempdir().unwrap();
+    /// A generated file of `samples` samples of 64 bytes in `dir`.
+    fn generated(
+        dir: &Path,
+        samples: u32,
+    ) -> (PosixStorage, IndexedBinaryFormat, PathBuf, FileLayout) {
         let storage = PosixStorage::new();
         let format = IndexedBinaryFormat {
             mmap: false,
             write_chunk: 1 << 20,
         };
-        let path = dir.path().join("f.indexed_binary");
-        let l = layout(2, vec![64], ElementType::Uint8);
+        let path = dir.join("f.indexed_binary");
+        let l = layout(samples, vec![64], ElementType::Uint8);
         format
             .generate(&storage, &path, &l, &mut DataRng::for_file(1, 0, 0))
             .unwrap();
+        (storage, format, path, l)
+    }
+
+    #[test]
+    fn short_index_and_truncated_data_name_the_file_and_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let (storage, format, path, l) = generated(dir.path(), 2);
         let off = with_suffix(&path, OFFSETS_SUFFIX);
         let bytes = std::fs::read(&off).unwrap();
         std::fs::write(&off, &bytes[..12]).unwrap();
@@ -421,16 +430,7 @@ mod tests {
     #[test]
     fn an_index_of_empty_samples_is_refused_not_read_short() {
         let dir = tempfile::tempdir().unwrap();
-        let storage = PosixStorage::new();
-        let format = IndexedBinaryFormat {
-            mmap: false,
-            write_chunk: 1 << 20,
-        };
-        let path = dir.path().join("f.indexed_binary");
-        let l = layout(4, vec![64], ElementType::Uint8);
-        format
-            .generate(&storage, &path, &l, &mut DataRng::for_file(1, 0, 0))
-            .unwrap();
+        let (storage, format, path, l) = generated(dir.path(), 4);
         let sizes = with_suffix(&path, SIZES_SUFFIX);
         let mut bytes = std::fs::read(&sizes).unwrap();
         bytes[8..16].copy_from_slice(&0u64.to_ne_bytes());

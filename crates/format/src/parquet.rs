@@ -105,6 +105,40 @@ pub(crate) fn parquet_error(
     FormatError::corrupt(path, 0, format!("{what}: {e}"))
 }
 
+/// Refuses a footer whose column chunks lie outside the file (a negative offset or length,
+/// or past the end): the parquet crate asserts on the first and would read garbage ranges on
+/// the second, so a damaged footer must be an error before any column is touched.
+pub(crate) fn check_column_ranges(
+    path: &Path,
+    metadata: &parquet::file::metadata::ParquetMetaData,
+    file_len: u64,
+) -> Result<(), FormatError> {
+    for (g, group) in metadata.row_groups().iter().enumerate() {
+        for (c, column) in group.columns().iter().enumerate() {
+            let start = column
+                .dictionary_page_offset()
+                .unwrap_or(column.data_page_offset());
+            let len = column.compressed_size();
+            let inside = u64::try_from(start)
+                .ok()
+                .zip(u64::try_from(len).ok())
+                .and_then(|(start, len)| start.checked_add(len))
+                .is_some_and(|end| end <= file_len);
+            if !inside {
+                return Err(FormatError::corrupt(
+                    path,
+                    start.max(0) as u64,
+                    format!(
+                        "row group {g}, column {c}: the footer puts the column at offset {start}, \
+                         {len} bytes long, outside the file's {file_len} bytes"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// An error of the parquet writer: the storage's own error when the sink failed (a full disk
 /// is ENOSPC, not a corrupt file), else the writer's message.
 pub(crate) fn parquet_write_error(path: &Path, e: parquet::errors::ParquetError) -> FormatError {
@@ -316,8 +350,9 @@ impl FormatReader for ParquetReader {
         path: &Path,
     ) -> Result<(), FormatError> {
         let handle = storage.open(path)?;
+        let len = handle.len();
         let chunks = StorageChunks {
-            len: handle.len(),
+            len,
             handle: Arc::new(Mutex::new(handle)),
             alignment: storage.capabilities().alignment,
         };
@@ -326,6 +361,7 @@ impl FormatReader for ParquetReader {
             FormatError::corrupt(path, 0, format!("not a readable parquet file: {e}"))
         })?;
         let metadata = reader.metadata();
+        check_column_ranges(path, metadata, len)?;
         let schema = metadata.file_metadata().schema_descr();
         if schema.num_columns() == 0 || schema.column(0).name() != "data" {
             return Err(FormatError::unsupported(

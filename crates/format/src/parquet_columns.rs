@@ -31,7 +31,9 @@ use parquet::file::serialized_reader::SerializedFileReader;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::Type;
 
-use crate::parquet::{StorageChunks, codec, group_starts, parquet_write_error, row_group_of};
+use crate::parquet::{
+    StorageChunks, check_column_ranges, codec, group_starts, parquet_write_error, row_group_of,
+};
 use crate::ranged::{HandleWriter, read_range};
 use crate::{DataRng, FileKey, FileLayout, FormatError, FormatReader};
 
@@ -370,12 +372,10 @@ impl ColumnReader {
         handle: Box<dyn dlio_storage::ReadHandle>,
         path: &Path,
     ) -> Result<(Footer, Box<dyn dlio_storage::ReadHandle>), FormatError> {
+        let chunks_len = handle.len();
         let shared = Arc::new(Mutex::new(handle));
         let chunks = StorageChunks {
-            len: shared
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .len(),
+            len: chunks_len,
             handle: Arc::clone(&shared),
             alignment: self.alignment,
         };
@@ -383,6 +383,7 @@ impl ColumnReader {
             FormatError::corrupt(path, 0, format!("not a readable parquet file: {e}"))
         })?;
         let metadata = reader.metadata();
+        check_column_ranges(path, metadata, chunks_len)?;
         let schema = metadata.file_metadata().schema_descr();
         let names: Vec<String> = (0..schema.num_columns())
             .map(|i| schema.column(i).name().to_string())

@@ -217,3 +217,17 @@ fn every_reader_returns_bytes_or_an_error_on_damaged_files() {
         }
     }
 }
+
+/// Inputs the fuzzer found that crashed a reader, kept as they were found.
+#[test]
+fn damaged_files_that_once_crashed_a_reader_are_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A flipped footer byte gave a column chunk a negative offset; the parquet crate asserts
+    // on it (seed 1, 10^5 files per format).
+    let p = pristine(tmp.path(), FormatKind::Parquet, Semantics::Upstream);
+    read_damaged(
+        &p,
+        &tmp.path().join("scratch"),
+        &[(12956039871937486090, Damage::Flip(14721382982394380639, 71))],
+    );
+}

@@ -7,7 +7,9 @@
 //! error; a panic fails the test.
 //!
 //! The suite runs a fixed budget; `DLIO_FUZZ_CASES=N` runs N cases per property instead
-//! (`bench/fuzz.sh` runs 10^5), and `DLIO_FUZZ_SEED=N` another seed than the suite's.
+//! (`bench/fuzz.sh` runs 10^5), and `DLIO_FUZZ_SEED=N` another seed than the suite's. An input
+//! that kills the process (out of memory, say) leaves proptest nothing to report: run the test
+//! binary with `DLIO_FUZZ_PRINT=1 ... --nocapture` under `ulimit -v` and read the last case.
 
 use std::collections::BTreeSet;
 
@@ -265,6 +267,9 @@ fn mutated_workload_files_load_or_fail_cleanly() {
         world in 1u32..9,
     )| {
         let text = apply(texts[which % texts.len()], &mutations, &keys);
+        if std::env::var_os("DLIO_FUZZ_PRINT").is_some() {
+            eprintln!("case: world {world} {text:?}");
+        }
         exercise(load_text("fuzzed.yaml", &text, &[]), world);
     });
 }
@@ -304,6 +309,9 @@ fn random_overrides_load_or_fail_cleanly() {
             strict: false,
             semantics: Some(if upstream { Semantics::Upstream } else { Semantics::Mlperf }),
         };
+        if std::env::var_os("DLIO_FUZZ_PRINT").is_some() {
+            eprintln!("case: world {world} {:?}", args.positional);
+        }
         exercise(load(&args), world);
     });
 }
