@@ -143,8 +143,9 @@ pub(crate) struct RawEvent<'a> {
     pub name: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     pub cat: Option<Cow<'a, str>>,
+    /// `"X"`/`"M"` (Chrome's phases, dftracer 1.x and dlio) or dftracer 2.x's integers.
     #[serde(borrow, default)]
-    pub ph: Option<Cow<'a, str>>,
+    pub ph: Scalar<'a>,
     #[serde(borrow, default)]
     pub pid: Scalar<'a>,
     #[serde(borrow, default)]
@@ -155,6 +156,42 @@ pub(crate) struct RawEvent<'a> {
     pub dur: Scalar<'a>,
     #[serde(borrow, default)]
     pub args: Option<RawArgs<'a>>,
+}
+
+/// The phases of an event that the analysis reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// A complete event: a span or an I/O call with `ts` and `dur`.
+    Complete,
+    /// Metadata: file names (`FH`), host and process records, thread names.
+    Metadata,
+    /// Anything else (counters, aggregated records, instants): counted, not analysed.
+    Other,
+}
+
+impl RawEvent<'_> {
+    /// The event's phase: Chrome's letters (`X`, `M`) or dftracer 2.x's numbers (1 complete,
+    /// 2 counter, 3 aggregated, 4 metadata). `None` when the line has no phase.
+    pub(crate) fn phase(&self) -> Option<Phase> {
+        // dftracer 2.x's `start` and `end` records are complete events of its own category,
+        // but say when tracing began and ended, not what the application did.
+        if self.cat.as_deref() == Some("dftracer")
+            && matches!(self.name.as_deref(), Some("start" | "end"))
+        {
+            return Some(Phase::Metadata);
+        }
+        match &self.ph {
+            Scalar::Str(p) => Some(match p.as_ref() {
+                "X" => Phase::Complete,
+                "M" => Phase::Metadata,
+                _ => Phase::Other,
+            }),
+            Scalar::Int(1) => Some(Phase::Complete),
+            Scalar::Int(4) => Some(Phase::Metadata),
+            Scalar::Int(_) => Some(Phase::Other),
+            _ => None,
+        }
+    }
 }
 
 /// dfanalyzer's layers (plus the union of all I/O), in report order. Each span or I/O

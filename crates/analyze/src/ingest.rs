@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
 use crate::error::AnalyzeError;
-use crate::event::{Layer, Op, RawEvent, classify, io_op, is_item, parse_hash};
+use crate::event::{Layer, Op, Phase, RawEvent, classify, io_op, is_item, parse_hash};
 
 /// Records per sorted run (about 16 MiB in memory per worker).
 const RUN_RECORDS: usize = 1 << 18;
@@ -225,10 +225,10 @@ impl Worker<'_> {
     }
 
     fn event(&mut self, input: usize, ev: &RawEvent<'_>) -> Result<(), &'static str> {
-        let ph = ev.ph.as_deref().ok_or("event without \"ph\"")?;
+        let phase = ev.phase().ok_or("event without \"ph\"")?;
         let args = ev.args.as_ref();
-        match ph {
-            "M" => {
+        match phase {
+            Phase::Metadata => {
                 self.out.metadata_events += 1;
                 self.out.per_input[input].events += 1;
                 if ev.name.as_deref() == Some("FH")
@@ -242,7 +242,7 @@ impl Worker<'_> {
                 }
                 Ok(())
             }
-            "X" => {
+            Phase::Complete => {
                 let start = ev
                     .ts
                     .micros_as_nanos()
@@ -315,7 +315,7 @@ impl Worker<'_> {
                 self.run.push(rec);
                 Ok(())
             }
-            _ => {
+            Phase::Other => {
                 self.out.ignored_events += 1;
                 self.out.per_input[input].events += 1;
                 Ok(())

@@ -166,7 +166,9 @@ struct RankState {
     io_ops: u64,
     bytes: u64,
     prev_end: HashMap<u64, i64>,
-    fd_pos: HashMap<(u32, i32), i64>,
+    /// The position of each open file: by (thread, descriptor), or by (thread, file) when
+    /// the events carry no descriptor (dftracer 2.x's POSIX events name only the file).
+    fd_pos: HashMap<(u32, u64), i64>,
     timeline: Option<(Vec<f64>, Vec<f64>)>,
 }
 
@@ -302,11 +304,20 @@ impl Sweep<'_> {
         }
         st.io_ops += 1;
         let op = Op::from_u8(r.op);
-        let key = (r.tid, r.fd);
+        // Descriptors and file hashes cannot collide: a descriptor key has the top bit set.
+        let key = (
+            r.tid,
+            if r.fd >= 0 {
+                (1 << 63) | r.fd as u64
+            } else {
+                r.file
+            },
+        );
+        let positioned = r.fd >= 0 || r.file != 0;
         match op {
             Op::Open => {
                 self.files.entry(r.file).or_default().opens += 1;
-                if r.fd >= 0 {
+                if positioned {
                     st.fd_pos.insert(key, 0);
                 }
             }
@@ -314,7 +325,7 @@ impl Sweep<'_> {
                 st.fd_pos.remove(&key);
             }
             Op::Seek => {
-                if r.offset >= 0 && r.fd >= 0 {
+                if r.offset >= 0 && positioned {
                     st.fd_pos.insert(key, r.offset);
                 }
             }
@@ -322,7 +333,7 @@ impl Sweep<'_> {
                 let bytes = r.bytes.max(0);
                 let offset = if r.offset >= 0 {
                     Some(r.offset)
-                } else if r.fd >= 0 {
+                } else if positioned {
                     st.fd_pos.get_mut(&key).map(|pos| {
                         let at = *pos;
                         *pos += bytes;

@@ -383,6 +383,7 @@ fn drive(
         let tracer = if tracing {
             let opts = dlio_trace::TraceOptions {
                 compress: dlio_trace::dftracer_compression_from_env().unwrap_or(true),
+                shares_process: local_ranks > 1,
                 ..dlio_trace::TraceOptions::new(&out, group.global_rank(local), world)
             };
             let tracer = Tracer::create(&opts)

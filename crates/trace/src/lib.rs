@@ -120,6 +120,6 @@ pub use error::TraceError;
 pub use names::{CAT_OBJECT, CAT_POSIX, CAT_STDIO, IO_CATEGORIES, IoOp, SpanName, ai, name_hash};
 pub use traced::{Traced, metered_and_traced};
 pub use tracer::{
-    FileId, MAX_ARGS, PRENAMED_MAX, PreparedSpan, SpanGuard, TraceOptions, TraceSummary, Tracer,
-    dftracer_compression_from_env, dftracer_enabled_by_env,
+    FileId, MAX_ARGS, PRENAMED_MAX, PreparedSpan, RANK_PID_BASE, SpanGuard, TraceOptions,
+    TraceSummary, Tracer, dftracer_compression_from_env, dftracer_enabled_by_env,
 };

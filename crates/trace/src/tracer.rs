@@ -87,7 +87,16 @@ pub struct TraceOptions {
     pub size: u32,
     /// gzip the file (`.pfw.gz`, the default) or write plain `.pfw`.
     pub compress: bool,
+    /// This rank's process runs other ranks too (`--ranks N`, N > 1): its records then carry
+    /// a `pid` of its own, [`RANK_PID_BASE`] + rank, so that dftracer's tools, which tell
+    /// processes apart by `pid`, count one process per rank (the `start` record keeps the OS
+    /// pid as `os_pid`). A rank alone in its process keeps the OS pid.
+    pub shares_process: bool,
 }
+
+/// The first per-rank `pid` (see [`TraceOptions::shares_process`]): Linux's largest possible
+/// process id plus one (`PID_MAX_LIMIT`, 2^22), so that it is never a real process's.
+pub const RANK_PID_BASE: u32 = 1 << 22;
 
 impl TraceOptions {
     /// Compressed trace of `rank` of `size` in `dir`.
@@ -97,6 +106,7 @@ impl TraceOptions {
             rank,
             size,
             compress: true,
+            shares_process: false,
         }
     }
 
@@ -768,8 +778,14 @@ impl Tracer {
             .duration_since(UNIX_EPOCH)
             .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
             .unwrap_or(0);
+        let os_pid = std::process::id();
         let header = Header {
-            pid: std::process::id(),
+            pid: if opts.shares_process {
+                RANK_PID_BASE.saturating_add(opts.rank)
+            } else {
+                os_pid
+            },
+            os_pid,
             rank: opts.rank,
             size: opts.size,
             hostname: hostname(),

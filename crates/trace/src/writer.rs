@@ -12,11 +12,15 @@
 //! part moves to after the run, as dftracer does when it compresses at finalisation.
 //! Memory stays bounded: beyond `HELD_BYTES` the events live in the file system.
 //!
-//! The trace file is one JSON array (`[`, one event per line with a trailing comma except
-//! the last, `]`), so Chrome's trace viewer and Perfetto load it as is, and line-oriented
-//! readers (dftracer's tools, `dlio analyze`) read one event per line after dropping the
-//! trailing comma. It is written under a temporary name and renamed when complete, so a
-//! crash never leaves a truncated trace under the final name.
+//! The trace file is dftracer 2.x's: one JSON object per line, no array brackets and no
+//! separating commas, times in whole microseconds, `ph` and `type` as dftracer's numbers
+//! (`ph` 1 complete, 4 metadata; `type` 1 dftracer's own records, 3 POSIX and other I/O, 6 the
+//! application's AI spans), metadata records for the host (`HH`), the time unit (`CM`), the
+//! rank (`PR`), file names (`FH`, absolute paths) and thread names, and `start`/`end` records
+//! around the events. dftracer's tools (`dftracer_validate`, `dftracer_info`, dfanalyzer) and
+//! `dlio analyze` read it line by line; Perfetto wants a JSON array (see the README). It is
+//! written under a temporary name and renamed when complete, so a crash never leaves a
+//! truncated trace under the final name.
 
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
@@ -55,9 +59,27 @@ pub(crate) enum Msg {
     Finish { ns_per_unit: f64 },
 }
 
+/// The `type` of dftracer 2.x's records: its own (metadata, `start`, `end`).
+const TYPE_DFTRACER: u8 = 1;
+/// The `type` of an I/O call (POSIX, STDIO, object-store requests).
+const TYPE_IO: u8 = 3;
+/// The `type` of an application span (the AI taxonomy's).
+const TYPE_APP: u8 = 6;
+/// dftracer 2.x's `ph` of a complete event.
+const PH_COMPLETE: u8 = 1;
+/// dftracer 2.x's `ph` of a metadata record.
+const PH_METADATA: u8 = 4;
+/// The dftracer trace-format version the `start` record declares (2.0.3's, whose records
+/// this writer reproduces).
+const FORMAT_VERSION: u32 = 20003;
+
 /// Fixed facts written once at the start.
 pub(crate) struct Header {
+    /// The `pid` of every record: the OS process id, or a per-rank id when ranks share a
+    /// process (see `TraceOptions::shares_process`).
     pub pid: u32,
+    /// The OS process id (the `start` record's `os_pid`).
+    pub os_pid: u32,
     pub rank: u32,
     pub size: u32,
     pub hostname: String,
@@ -353,6 +375,8 @@ struct Out {
     sink: Sink,
     line: Vec<u8>,
     next_id: u64,
+    /// The latest end of an event so far, in microseconds since the epoch (the `end` record's).
+    last_end_us: u64,
     stats: WriterStats,
     /// `"pid":N,` ready to paste.
     pid_field: Vec<u8>,
@@ -368,11 +392,8 @@ impl Out {
         self.line.extend_from_slice(self.ints.format(v).as_bytes());
     }
 
-    /// Starts an event line: the separator after the previous event, then `{"id":N,`.
-    fn begin(&mut self) {
-        if self.next_id > 0 {
-            self.line.extend_from_slice(b",\n");
-        }
+    /// Starts a complete event's line: `{"id":N,`.
+    fn begin_event(&mut self) {
         self.line.extend_from_slice(b"{\"id\":");
         let id = self.next_id;
         self.int(id);
@@ -380,36 +401,55 @@ impl Out {
         self.next_id += 1;
     }
 
-    fn metadata(&mut self, tid: u32, name: &str, key: &str, value: &str) {
-        self.begin();
-        self.line.extend_from_slice(b"\"name\":\"");
-        self.line.extend_from_slice(name.as_bytes());
-        self.line.extend_from_slice(b"\",\"cat\":\"dftracer\",");
+    /// `"name":"…","cat":"…","type":T,"pid":P,"tid":T,`: the fields every record starts with.
+    fn identity(&mut self, name: &str, cat: &str, kind: u8, tid: u32) {
+        self.line.extend_from_slice(b"\"name\":");
+        push_json_string(&mut self.line, name);
+        self.line.extend_from_slice(b",\"cat\":\"");
+        self.line.extend_from_slice(cat.as_bytes());
+        self.line.extend_from_slice(b"\",\"type\":");
+        self.int(kind);
+        self.line.push(b',');
         self.line.extend_from_slice(&self.pid_field);
         self.line.extend_from_slice(b"\"tid\":");
         self.int(tid);
-        self.line.extend_from_slice(b",\"ph\":\"M\",\"args\":{");
+    }
+
+    /// A metadata record: `{"name":NAME,…,"ph":4,"args":{"hhash":…,"name":KEY,"value":VALUE}}`,
+    /// as dftracer writes its FH, HH, CM, PR and thread_name records (no `id`).
+    fn metadata(&mut self, tid: u32, name: &str, key: &str, value: &str) {
+        self.line.push(b'{');
+        self.identity(name, "dftracer", TYPE_DFTRACER, tid);
+        self.line.extend_from_slice(b",\"ph\":");
+        self.int(PH_METADATA);
+        self.line.extend_from_slice(b",\"args\":{");
         self.line.extend_from_slice(&self.hhash_field);
         self.line.extend_from_slice(b",\"name\":");
         push_json_string(&mut self.line, key);
         self.line.extend_from_slice(b",\"value\":");
         push_json_string(&mut self.line, value);
-        self.line.extend_from_slice(b"}}");
+        self.line.extend_from_slice(b"}}\n");
         self.stats.metadata_events += 1;
     }
 
+    /// A thread's name, in dftracer's shape (`args.name` the name, `args.value` "thread_name").
     fn thread_name(&mut self, tid: u32, name: &str) {
-        self.begin();
-        self.line
-            .extend_from_slice(b"\"name\":\"thread_name\",\"cat\":\"dftracer\",");
-        self.line.extend_from_slice(&self.pid_field);
-        self.line.extend_from_slice(b"\"tid\":");
-        self.int(tid);
-        self.line
-            .extend_from_slice(b",\"ph\":\"M\",\"args\":{\"name\":");
-        push_json_string(&mut self.line, name);
-        self.line.extend_from_slice(b"}}");
-        self.stats.metadata_events += 1;
+        self.metadata(tid, "thread_name", name, "thread_name");
+    }
+
+    /// dftracer's `start` or `end` record: a zero-length complete event of its own type, at
+    /// `at_us`, with `extra` (already JSON, each field preceded by a comma) in its arguments.
+    fn boundary(&mut self, tid: u32, name: &str, at_us: u64, extra: &str) {
+        self.begin_event();
+        self.identity(name, "dftracer", TYPE_DFTRACER, tid);
+        self.line.extend_from_slice(b",\"ts\":");
+        self.int(at_us);
+        self.line.extend_from_slice(b",\"dur\":0,\"ph\":");
+        self.int(PH_COMPLETE);
+        self.line.extend_from_slice(b",\"args\":{");
+        self.line.extend_from_slice(&self.hhash_field);
+        self.line.extend_from_slice(extra.as_bytes());
+        self.line.extend_from_slice(b"}}\n");
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -423,20 +463,25 @@ impl Out {
         file: u64,
         args: &[(&str, i64)],
     ) {
-        self.begin();
-        self.line.extend_from_slice(b"\"name\":\"");
-        self.line.extend_from_slice(name.as_bytes());
-        self.line.extend_from_slice(b"\",\"cat\":\"");
-        self.line.extend_from_slice(cat.as_bytes());
-        self.line.extend_from_slice(b"\",");
-        self.line.extend_from_slice(&self.pid_field);
-        self.line.extend_from_slice(b"\"tid\":");
-        self.int(tid);
+        self.begin_event();
+        let kind = if crate::IO_CATEGORIES.contains(&cat) {
+            TYPE_IO
+        } else {
+            TYPE_APP
+        };
+        self.identity(name, cat, kind, tid);
+        // Whole microseconds, as dftracer 2.x writes them: the start and the end are each
+        // truncated, so the durations of consecutive events still add up to the time they span.
+        let start = self.base_unix_ns.saturating_add(start_ns);
+        let (ts, end) = (start / 1000, start.saturating_add(dur_ns) / 1000);
+        self.last_end_us = self.last_end_us.max(end);
         self.line.extend_from_slice(b",\"ts\":");
-        self.micros(self.base_unix_ns.saturating_add(start_ns));
+        self.int(ts);
         self.line.extend_from_slice(b",\"dur\":");
-        self.micros(dur_ns);
-        self.line.extend_from_slice(b",\"ph\":\"X\",\"args\":{");
+        self.int(end - ts);
+        self.line.extend_from_slice(b",\"ph\":");
+        self.int(PH_COMPLETE);
+        self.line.extend_from_slice(b",\"args\":{");
         self.line.extend_from_slice(&self.hhash_field);
         if file != 0 {
             self.line.extend_from_slice(b",\"fhash\":\"");
@@ -449,23 +494,8 @@ impl Out {
             self.line.extend_from_slice(b"\":");
             self.int(v);
         }
-        self.line.extend_from_slice(b"}}");
+        self.line.extend_from_slice(b"}}\n");
         self.stats.events += 1;
-    }
-
-    /// Microseconds with up to three decimals (nanosecond precision), as Chrome traces allow.
-    fn micros(&mut self, ns: u64) {
-        let (us, frac) = (ns / 1000, ns % 1000);
-        self.int(us);
-        if frac != 0 {
-            let frac = frac as u16;
-            self.line.extend_from_slice(&[
-                b'.',
-                b'0' + (frac / 100) as u8,
-                b'0' + (frac / 10 % 10) as u8,
-                b'0' + (frac % 10) as u8,
-            ]);
-        }
     }
 
     fn flush_line(&mut self) -> io::Result<()> {
@@ -475,6 +505,15 @@ impl Out {
         }
         Ok(())
     }
+}
+
+/// `path` made absolute against the working directory (dftracer names files by absolute
+/// path), without touching the file system; as it is when that fails.
+fn absolute(path: &Path) -> std::borrow::Cow<'_, Path> {
+    if path.is_absolute() {
+        return std::borrow::Cow::Borrowed(path);
+    }
+    std::path::absolute(path).map_or(std::borrow::Cow::Borrowed(path), std::borrow::Cow::Owned)
 }
 
 fn push_hex16(out: &mut Vec<u8>, v: u64) {
@@ -666,6 +705,7 @@ fn write_trace_to(
         sink,
         line: Vec::with_capacity(1 << 17),
         next_id: 0,
+        last_end_us: header.base_unix_ns / 1000,
         stats: WriterStats {
             events: 0,
             metadata_events: 0,
@@ -676,12 +716,22 @@ fn write_trace_to(
         base_unix_ns: header.base_unix_ns,
         ints: itoa::Buffer::new(),
     };
-    out.sink.write_all(b"[\n")?;
     let pid_tid = header.pid;
     let hhash = out.hhash.clone();
     out.metadata(pid_tid, "HH", &header.hostname, &hhash);
+    out.metadata(pid_tid, "CM", "time_metric", "US");
     out.metadata(pid_tid, "PR", "rank", &header.rank.to_string());
     out.metadata(pid_tid, "PR", "size", &header.size.to_string());
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let start_args = format!(
+        ",\"os_pid\":{},\"rank\":{},\"size\":{},\"version\":{FORMAT_VERSION},\"writer\":\"dlio {}\",\"cwd\":\"{:016x}\"",
+        header.os_pid,
+        header.rank,
+        header.size,
+        env!("CARGO_PKG_VERSION"),
+        name_hash(cwd.as_os_str().as_encoded_bytes())
+    );
+    out.boundary(pid_tid, "start", header.base_unix_ns / 1000, &start_args);
     // Names met later in the buffers are these tables' only when the same path was opened
     // through another copy of it; write each name once.
     let mut named: FxHashSet<u64> = FxHashSet::default();
@@ -691,7 +741,7 @@ fn write_trace_to(
         out.metadata(
             pid_tid,
             "FH",
-            &path.to_string_lossy(),
+            &absolute(path).to_string_lossy(),
             &format!("{hash:016x}"),
         );
         out.flush_line()?;
@@ -800,7 +850,12 @@ fn write_trace_to(
                 if named.contains(&hash) {
                     continue;
                 }
-                out.metadata(pid_tid, "FH", &name, &format!("{hash:016x}"));
+                out.metadata(
+                    pid_tid,
+                    "FH",
+                    &absolute(Path::new(&name)).to_string_lossy(),
+                    &format!("{hash:016x}"),
+                );
             }
             TAG_THREAD => {
                 let tid = u32::try_from(spill.varint()?).map_err(|_| corrupt("a thread id"))?;
@@ -811,7 +866,8 @@ fn write_trace_to(
         }
         out.flush_line()?;
     }
-    out.line.extend_from_slice(b"\n]\n");
+    let end_us = out.last_end_us;
+    out.boundary(pid_tid, "end", end_us, "");
     out.sink.write_all(&out.line)?;
     let stats = out.stats;
     out.sink.finish()?;
@@ -875,6 +931,7 @@ mod tests {
             },
             header: Header {
                 pid: 1,
+                os_pid: 1,
                 rank: 0,
                 size: 1,
                 hostname: "host".to_string(),

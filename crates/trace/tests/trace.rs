@@ -1,4 +1,4 @@
-//! The trace writer's promises: dftracer's file name and metadata, valid Chrome-trace JSON,
+//! The trace writer's promises: dftracer's file name and metadata, dftracer 2.x's line format,
 //! every event from every thread, and one event per storage call through `Traced`.
 
 use std::collections::HashMap;
@@ -11,7 +11,8 @@ use dlio_storage::{Extent, PathTable, PosixStorage, ReadRequest, Storage};
 use dlio_trace::{FileId, IoOp, PreparedSpan, TraceOptions, Traced, Tracer, ai};
 use serde_json::Value;
 
-/// The whole trace as one JSON document (this also checks that it is valid JSON).
+/// Every record of the trace, one JSON object per line as dftracer 2.x writes them: no array
+/// brackets, no separating commas (this also checks that every line is a JSON object).
 fn load(path: &Path) -> Vec<Value> {
     let raw = std::fs::read(path).expect("trace file");
     let mut text = String::new();
@@ -22,14 +23,23 @@ fn load(path: &Path) -> Vec<Value> {
     } else {
         text = String::from_utf8(raw).expect("utf-8");
     }
-    match serde_json::from_str::<Value>(&text).expect("the trace is one valid JSON array") {
-        Value::Array(events) => events,
-        other => panic!("expected an array, got {other}"),
-    }
+    text.lines()
+        .enumerate()
+        .map(|(i, line)| {
+            let record: Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("line {} is not one JSON object: {e}: {line}", i + 1));
+            assert!(record.is_object(), "line {}: {line}", i + 1);
+            record
+        })
+        .collect()
 }
 
+/// The complete events (`ph` 1) but dftracer's own `start` and `end` records.
 fn complete_events(events: &[Value]) -> Vec<&Value> {
-    events.iter().filter(|e| e["ph"] == "X").collect()
+    events
+        .iter()
+        .filter(|e| e["ph"] == 1 && e["cat"] != "dftracer")
+        .collect()
 }
 
 fn count_by_name(events: &[Value]) -> HashMap<String, usize> {
@@ -45,7 +55,7 @@ fn count_by_name(events: &[Value]) -> HashMap<String, usize> {
 fn metadata<'a>(events: &'a [Value], name: &str) -> Vec<&'a Value> {
     events
         .iter()
-        .filter(|e| e["ph"] == "M" && e["name"] == name)
+        .filter(|e| e["ph"] == 4 && e["name"] == name)
         .collect()
 }
 
@@ -94,20 +104,23 @@ fn spans_and_io_calls_become_dftracer_events_in_valid_chrome_trace_json() {
         (&Value::from(2), &Value::from(7))
     );
     assert!(
-        compute["dur"].as_f64().expect("dur") >= 2000.0,
+        compute["dur"].as_u64().expect("dur in whole microseconds") >= 2000,
         "dur is in microseconds"
     );
+    assert_eq!(compute["type"], 6, "an application span");
 
     let read = x.iter().find(|e| e["name"] == "pread").expect("read event");
     assert_eq!(read["cat"], "POSIX");
     assert_eq!(read["args"]["count"], 65536);
     assert_eq!(read["args"]["ret"], 65536);
     assert_eq!(read["args"]["offset"], 4096);
-    assert_eq!(
-        read["dur"].as_f64(),
-        Some(12.345),
-        "sub-microsecond precision is kept"
+    let (ts, dur) = (read["ts"].as_u64().unwrap(), read["dur"].as_u64().unwrap());
+    assert!(
+        (12..=13).contains(&dur),
+        "12.345 us, in whole microseconds: {dur}"
     );
+    assert!(ts > 1_600_000_000_000_000, "microseconds since the epoch");
+    assert_eq!(read["type"], 3, "an I/O call");
     let fhash = read["args"]["fhash"].as_str().expect("fhash").to_string();
     assert_eq!(fhash.len(), 16);
     assert_eq!(fhash, format!("{:016x}", file.hash()));
@@ -144,6 +157,44 @@ fn spans_and_io_calls_become_dftracer_events_in_valid_chrome_trace_json() {
         "every event names its host"
     );
     assert!(x.iter().all(|e| e["pid"] == std::process::id()));
+    assert_eq!(metadata(&events, "CM")[0]["args"]["value"], "US");
+    let bounds: Vec<_> = events
+        .iter()
+        .filter(|e| e["cat"] == "dftracer" && e["ph"] == 1)
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(bounds, ["start", "end"]);
+    let (first, last) = (&events[4], &events[events.len() - 1]);
+    assert_eq!(
+        (&first["name"], &last["name"]),
+        (&"start".into(), &"end".into())
+    );
+    assert!(last["ts"].as_u64() >= x.iter().map(|e| e["ts"].as_u64().unwrap()).max());
+}
+
+#[test]
+fn ranks_sharing_a_process_each_get_a_pid_of_their_own() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut pids = Vec::new();
+    for rank in 0..2 {
+        let mut opts = TraceOptions::new(dir.path(), rank, 2);
+        opts.shares_process = true;
+        let tracer = Tracer::create(&opts).expect("tracer");
+        drop(tracer.span(ai::COMPUTE).epoch(1).step(1));
+        let summary = tracer.finish().expect("finish").expect("enabled");
+        let events = load(&summary.path);
+        assert!(events.iter().all(|e| e["pid"] == events[0]["pid"]));
+        let start = events.iter().find(|e| e["name"] == "start").unwrap();
+        assert_eq!(start["args"]["os_pid"], std::process::id());
+        pids.push(events[0]["pid"].as_u64().unwrap());
+    }
+    assert_eq!(
+        pids,
+        [
+            u64::from(dlio_trace::RANK_PID_BASE),
+            u64::from(dlio_trace::RANK_PID_BASE) + 1
+        ]
+    );
 }
 
 #[test]

@@ -155,6 +155,7 @@ struct Finished {
 struct Job {
     epoch: u32,
     index: u32,
+    step: u64,
     name: String,
     stall: Duration,
 }
@@ -224,7 +225,7 @@ impl<'a> RankCheckpointer<'a> {
                     let _span = tracer
                         .span(ai::CHECKPOINT_CAPTURE)
                         .epoch(u64::from(job.epoch))
-                        .arg("index", i64::from(job.index));
+                        .step(job.step);
                     let start = SystemTime::now();
                     let result = writer
                         .write(&*storage, &folder, &job.name, &plan, rank)
@@ -257,8 +258,9 @@ impl<'a> RankCheckpointer<'a> {
         observer: &dyn Observer,
         epoch: u32,
         index: u32,
-        name: &str,
+        step: u64,
     ) -> Result<(), TrainError> {
+        let name = &name(epoch, step);
         if self.background.is_some() {
             let waited = Instant::now();
             self.wait_background(recorder, observer)?;
@@ -271,6 +273,7 @@ impl<'a> RankCheckpointer<'a> {
                 .send(Job {
                     epoch,
                     index,
+                    step,
                     name: name.to_string(),
                     stall,
                 })
@@ -288,7 +291,7 @@ impl<'a> RankCheckpointer<'a> {
             .tracer
             .span(ai::CHECKPOINT_CAPTURE)
             .epoch(u64::from(epoch))
-            .arg("index", i64::from(index));
+            .step(step);
         let start = recorder.now();
         let report = writer
             .write(
@@ -344,9 +347,10 @@ impl<'a> RankCheckpointer<'a> {
         observer: &dyn Observer,
         epoch: u32,
         index: u32,
-        name: &str,
+        step: u64,
         barrier: &dyn Fn() -> Result<(), TrainError>,
     ) -> Result<Vec<String>, TrainError> {
+        let name = &name(epoch, step);
         let reader = self
             .reader
             .as_mut()
@@ -355,7 +359,7 @@ impl<'a> RankCheckpointer<'a> {
             .tracer
             .span(ai::CHECKPOINT_RESTART)
             .epoch(u64::from(epoch))
-            .arg("index", i64::from(index));
+            .step(step);
         let start = recorder.now();
         let report = reader
             .read(

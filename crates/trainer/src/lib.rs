@@ -364,13 +364,7 @@ fn run_training(
             {
                 // A step checkpoint ends the block: its time is outside AU (DLIO §1.1).
                 recorder.end_block(epoch, block, block_steps);
-                ck.save(
-                    recorder,
-                    setup.observer,
-                    epoch,
-                    block,
-                    &checkpoint::name(epoch, done),
-                )?;
+                ck.save(recorder, setup.observer, epoch, block, done)?;
                 next_checkpoint_step += steps_between;
                 if done < steps {
                     block += 1;
@@ -398,13 +392,7 @@ fn run_training(
         {
             // DLIO names the epoch checkpoint after the step counter, which has moved past the
             // last step.
-            ck.save(
-                recorder,
-                setup.observer,
-                epoch,
-                block,
-                &checkpoint::name(epoch, done + 1),
-            )?;
+            ck.save(recorder, setup.observer, epoch, block, done + 1)?;
             next_checkpoint_epoch += c.epochs_between;
         }
 
@@ -444,7 +432,7 @@ fn run_checkpoint_only(
         sleep_cancellable(ck_setup.time_between, &setup.stop)?;
         comm.barrier()?;
         let index = u32::try_from(i).unwrap_or(u32::MAX);
-        checkpointer.save(recorder, setup.observer, 1, index, &checkpoint::name(1, i))?;
+        checkpointer.save(recorder, setup.observer, 1, index, i)?;
         if ck_setup.rank_sync {
             checkpointer.wait_background(recorder, setup.observer)?;
             comm.barrier()?;
@@ -475,14 +463,7 @@ fn run_checkpoint_only(
         sleep_cancellable(ck_setup.time_between, &setup.stop)?;
         comm.barrier()?;
         let index = u32::try_from(i).unwrap_or(u32::MAX);
-        let warnings = checkpointer.load(
-            recorder,
-            setup.observer,
-            1,
-            index,
-            &checkpoint::name(1, i),
-            &barrier,
-        )?;
+        let warnings = checkpointer.load(recorder, setup.observer, 1, index, i, &barrier)?;
         for w in warnings {
             setup.observer.warn(rank, &w);
         }
