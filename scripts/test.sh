@@ -42,6 +42,33 @@ if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; 
     || echo "   (chromium not installed: the headless-browser check will be skipped)"
 fi
 
+# dftracer's own tools, to check our traces with them (crates/cli/tests/dftracer_tools.rs).
+# Two virtualenvs, pinned: dftracer-analyzer 0.0.9 (the newest) needs dftracer-utils 0.0.12,
+# while dftracer 2.2.0's tracer and the current tools come with dftracer-utils 0.0.14.
+TOOLS=${DLIO_TEST_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/dlio-test-tools}
+make_venv() { # DIR PACKAGES...
+  local dir=$1; shift
+  [ -x "$dir/bin/python" ] && "$dir/bin/python" -c "import dftracer" 2>/dev/null && return 0
+  rm -rf "$dir"
+  python3 -m venv "$dir" 2>/dev/null || {
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+    python3 -m venv "$dir"
+  }
+  "$dir/bin/pip" install --quiet --disable-pip-version-check "$@"
+}
+echo "== installing dftracer's tools (dftracer 2.2.0, dftracer-utils, dftracer-analyzer) in $TOOLS"
+if make_venv "$TOOLS/dftracer" dftracer==2.2.0 pydftracer==2.0.6 dftracer-utils==0.0.14; then
+  export DLIO_DFTRACER_VENV=$TOOLS/dftracer
+else
+  echo "   (dftracer not installed: the dftracer tool checks will be skipped)"
+fi
+if make_venv "$TOOLS/dfanalyzer" dftracer-utils==0.0.12 dftracer-analyzer==0.0.9; then
+  export DLIO_DFANALYZER_VENV=$TOOLS/dfanalyzer
+else
+  echo "   (dfanalyzer not installed: the dfanalyzer comparison will be skipped)"
+fi
+
 echo "== cargo test (workspace)"
 cargo test --workspace --locked --features dlio-format/hdf5
 

@@ -512,6 +512,7 @@ fn finish(sweep: Sweep<'_>, ingested: &Ingested) -> Merged {
     let mean = |l: usize| secs(sweep.done.iter().map(|s| s.union[l]).sum::<i64>()) / ranks;
     let mean_with_compute =
         |l: usize| secs(sweep.done.iter().map(|s| s.with_compute[l]).sum::<i64>()) / ranks;
+    let slowest = |l: usize| secs(sweep.done.iter().map(|s| s.union[l]).max().unwrap_or(0));
 
     let io_s = mean(ALL_IO);
     let compute_s = mean(COMPUTE);
@@ -546,13 +547,19 @@ fn finish(sweep: Sweep<'_>, ingested: &Ingested) -> Merged {
             } else {
                 sweep.layer_bytes[i]
             };
+            let slowest_t = slowest(i);
             LayerRow {
                 layer: l.label().to_string(),
                 time_s: t,
+                slowest_rank_time_s: slowest_t,
                 ops,
                 ops_per_s: if t > 0.0 { ops as f64 / t } else { 0.0 },
                 bytes,
-                bandwidth_mib_s: if t > 0.0 { bytes as f64 / MIB / t } else { 0.0 },
+                bandwidth_mib_s: if slowest_t > 0.0 {
+                    bytes as f64 / MIB / slowest_t
+                } else {
+                    0.0
+                },
                 overlap_with_compute_pct: pct(mean_with_compute(i), t),
             }
         })

@@ -115,13 +115,17 @@ pub struct LayerRow {
     pub layer: String,
     /// Mean per rank of the union of the layer's intervals.
     pub time_s: f64,
+    /// The same union for the rank that spent the longest in the layer.
+    pub slowest_rank_time_s: f64,
     /// Events, all ranks.
     pub ops: u64,
     /// `ops / time_s`.
     pub ops_per_s: f64,
     /// Bytes read and written, all ranks.
     pub bytes: u64,
-    /// `bytes / time_s`, MiB/s: the rate all ranks sustain while in this layer.
+    /// `bytes / slowest_rank_time_s`, MiB/s: what all ranks moved over the time the slowest
+    /// took, the rate the job as a whole got from this layer (dfanalyzer's definition: its
+    /// layer time is the slowest process's).
     pub bandwidth_mib_s: f64,
     /// Percentage of this layer's time during which compute also ran.
     pub overlap_with_compute_pct: f64,

@@ -88,7 +88,11 @@ pub fn render_terminal(a: &Analysis) -> String {
         c.compute, c.fetch, c.items, c.checkpoints
     );
 
-    let _ = writeln!(o, "\nLayer breakdown");
+    let _ = writeln!(
+        o,
+        "\nLayer breakdown (time: mean per rank; MiB/s: all ranks' bytes over the slowest rank's \
+         time)"
+    );
     let _ = writeln!(
         o,
         "  {:<17} {:>11} {:>10} {:>11} {:>11} {:>11} {:>9}",

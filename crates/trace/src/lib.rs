@@ -54,6 +54,7 @@
 //!
 //! | constant | cat / name | where, around what | args | analyzer layer |
 //! |---|---|---|---|---|
+//! | [`ai::AI_ROOT`] | `ai_root` / `ai_root` | rank thread, the rank's whole run | – | app |
 //! | [`ai::PIPELINE_TRAIN`] | `pipeline` / `train` | rank thread, all training epochs | – | train |
 //! | [`ai::PIPELINE_EVALUATE`] | `pipeline` / `evaluate` | rank thread, one evaluation pass | `epoch` | evaluate |
 //! | [`ai::EPOCH_BLOCK`] | `pipeline` / `epoch.block` | rank thread, one epoch | `epoch` | (epochs) |

@@ -24,6 +24,8 @@ impl SpanName {
 pub mod ai {
     use super::SpanName;
 
+    /// The whole of a rank's work (pydftracer's root `ai` span; dfanalyzer's app layer).
+    pub const AI_ROOT: SpanName = SpanName::new("ai_root", "ai_root");
     /// The whole training phase of a run (one span per rank).
     pub const PIPELINE_TRAIN: SpanName = SpanName::new("pipeline", "train");
     /// One evaluation pass.

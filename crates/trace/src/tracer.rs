@@ -355,6 +355,9 @@ pub(crate) struct Shared {
     staged_threads: Arc<AtomicUsize>,
     writer: Mutex<Option<JoinHandle<Result<writer::Packed, std::io::Error>>>>,
     summary: Mutex<Option<TraceSummary>>,
+    /// When the traced work began ([`Tracer::mark_start`]), in ns since `base`; `u64::MAX`
+    /// until then.
+    started_ns: AtomicU64,
 }
 
 static NEXT_TRACER_ID: AtomicU64 = AtomicU64::new(1);
@@ -496,7 +499,13 @@ impl Shared {
                     path: self.path.clone(),
                     reason: "the writer thread panicked".to_string(),
                 })?
-                .and_then(writer::write)
+                .and_then(|mut packed| {
+                    let started = self.started_ns.load(Ordering::Relaxed);
+                    if started != u64::MAX {
+                        packed.header.started_ns = started;
+                    }
+                    writer::write(packed)
+                })
                 .map_err(|source| TraceError::Io {
                     op: "write",
                     path: self.path.clone(),
@@ -790,6 +799,7 @@ impl Tracer {
             size: opts.size,
             hostname: hostname(),
             base_unix_ns,
+            started_ns: 0,
         };
         let (tx, rx) = mpsc::sync_channel(QUEUE_BUFFERS);
         let paths = Paths {
@@ -829,6 +839,7 @@ impl Tracer {
             staged_threads: Arc::new(AtomicUsize::new(0)),
             writer: Mutex::new(Some(handle)),
             summary: Mutex::new(None),
+            started_ns: AtomicU64::new(u64::MAX),
         });
         lock(&REGISTRY).push((shared.id, Arc::downgrade(&shared)));
         Ok(Tracer {
@@ -1085,6 +1096,18 @@ impl Tracer {
         match self.shared.as_deref() {
             Some(s) => s.finish().map(Some),
             None => Ok(None),
+        }
+    }
+
+    /// Marks now as the moment the traced work begins: the trace's `start` record carries this
+    /// time instead of the tracer's creation, so tools that measure a job from `start` to `end`
+    /// (dfanalyzer's job time) do not count the set-up between the two. The first call wins.
+    pub fn mark_start(&self) {
+        if let Some(s) = self.shared.as_deref() {
+            let now = s.since_base(Instant::now());
+            let _ =
+                s.started_ns
+                    .compare_exchange(u64::MAX, now, Ordering::Relaxed, Ordering::Relaxed);
         }
     }
 

@@ -12,15 +12,15 @@
 //! part moves to after the run, as dftracer does when it compresses at finalisation.
 //! Memory stays bounded: beyond `HELD_BYTES` the events live in the file system.
 //!
-//! The trace file is dftracer 2.x's: one JSON object per line, no array brackets and no
-//! separating commas, times in whole microseconds, `ph` and `type` as dftracer's numbers
-//! (`ph` 1 complete, 4 metadata; `type` 1 dftracer's own records, 3 POSIX and other I/O, 6 the
-//! application's AI spans), metadata records for the host (`HH`), the time unit (`CM`), the
-//! rank (`PR`), file names (`FH`, absolute paths) and thread names, and `start`/`end` records
-//! around the events. dftracer's tools (`dftracer_validate`, `dftracer_info`, dfanalyzer) and
-//! `dlio analyze` read it line by line; Perfetto wants a JSON array (see the README). It is
-//! written under a temporary name and renamed when complete, so a crash never leaves a
-//! truncated trace under the final name.
+//! The trace file is in dftracer 2.x's line format: one JSON object per line, no array
+//! brackets and no separating commas, times in whole microseconds, `type` as dftracer's
+//! numbers (1 its own records, 3 POSIX and other I/O, 6 the application's AI spans), `ph` as
+//! the letters `X` and `M` (see [`PH_COMPLETE`]), metadata records for the host (`HH`), the
+//! time unit (`CM`), the rank (`PR`), file names (`FH`, absolute paths) and thread names, and
+//! `start`/`end` records around the events. dftracer's tools (`dftracer_validate`,
+//! `dftracer_info`, dfanalyzer) and `dlio analyze` read it line by line; Perfetto wants a JSON
+//! array (see the README). It is written under a temporary name and renamed when complete, so
+//! a crash never leaves a truncated trace under the final name.
 
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
@@ -65,10 +65,12 @@ const TYPE_DFTRACER: u8 = 1;
 const TYPE_IO: u8 = 3;
 /// The `type` of an application span (the AI taxonomy's).
 const TYPE_APP: u8 = 6;
-/// dftracer 2.x's `ph` of a complete event.
-const PH_COMPLETE: u8 = 1;
-/// dftracer 2.x's `ph` of a metadata record.
-const PH_METADATA: u8 = 4;
+/// The `ph` of a complete event. dftracer 2.2 writes 1 and 4; dftracer-utils 0.0.14 reads
+/// both forms, but dfanalyzer 0.0.9 (on the utils 0.0.12 it requires) knows only the letters:
+/// with 4 it takes every metadata record for an event at time 0. So the letters, as 1.x wrote.
+const PH_COMPLETE: &str = "\"X\"";
+/// The `ph` of a metadata record (see [`PH_COMPLETE`]).
+const PH_METADATA: &str = "\"M\"";
 /// The dftracer trace-format version the `start` record declares (2.0.3's, whose records
 /// this writer reproduces).
 const FORMAT_VERSION: u32 = 20003;
@@ -84,6 +86,8 @@ pub(crate) struct Header {
     pub size: u32,
     pub hostname: String,
     pub base_unix_ns: u64,
+    /// When the traced work began, in ns after `base_unix_ns` (the `start` record's time).
+    pub started_ns: u64,
 }
 
 /// Where the writer spills and what it finally writes.
@@ -421,7 +425,7 @@ impl Out {
         self.line.push(b'{');
         self.identity(name, "dftracer", TYPE_DFTRACER, tid);
         self.line.extend_from_slice(b",\"ph\":");
-        self.int(PH_METADATA);
+        self.line.extend_from_slice(PH_METADATA.as_bytes());
         self.line.extend_from_slice(b",\"args\":{");
         self.line.extend_from_slice(&self.hhash_field);
         self.line.extend_from_slice(b",\"name\":");
@@ -445,7 +449,7 @@ impl Out {
         self.line.extend_from_slice(b",\"ts\":");
         self.int(at_us);
         self.line.extend_from_slice(b",\"dur\":0,\"ph\":");
-        self.int(PH_COMPLETE);
+        self.line.extend_from_slice(PH_COMPLETE.as_bytes());
         self.line.extend_from_slice(b",\"args\":{");
         self.line.extend_from_slice(&self.hhash_field);
         self.line.extend_from_slice(extra.as_bytes());
@@ -480,7 +484,7 @@ impl Out {
         self.line.extend_from_slice(b",\"dur\":");
         self.int(end - ts);
         self.line.extend_from_slice(b",\"ph\":");
-        self.int(PH_COMPLETE);
+        self.line.extend_from_slice(PH_COMPLETE.as_bytes());
         self.line.extend_from_slice(b",\"args\":{");
         self.line.extend_from_slice(&self.hhash_field);
         if file != 0 {
@@ -538,7 +542,7 @@ fn push_json_string(out: &mut Vec<u8>, s: &str) {
 /// it needs to become the trace.
 pub(crate) struct Packed {
     paths: Paths,
-    header: Header,
+    pub(crate) header: Header,
     tables: Vec<Arc<PathTable>>,
     /// The packed entries still in memory: they follow those in the spill file.
     held: Vec<u8>,
@@ -731,7 +735,8 @@ fn write_trace_to(
         env!("CARGO_PKG_VERSION"),
         name_hash(cwd.as_os_str().as_encoded_bytes())
     );
-    out.boundary(pid_tid, "start", header.base_unix_ns / 1000, &start_args);
+    let started_us = header.base_unix_ns.saturating_add(header.started_ns) / 1000;
+    out.boundary(pid_tid, "start", started_us, &start_args);
     // Names met later in the buffers are these tables' only when the same path was opened
     // through another copy of it; write each name once.
     let mut named: FxHashSet<u64> = FxHashSet::default();
@@ -932,6 +937,7 @@ mod tests {
             header: Header {
                 pid: 1,
                 os_pid: 1,
+                started_ns: 0,
                 rank: 0,
                 size: 1,
                 hostname: "host".to_string(),

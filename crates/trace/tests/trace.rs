@@ -38,7 +38,7 @@ fn load(path: &Path) -> Vec<Value> {
 fn complete_events(events: &[Value]) -> Vec<&Value> {
     events
         .iter()
-        .filter(|e| e["ph"] == 1 && e["cat"] != "dftracer")
+        .filter(|e| e["ph"] == "X" && e["cat"] != "dftracer")
         .collect()
 }
 
@@ -55,7 +55,7 @@ fn count_by_name(events: &[Value]) -> HashMap<String, usize> {
 fn metadata<'a>(events: &'a [Value], name: &str) -> Vec<&'a Value> {
     events
         .iter()
-        .filter(|e| e["ph"] == 4 && e["name"] == name)
+        .filter(|e| e["ph"] == "M" && e["name"] == name)
         .collect()
 }
 
@@ -160,7 +160,7 @@ fn spans_and_io_calls_become_dftracer_events_in_valid_chrome_trace_json() {
     assert_eq!(metadata(&events, "CM")[0]["args"]["value"], "US");
     let bounds: Vec<_> = events
         .iter()
-        .filter(|e| e["cat"] == "dftracer" && e["ph"] == 1)
+        .filter(|e| e["cat"] == "dftracer" && e["ph"] == "X")
         .map(|e| e["name"].as_str().unwrap())
         .collect();
     assert_eq!(bounds, ["start", "end"]);

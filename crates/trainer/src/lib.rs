@@ -201,7 +201,11 @@ pub fn nominal_layout(config: &Config) -> dlio_format::FileLayout {
 pub fn run_rank(setup: RankSetup<'_>) -> Result<RankReport, TrainError> {
     let comm = setup.comm;
     let mut recorder = RankRecorder::new(comm.rank());
-    match run_loop(&setup, &mut recorder) {
+    setup.tracer.mark_start();
+    let root_span = setup.tracer.span(ai::AI_ROOT);
+    let outcome = run_loop(&setup, &mut recorder);
+    drop(root_span);
+    match outcome {
         Ok(()) => Ok(recorder.finish()),
         Err(e) => {
             let reason = match &e {
