@@ -58,6 +58,8 @@
 //! | [`ai::PIPELINE_TRAIN`] | `pipeline` / `train` | rank thread, all training epochs | – | train |
 //! | [`ai::PIPELINE_EVALUATE`] | `pipeline` / `evaluate` | rank thread, one evaluation pass | `epoch` | evaluate |
 //! | [`ai::EPOCH_BLOCK`] | `pipeline` / `epoch.block` | rank thread, one epoch | `epoch` | (epochs) |
+//! | [`ai::EPOCH_ITER`] | `pipeline` / `epoch.iter` | rank thread, before an epoch's block (page-cache drop, plan) | `epoch` | (epochs) |
+//! | [`ai::FETCH_BLOCK`] | `dataloader` / `fetch.block` | rank thread, one step after its batch arrived | `epoch`, `step` | – |
 //! | [`ai::FETCH_ITER`] | `dataloader` / `fetch.iter` | rank thread, waiting for one batch ([`Tracer::complete`]) | `epoch`, `step` | fetch |
 //! | [`ai::DATA_ITEM`] | `data` / `item` | reader thread, reading one sample | `epoch`, `image_idx` | reader |
 //! | [`ai::DATA_PREPROCESS`] | `data` / `preprocess` | reader thread, the `preprocess_time` sleep | `epoch`, `image_idx` | reader |

@@ -32,6 +32,12 @@ pub mod ai {
     pub const PIPELINE_EVALUATE: SpanName = SpanName::new("pipeline", "evaluate");
     /// The body of one epoch (pydftracer's `pipeline.epoch.iter` writes `epoch.block`).
     pub const EPOCH_BLOCK: SpanName = SpanName::new("pipeline", "epoch.block");
+    /// Getting to the next epoch (pydftracer's `pipeline.epoch.iter`, the iterator's wait):
+    /// the page-cache drop and the epoch's plan, before its `epoch.block`.
+    pub const EPOCH_ITER: SpanName = SpanName::new("pipeline", "epoch.iter");
+    /// One step's body after its batch arrived: compute, barrier, step checkpoint
+    /// (pydftracer's `dataloader.fetch.block`).
+    pub const FETCH_BLOCK: SpanName = SpanName::new("dataloader", "fetch.block");
     /// Waiting for the next batch in the step loop (pydftracer's `dataloader.fetch.iter`).
     pub const FETCH_ITER: SpanName = SpanName::new("dataloader", "fetch.iter");
     /// Reading one sample (on a reader thread).

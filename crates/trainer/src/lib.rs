@@ -314,7 +314,14 @@ fn run_training(
     let mut next_checkpoint_epoch = setup.checkpoint.map_or(0, |c| c.after_epoch);
     let steps_between = setup.checkpoint.map_or(-1, |c| c.steps_between);
     for epoch in 1..=epochs {
+        let epoch_wait = Instant::now();
         drop_page_cache(setup, &setup.train_files)?;
+        tracer.complete(
+            ai::EPOCH_ITER,
+            epoch_wait,
+            Instant::now(),
+            &[("epoch", i64::from(epoch))],
+        );
         let _epoch_span = tracer.span(ai::EPOCH_BLOCK).epoch(u64::from(epoch));
         recorder.start_epoch(epoch);
         let plan = EpochPlan::new(&train_spec, epoch, rank).map_err(TrainError::Plan)?;
@@ -377,6 +384,7 @@ fn run_training(
                 }
             }
             start_loading = Instant::now();
+            tracer.complete(ai::FETCH_BLOCK, loaded, start_loading, &step_args);
         }
         let read = batches.finish();
         recorder.end_block(epoch, block, block_steps);
