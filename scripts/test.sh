@@ -46,9 +46,9 @@ fi
 # Two virtualenvs, pinned: dftracer-analyzer 0.0.9 (the newest) needs dftracer-utils 0.0.12,
 # while dftracer 2.2.0's tracer and the current tools come with dftracer-utils 0.0.14.
 TOOLS=${DLIO_TEST_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/dlio-test-tools}
-make_venv() { # DIR PACKAGES...
-  local dir=$1; shift
-  [ -x "$dir/bin/python" ] && "$dir/bin/python" -c "import dftracer" 2>/dev/null && return 0
+make_venv() { # DIR IMPORTS PACKAGES...
+  local dir=$1 imports=$2; shift 2
+  [ -x "$dir/bin/python" ] && "$dir/bin/python" -c "import $imports" 2>/dev/null && return 0
   rm -rf "$dir"
   python3 -m venv "$dir" 2>/dev/null || {
     export DEBIAN_FRONTEND=noninteractive
@@ -58,12 +58,12 @@ make_venv() { # DIR PACKAGES...
   "$dir/bin/pip" install --quiet --disable-pip-version-check "$@"
 }
 echo "== installing dftracer's tools (dftracer 2.2.0, dftracer-utils, dftracer-analyzer) in $TOOLS"
-if make_venv "$TOOLS/dftracer" dftracer==2.2.0 pydftracer==2.0.6 dftracer-utils==0.0.14; then
+if make_venv "$TOOLS/dftracer" "dftracer.python, numpy" dftracer==2.2.0 pydftracer==2.0.6 dftracer-utils==0.0.14 numpy; then
   export DLIO_DFTRACER_VENV=$TOOLS/dftracer
 else
   echo "   (dftracer not installed: the dftracer tool checks will be skipped)"
 fi
-if make_venv "$TOOLS/dfanalyzer" dftracer-utils==0.0.12 dftracer-analyzer==0.0.9; then
+if make_venv "$TOOLS/dfanalyzer" dftracer.analyzer dftracer-utils==0.0.12 dftracer-analyzer==0.0.9; then
   export DLIO_DFANALYZER_VENV=$TOOLS/dfanalyzer
 else
   echo "   (dfanalyzer not installed: the dfanalyzer comparison will be skipped)"

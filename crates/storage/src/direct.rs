@@ -44,7 +44,7 @@ impl DirectStorage {
 
 /// Opens `path` with O_DIRECT, naming the path and the fix when the file system refuses it.
 /// Non-blocking, so a FIFO cannot hang the open (see `posix::open_for_reading`); regular
-/// files ignore the flag, and `regular_file_len` clears it on the files it checks.
+/// files ignore the flag.
 pub(crate) fn open_direct(path: &Path, options: &mut OpenOptions) -> Result<File, StorageError> {
     options
         .custom_flags(libc::O_DIRECT | libc::O_NONBLOCK)

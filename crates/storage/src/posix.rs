@@ -62,10 +62,11 @@ pub(crate) fn open_for_reading(path: &Path) -> Result<File, StorageError> {
 }
 
 /// The length of `file`, opened at `path`, after checking that it is a regular file (a
-/// directory, a FIFO or a device opens, but is no sample file); clears the non-blocking flag
-/// the open set, so reads of the regular file block as usual.
+/// directory, a FIFO or a device opens, but is no sample file). The non-blocking flag of the
+/// open stays: Linux ignores it for regular files (open(2): "this flag has no effect for
+/// regular files and block devices"), so clearing it would cost two system calls per open
+/// for nothing.
 pub(crate) fn regular_file_len(file: &File, path: &Path) -> Result<u64, StorageError> {
-    use std::os::fd::AsRawFd;
     let metadata = file
         .metadata()
         .map_err(|e| StorageError::io("stat", path, e))?;
@@ -73,21 +74,6 @@ pub(crate) fn regular_file_len(file: &File, path: &Path) -> Result<u64, StorageE
         return Err(StorageError::NotAFile {
             path: path.to_path_buf(),
         });
-    }
-    let fd = file.as_raw_fd();
-    // SAFETY: `fcntl` with F_GETFL/F_SETFL takes and returns integers only; `fd` is a valid
-    // descriptor for as long as `file` is borrowed, which spans both calls.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-    if flags >= 0 && flags & libc::O_NONBLOCK != 0 {
-        // SAFETY: as above.
-        let rc = unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) };
-        if rc < 0 {
-            return Err(StorageError::io(
-                "clear O_NONBLOCK on",
-                path,
-                std::io::Error::last_os_error(),
-            ));
-        }
     }
     Ok(metadata.len())
 }
