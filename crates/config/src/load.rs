@@ -292,10 +292,60 @@ fn parse_value(text: &str) -> Value {
     if text.is_empty() {
         return Value::String(String::new());
     }
+    // Hydra's dictionaries need no space after the colon (`{type:uniform,min:0}`), YAML's
+    // flow mappings do (it reads `type:uniform` as one key).
+    let spaced = hydra_dict_as_yaml(text);
+    let text = spaced.as_deref().unwrap_or(text);
     match yaml_serde::from_str::<yaml_serde::Value>(text) {
         Ok(v) => tree::from_yaml(v, "").unwrap_or_else(|_| Value::String(text.to_string())),
         Err(_) => Value::String(text.to_string()),
     }
+}
+
+/// `text` with a space after the colon that ends each key of a Hydra dictionary, where it has
+/// none (outside quotes), when `text` is a dictionary (`{...}`); `None` when nothing changes.
+/// Only the key's colon: a value keeps its own (`{endpoint:http://host:9000}`).
+fn hydra_dict_as_yaml(text: &str) -> Option<String> {
+    let t = text.trim();
+    if !(t.starts_with('{') && t.ends_with('}')) {
+        return None;
+    }
+    let mut out = String::with_capacity(t.len() + 8);
+    let mut quote: Option<char> = None;
+    let mut open: Vec<char> = Vec::new();
+    let mut in_key = false;
+    let mut changed = false;
+    let mut chars = t.chars().peekable();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        if let Some(q) = quote {
+            if c == q {
+                quote = None;
+            }
+            continue;
+        }
+        match c {
+            '\'' | '"' => quote = Some(c),
+            '{' | '[' => {
+                open.push(c);
+                in_key = c == '{';
+            }
+            '}' | ']' => {
+                open.pop();
+                in_key = false;
+            }
+            ',' => in_key = open.last() == Some(&'{'),
+            ':' if in_key => {
+                in_key = false;
+                if chars.peek().is_some_and(|n| !n.is_whitespace()) {
+                    out.push(' ');
+                    changed = true;
+                }
+            }
+            _ => {}
+        }
+    }
+    changed.then_some(out)
 }
 
 fn read_workload(
@@ -519,6 +569,17 @@ fn resolve(
             Framework::Tensorflow => DataLoaderKind::Tensorflow,
             Framework::Pytorch => DataLoaderKind::Pytorch,
         };
+    }
+    // The tf.data loader needs a reader: DLIO (upstream and the fork) raises read_threads 0
+    // to 1 with a warning; reading on the step loop's thread would measure no overlap.
+    if config.reader.data_loader == DataLoaderKind::Tensorflow && config.reader.read_threads == 0 {
+        config.reader.read_threads = 1;
+        let path = ["reader", "read_threads"].map(String::from);
+        warnings.push(format!(
+            "{}: `reader.read_threads` is 0, which the tensorflow data loader does not take; \
+             1 is used, as DLIO does",
+            ctx.origin(&path)
+        ));
     }
     trim_trailing_slashes(&mut config.dataset.data_folder);
     trim_trailing_slashes(&mut config.checkpoint.checkpoint_folder);
@@ -1335,5 +1396,28 @@ fn json_to_yaml(value: &Value) -> yaml_serde::Value {
                 .map(|(k, v)| (Y::String(k.clone()), json_to_yaml(v)))
                 .collect(),
         ),
+    }
+}
+
+#[cfg(test)]
+mod hydra_dict_tests {
+    use super::hydra_dict_as_yaml;
+
+    #[test]
+    fn only_the_keys_colons_get_a_space() {
+        assert_eq!(
+            hydra_dict_as_yaml("{type:uniform,min:0,max:1e300}").as_deref(),
+            Some("{type: uniform,min: 0,max: 1e300}")
+        );
+        assert_eq!(
+            hydra_dict_as_yaml("{endpoint:http://host:9000,tags:[a:b]}").as_deref(),
+            Some("{endpoint: http://host:9000,tags: [a:b]}")
+        );
+        assert_eq!(
+            hydra_dict_as_yaml("{a:{b:'x:y'}}").as_deref(),
+            Some("{a: {b: 'x:y'}}")
+        );
+        assert_eq!(hydra_dict_as_yaml("{type: normal, mean: 1}"), None);
+        assert_eq!(hydra_dict_as_yaml("s3://bucket"), None);
     }
 }

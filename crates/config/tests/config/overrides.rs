@@ -332,3 +332,46 @@ fn config_dir_workloads_come_first_then_the_builtins() {
         ],
     );
 }
+
+#[test]
+fn the_tensorflow_loader_with_no_reader_threads_gets_one_with_a_warning() {
+    let loaded = load_words(&[
+        "workload=resnet50_a100",
+        "++workload.framework=tensorflow",
+        "++workload.reader.data_loader=tensorflow",
+        "++workload.reader.read_threads=0",
+    ])
+    .unwrap();
+    assert_eq!(loaded.config.reader.read_threads, 1);
+    assert!(
+        loaded
+            .warnings
+            .iter()
+            .any(|w| w.contains("reader.read_threads") && w.contains("1 is used")),
+        "{:?}",
+        loaded.warnings
+    );
+    let pytorch = load_words(&[
+        "workload=unet3d_a100",
+        "++workload.reader.data_loader=pytorch",
+        "++workload.reader.read_threads=0",
+    ])
+    .unwrap();
+    assert_eq!(
+        pytorch.config.reader.read_threads, 0,
+        "pytorch reads inline"
+    );
+}
+
+#[test]
+fn hydra_dictionaries_need_no_space_after_the_colon() {
+    let loaded = load_words(&[
+        "workload=unet3d_a100",
+        "++workload.train.computation_time={type:uniform,min:0.5,max:1.5}",
+    ])
+    .unwrap();
+    assert_eq!(
+        loaded.config.train.computation_time,
+        TimeDistribution::Uniform { min: 0.5, max: 1.5 }
+    );
+}
