@@ -42,6 +42,16 @@ fn generate(data: &Path, out: &Path, extra: &[&str]) {
     assert!(output.status.success(), "{}", stderr(&output));
 }
 
+/// Runs `cmd`, which must exit with status 1 (an error, not a panic or a signal); returns
+/// its stderr.
+fn exit_1(mut cmd: impl std::borrow::BorrowMut<Command>) -> String {
+    let cmd = cmd.borrow_mut();
+    let output = cmd.output().unwrap();
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{cmd:?}: {text}");
+    text
+}
+
 fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
@@ -119,20 +129,13 @@ fn a_ranks_read_error_is_the_error_reported_with_exit_1_not_an_interruption() {
         .set_len(10)
         .unwrap();
     for ranks in ["1", "2", "4"] {
-        let output = tiny(&data, &out)
-            .args(["--semantics", "upstream", "--ranks", ranks])
-            .output()
-            .unwrap();
-        let text = stderr(&output);
-        assert_eq!(output.status.code(), Some(1), "--ranks {ranks}: {text}");
+        let text = exit_1(tiny(&data, &out).args(["--semantics", "upstream", "--ranks", ranks]));
         assert!(text.contains("img_0_of_4.npz"), "--ranks {ranks}: {text}");
         assert!(!text.contains("interrupted"), "--ranks {ranks}: {text}");
     }
     // The fork's readers would read the 10 bytes without looking: the run refuses the
     // truncated file before it starts, naming it.
-    let output = tiny(&data, &out).args(["--ranks", "2"]).output().unwrap();
-    let text = stderr(&output);
-    assert_eq!(output.status.code(), Some(1), "{text}");
+    let text = exit_1(tiny(&data, &out).args(["--ranks", "2"]));
     assert!(
         text.contains("img_0_of_4.npz is 10 bytes, fewer than the 8192 bytes"),
         "{text}"
@@ -248,22 +251,15 @@ fn times_too_large_for_the_clock_are_refused_naming_the_key() {
         ),
     ];
     for (arg, key) in cases {
-        let output = tiny(&data, &out).arg(arg).output().unwrap();
-        let text = stderr(&output);
-        assert_eq!(output.status.code(), Some(1), "{arg}: {text}");
+        let text = exit_1(tiny(&data, &out).arg(arg));
         assert!(text.contains(key) && text.contains("1e9"), "{arg}: {text}");
         assert!(!text.contains("panicked"), "{arg}: {text}");
     }
-    let output = tiny(&data, &out)
-        .args([
-            "++workload.workflow.train=False",
-            "++workload.workflow.checkpoint=True",
-            "++workload.checkpoint.time_between_checkpoints=1e20",
-        ])
-        .output()
-        .unwrap();
-    let text = stderr(&output);
-    assert_eq!(output.status.code(), Some(1), "{text}");
+    let text = exit_1(tiny(&data, &out).args([
+        "++workload.workflow.train=False",
+        "++workload.workflow.checkpoint=True",
+        "++workload.checkpoint.time_between_checkpoints=1e20",
+    ]));
     assert!(
         text.contains("checkpoint.time_between_checkpoints"),
         "{text}"
@@ -329,12 +325,8 @@ fn more_threads_than_the_machine_allows_is_an_error_before_any_starts() {
     let tmp = tempfile::tempdir().unwrap();
     let (data, out) = (tmp.path().join("d"), tmp.path().join("o"));
     generate(&data, &out, &[]);
-    let output = tiny(&data, &out)
-        .args(["--ranks", "100", "++workload.reader.read_threads=20000"])
-        .output()
-        .unwrap();
-    let text = stderr(&output);
-    assert_eq!(output.status.code(), Some(1), "{text}");
+    let text =
+        exit_1(tiny(&data, &out).args(["--ranks", "100", "++workload.reader.read_threads=20000"]));
     assert!(
         text.contains("this run would start 2000100 threads"),
         "{text}"
@@ -438,9 +430,7 @@ fn an_unrelated_folder_in_a_flat_train_folder_is_ignored() {
 
     let empty = tmp.path().join("empty");
     std::fs::create_dir_all(empty.join("train/lost+found")).unwrap();
-    let output = tiny(&empty, &out).output().unwrap();
-    let text = stderr(&output);
-    assert_eq!(output.status.code(), Some(1), "{text}");
+    let text = exit_1(tiny(&empty, &out));
     assert!(text.contains("holds no .npz files"), "{text}");
     assert!(!text.contains("num_files_train=0"), "{text}");
 }
@@ -473,9 +463,7 @@ fn values_past_their_range_are_refused_with_the_range() {
         ),
     ];
     for (arg, needle) in cases {
-        let output = tiny(&data, &out).arg(arg).output().unwrap();
-        let text = stderr(&output);
-        assert_eq!(output.status.code(), Some(1), "{arg}: {text}");
+        let text = exit_1(tiny(&data, &out).arg(arg));
         assert!(text.contains(needle), "{arg}: {text}");
     }
     assert!(!tmp.path().join("evil").exists());
@@ -492,13 +480,11 @@ fn values_past_their_range_are_refused_with_the_range() {
         ),
     ] {
         std::fs::write(&yaml, text).unwrap();
-        let output = dlio()
-            .arg("run")
-            .arg(format!("workload={}", yaml.display()))
-            .output()
-            .unwrap();
-        let err = stderr(&output);
-        assert_eq!(output.status.code(), Some(1), "{err}");
+        let err = exit_1(
+            dlio()
+                .arg("run")
+                .arg(format!("workload={}", yaml.display())),
+        );
         assert!(err.contains(needle) && !err.contains("line 0"), "{err}");
     }
 }
@@ -521,13 +507,11 @@ fn layouts_a_format_cannot_write_are_refused_before_any_file_is() {
     ];
     for (args, needle) in cases {
         let (data, out) = (tmp.path().join("d"), tmp.path().join("o"));
-        let output = tiny(&data, &out)
-            .arg("++workload.workflow.generate_data=True")
-            .args(&args)
-            .output()
-            .unwrap();
-        let text = stderr(&output);
-        assert_eq!(output.status.code(), Some(1), "{text}");
+        let text = exit_1(
+            tiny(&data, &out)
+                .arg("++workload.workflow.generate_data=True")
+                .args(&args),
+        );
         assert!(text.contains(needle), "{text}");
         assert!(!data.exists(), "{args:?}: nothing is generated");
     }

@@ -190,29 +190,7 @@ fn survey(
     format: &dyn Format,
     files: &[GenerationFile],
 ) -> Result<(Vec<usize>, u64), FormatError> {
-    let directories: BTreeSet<&Path> = files.iter().filter_map(|f| f.path.parent()).collect();
-    let mut sizes: HashMap<PathBuf, u64> = HashMap::new();
-    for dir in directories {
-        let listed = if dir.as_os_str().is_empty() {
-            storage.list(Path::new("."))
-        } else {
-            storage.list(dir)
-        };
-        match listed {
-            Ok(entries) => {
-                // `list(".")` yields "./name"; key by the same spelling as the job's paths.
-                sizes.extend(
-                    entries
-                        .into_iter()
-                        .filter(|e| !e.is_dir)
-                        .map(|e| (dir.join(file_name(&e.path)), e.len)),
-                );
-            }
-            Err(StorageError::NotFound { .. }) => {}
-            Err(error) => return Err(error.into()),
-        }
-    }
-
+    let sizes = existing_sizes(storage, files)?;
     let mut partials_removed = 0;
     let mut todo = Vec::with_capacity(files.len());
     for (number, file) in files.iter().enumerate() {
@@ -235,6 +213,37 @@ fn survey(
         }
     }
     Ok((todo, partials_removed))
+}
+
+/// The size of every file already in the folders of `files` (each folder listed once), keyed
+/// by the same spelling as the job's paths.
+fn existing_sizes(
+    storage: &dyn Storage,
+    files: &[GenerationFile],
+) -> Result<HashMap<PathBuf, u64>, FormatError> {
+    let directories: BTreeSet<&Path> = files.iter().filter_map(|f| f.path.parent()).collect();
+    let mut sizes: HashMap<PathBuf, u64> = HashMap::new();
+    for dir in directories {
+        let listed = if dir.as_os_str().is_empty() {
+            storage.list(Path::new("."))
+        } else {
+            storage.list(dir)
+        };
+        match listed {
+            Ok(entries) => {
+                // `list(".")` yields "./name"; key by the same spelling as the job's paths.
+                sizes.extend(
+                    entries
+                        .into_iter()
+                        .filter(|e| !e.is_dir)
+                        .map(|e| (dir.join(file_name(&e.path)), e.len)),
+                );
+            }
+            Err(StorageError::NotFound { .. }) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Ok(sizes)
 }
 
 fn file_name(path: &Path) -> &std::ffi::OsStr {
@@ -391,9 +400,12 @@ pub fn remove_unverifiable(
     format: &dyn Format,
     files: &[GenerationFile],
 ) -> Result<u64, FormatError> {
+    // One listing per folder, then removals of what is there: a first generation (nothing
+    // there) costs no call per file, and an object store is not sent a DELETE per object.
+    let existing = existing_sizes(storage, files)?;
     let mut removed = 0;
     for file in files {
-        if format.expected_size(&file.layout).is_some() {
+        if !existing.contains_key(&file.path) || format.expected_size(&file.layout).is_some() {
             continue;
         }
         match storage.remove_file(&file.path) {
