@@ -69,6 +69,10 @@ else
   echo "   (dfanalyzer not installed: the dfanalyzer comparison will be skipped)"
 fi
 
+# The suite writes up to about 2 GiB under TMPDIR at once (the 1 GiB checkpoint test); say what
+# there is, so that a full disk reads as one.
+echo "== disk: $(df -h "${TMPDIR:-/tmp}" | awk 'NR==2 {print $4 " free under " $6}') (TMPDIR), $(df -h . | awk 'NR==2 {print $4 " free under " $6}') (checkout)"
+
 echo "== cargo test (workspace)"
 cargo test --workspace --locked --features dlio-format/hdf5
 

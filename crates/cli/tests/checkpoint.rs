@@ -238,14 +238,16 @@ fn async_saves_stall_the_step_loop_much_less_than_synchronous_ones() {
 }
 
 #[test]
-fn writing_a_4_gib_checkpoint_keeps_peak_memory_under_256_mib() {
+fn writing_a_1_gib_checkpoint_keeps_peak_memory_under_256_mib() {
+    // 1 GiB on disk, 4x the memory bound: a writer that buffered the shard would exceed it.
+    // (It was 4 GiB; CI machines share their disk with the build and ran out.)
     let tmp = tempfile::tempdir().unwrap();
     let ckpt = tmp.path().join("ckpt");
     let child = dlio()
         .args([
             "run".to_string(),
             "workload=llama_8b_zero3".into(),
-            "++workload.model.parallelism.data=25".into(),
+            "++workload.model.parallelism.data=100".into(),
             "++workload.checkpoint.mode=subset".into(),
             "++workload.checkpoint.randomize_tensor=False".into(),
             "++workload.checkpoint.time_between_checkpoints=0".into(),
@@ -280,6 +282,6 @@ fn writing_a_4_gib_checkpoint_keeps_peak_memory_under_256_mib() {
         .iter()
         .map(|f| f.metadata().unwrap().len())
         .sum();
-    assert!(written > 4 * (1 << 30), "wrote only {written} bytes");
+    assert!(written > 1 << 30, "wrote only {written} bytes");
     assert!(peak_kib < 256 * 1024, "peak RSS {peak_kib} KiB");
 }
