@@ -66,5 +66,6 @@ pub use model::{
     FunctionRow, InputFile, LayerRow, OpenCount, RankRow, RankTimeline, SizeStats, Skew,
     TimeSummary, TransferSizes,
 };
+pub use plots::{CapacityPoint, capacity_png};
 pub use report::{ReportFiles, write_reports};
 pub use terminal::render_terminal;

@@ -109,19 +109,102 @@ impl Plot {
 
     /// The plot as PNG bytes.
     pub(crate) fn png(self, a: &Analysis) -> Result<Vec<u8>, AnalyzeError> {
-        ensure_font().map_err(|r| self.error(r))?;
-        let mut rgb = vec![0u8; (SIZE.0 * SIZE.1 * 3) as usize];
-        {
-            let root = BitMapBackend::with_buffer(&mut rgb, SIZE).into_drawing_area();
-            self.draw(&root, a).map_err(|r| self.error(r))?;
-        }
-        let img = image::RgbImage::from_raw(SIZE.0, SIZE.1, rgb)
-            .ok_or_else(|| self.error("the bitmap has the wrong size".to_string()))?;
-        let mut png = Vec::new();
-        img.write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
-            .map_err(|e| self.error(e.to_string()))?;
-        Ok(png)
+        render_png(|root| self.draw(root, a)).map_err(|r| self.error(r))
     }
+}
+
+/// Draws with `draw` on a white bitmap of [`SIZE`] and encodes it as PNG.
+fn render_png(
+    draw: impl FnOnce(&DrawingArea<BitMapBackend<'_>, Shift>) -> Result<(), String>,
+) -> Result<Vec<u8>, String> {
+    ensure_font()?;
+    let mut rgb = vec![0u8; (SIZE.0 * SIZE.1 * 3) as usize];
+    {
+        let root = BitMapBackend::with_buffer(&mut rgb, SIZE).into_drawing_area();
+        draw(&root)?;
+    }
+    let img = image::RgbImage::from_raw(SIZE.0, SIZE.1, rgb)
+        .ok_or_else(|| "the bitmap has the wrong size".to_string())?;
+    let mut png = Vec::new();
+    img.write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
+        .map_err(|e| e.to_string())?;
+    Ok(png)
+}
+
+/// One point of a `dlio capacity` search, for [`capacity_png`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CapacityPoint {
+    /// Simulated accelerators.
+    pub accelerators: u32,
+    /// The lowest AU of the point's runs, percent.
+    pub lowest_au_percentage: f64,
+    /// Whether every run of the point met the threshold.
+    pub passed: bool,
+}
+
+/// `capacity.png`: the lowest AU of each point against the accelerator count, passing points
+/// in blue and failing ones in orange, with the threshold as a dashed line.
+pub fn capacity_png(
+    points: &[CapacityPoint],
+    threshold_percentage: f64,
+) -> Result<Vec<u8>, AnalyzeError> {
+    let mut sorted = points.to_vec();
+    sorted.sort_by_key(|p| p.accelerators);
+    render_png(|root| {
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        capacity_chart(root, &sorted, threshold_percentage).map_err(|e| e.to_string())?;
+        root.present().map_err(|e| e.to_string())
+    })
+    .map_err(|reason| AnalyzeError::Plot {
+        plot: "capacity",
+        reason,
+    })
+}
+
+fn capacity_chart<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    points: &[CapacityPoint],
+    threshold: f64,
+) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    let right = points.iter().map(|p| p.accelerators).max().unwrap_or(1) as f64 * 1.05 + 1.0;
+    let mut chart = ChartBuilder::on(root)
+        .caption(
+            "Accelerator utilization vs simulated accelerators",
+            ("sans-serif", 18),
+        )
+        .margin(10)
+        .x_label_area_size(35)
+        .y_label_area_size(55)
+        .build_cartesian_2d(0.0..right, 0.0..105.0)?;
+    chart
+        .configure_mesh()
+        .x_desc("simulated accelerators")
+        .y_desc("lowest AU of the runs (%)")
+        .draw()?;
+    chart.draw_series(DashedLineSeries::new(
+        [(0.0, threshold), (right, threshold)],
+        6,
+        4,
+        RED.stroke_width(1),
+    ))?;
+    chart.draw_series(LineSeries::new(
+        points
+            .iter()
+            .map(|p| (f64::from(p.accelerators), p.lowest_au_percentage.min(105.0))),
+        BLACK.mix(0.4).stroke_width(1),
+    ))?;
+    chart.draw_series(points.iter().map(|p| {
+        let color = if p.passed { COMPUTE_COLOR } else { IO_COLOR };
+        Circle::new(
+            (f64::from(p.accelerators), p.lowest_au_percentage.min(105.0)),
+            5,
+            color.filled(),
+        )
+    }))?;
+    Ok(())
 }
 
 type DrawResult = Result<(), Box<dyn std::error::Error>>;

@@ -333,6 +333,7 @@ fn local_engines(transfer_size: Option<u64>) -> Vec<(&'static str, Engine)> {
             transfer_size,
             io_depth: 4,
             s3: None,
+            read_bytes_per_second: 0,
         };
         match engine_for(&settings) {
             Ok(engine) => engines.push((label, engine)),

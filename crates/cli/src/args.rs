@@ -68,6 +68,44 @@ enum Command {
     /// access pattern, per-file and per-rank figures; writes analysis.json, analysis.html and
     /// PNG plots.
     Analyze(AnalyzeArgs),
+    /// Find how many simulated accelerators this host feeds at the workload's AU threshold
+    /// (metric.au), MLPerf Storage's headline: runs `dlio run --ranks N` (or N processes under
+    /// --launcher) as a search over N, each point repeated; writes capacity.json and
+    /// capacity.png and ends with the number.
+    Capacity(CapacityArgs),
+}
+
+#[derive(Debug, Args)]
+struct CapacityArgs {
+    /// Runs per point; a point passes only if every one meets the AU threshold.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    repeats: u32,
+    /// The first accelerator count tried.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    min: u32,
+    /// The largest accelerator count tried.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    max: u32,
+    /// Where every point's output, capacity.json and capacity.png go (default
+    /// capacity/WORKLOAD-TIME).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Also try MLPerf's CLOSED knobs (read_threads, prefetch_size, transfer_size, and
+    /// computation_threads for tensorflow) one at a time at the first failing count.
+    #[arg(long)]
+    sweep: bool,
+    /// Run each point as N processes of one rank under this launcher, `{n}` standing for N,
+    /// e.g. "mpirun --oversubscribe -np {n}" (needs a build with --features mpi).
+    #[arg(long, value_name = "COMMAND")]
+    launcher: Option<String>,
+    /// Directory holding workload/NAME.yaml files (as DLIO's --config-dir).
+    #[arg(long, value_name = "DIR")]
+    config_dir: Option<PathBuf>,
+    #[command(flatten)]
+    flags: ConfigFlags,
+    /// `workload=NAME` and overrides, as for `dlio run`.
+    #[arg(value_name = "OVERRIDES")]
+    words: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -242,6 +280,17 @@ pub fn dispatch(cli: Cli, entry: Entry) -> Result<ExitCode> {
             ))?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Capacity(args) => crate::capacity::capacity(crate::capacity::CapacityRequest {
+            repeats: args.repeats,
+            min: args.min,
+            max: args.max,
+            out: args.out,
+            sweep: args.sweep,
+            launcher: args.launcher,
+            config_dir: args.config_dir,
+            flags: args.flags,
+            words: args.words,
+        }),
         Command::Workloads => {
             let table = dlio_config::workload_table().context("listing the built-in workloads")?;
             emit(&table)?;

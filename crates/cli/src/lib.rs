@@ -5,10 +5,12 @@
 #![deny(missing_docs)]
 
 mod args;
+mod capacity;
 mod cluster;
 #[cfg(feature = "mpi")]
 mod collective;
 mod dataset;
+mod files;
 mod limits;
 mod log;
 mod progress;

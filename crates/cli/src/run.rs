@@ -601,6 +601,7 @@ fn drive(
                 "name": engine.name(),
                 "transfer_size": engine.transfer_size(),
                 "io_depth": config.storage.io_depth,
+                "read_bytes_per_second": config.storage.read_bytes_per_second,
                 "drop_page_cache": config.storage.drop_page_cache,
                 "per_process": per_process,
             },
@@ -858,6 +859,7 @@ fn engine_settings(config: &Config, process: usize) -> (EngineSettings, Option<S
         transfer_size: config.reader.transfer_size,
         io_depth: config.storage.io_depth,
         s3,
+        read_bytes_per_second: config.storage.read_bytes_per_second,
     };
     (settings, endpoint_note)
 }
@@ -1261,26 +1263,15 @@ fn config_sources(source: &str) -> String {
     )
 }
 
-/// Writes `text` to `path` under a temporary name and renames it when complete, so a crash or
-/// a full disk never leaves a partial file under the final name.
+/// Writes `text` to `path` whole ([`crate::files::write_whole`]).
 fn write_whole(path: &Path, text: &str) -> Result<()> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temporary = path.with_file_name(format!(".{name}.partial"));
-    let written = std::fs::write(&temporary, text).and_then(|()| std::fs::rename(&temporary, path));
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&temporary);
-        return Err(e).with_context(|| {
-            format!(
-                "writing {}; the run directory must be writable (hydra.run.dir, \
-                 hydra.output_subdir, output.folder)",
-                path.display()
-            )
-        });
-    }
-    Ok(())
+    crate::files::write_whole(path, text.as_bytes()).with_context(|| {
+        format!(
+            "writing {}; the run directory must be writable (hydra.run.dir, \
+             hydra.output_subdir, output.folder)",
+            path.display()
+        )
+    })
 }
 
 /// The bytes of the training files; refuses a file smaller than `floor`, the fewest bytes a

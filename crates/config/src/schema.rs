@@ -261,6 +261,12 @@ pub struct StorageConfig {
     /// Seconds to wait after generation before training starts, for storage that settles
     /// (the fork's key). Default 0.
     pub post_generation_settle_seconds: f64,
+    /// Caps the bytes per second this process reads from the dataset, over all its ranks and
+    /// reader threads (ours, as fio's `rate`): every read completes no earlier than a shared
+    /// token bucket allows, so a fast device can stand in for a slower one (what-if runs, and
+    /// `dlio capacity` tests whose answer is known by construction). Under MPI the cap is per
+    /// process. 0 (the default) is no cap.
+    pub read_bytes_per_second: u64,
 }
 
 impl Default for StorageConfig {
@@ -274,6 +280,7 @@ impl Default for StorageConfig {
             drop_page_cache: false,
             storage_library: None,
             post_generation_settle_seconds: 0.0,
+            read_bytes_per_second: 0,
         }
     }
 }

@@ -48,6 +48,26 @@ impl Config {
                 "set ++workload.storage.io_depth=8 (requests in flight per reader thread)",
             ));
         }
+        let rate = storage.read_bytes_per_second;
+        if rate != 0 && rate < MIN_READ_BYTES_PER_SECOND {
+            return Err(invalid(
+                "storage.read_bytes_per_second",
+                format!(
+                    "storage.read_bytes_per_second is {rate}; a cap must be at least \
+                     {MIN_READ_BYTES_PER_SECOND} (4 KiB/s), or 0 for none."
+                ),
+                "set ++workload.storage.read_bytes_per_second=0, or a rate such as 104857600",
+            ));
+        }
+        if rate != 0 && self.reader.collective_io {
+            return Err(invalid(
+                "storage.read_bytes_per_second",
+                "storage.read_bytes_per_second caps the engine's own reads, but with \
+                 reader.collective_io MPI-IO reads the files."
+                    .to_owned(),
+                "set ++workload.storage.read_bytes_per_second=0, or reader.collective_io=False",
+            ));
+        }
         if storage.storage_type == StorageType::S3 && engine != IoEngine::Posix {
             return Err(invalid(
                 "storage.io_engine",
@@ -834,6 +854,10 @@ impl Config {
 
 /// The largest sample, in bytes, a config may describe.
 const MAX_SAMPLE_BYTES: u64 = 1 << 48;
+
+/// The smallest non-zero `storage.read_bytes_per_second`: below it one 4 KiB read would wait
+/// more than a second, and a run could not be stopped promptly.
+const MIN_READ_BYTES_PER_SECOND: u64 = 4096;
 
 /// True when `dims` of `element_size`-byte elements make at most [`MAX_SAMPLE_BYTES`].
 fn fits_a_sample(dims: &[u64], element_size: usize) -> bool {

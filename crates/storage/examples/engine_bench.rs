@@ -81,6 +81,7 @@ fn main() {
         transfer_size: None,
         io_depth: depth as u32,
         s3: None,
+        read_bytes_per_second: 0,
     })
     .unwrap_or_else(|e| {
         eprintln!("{e}");

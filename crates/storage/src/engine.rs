@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::direct::DIRECT_ALIGNMENT;
 use crate::{
     Capabilities, DirEntry, DirectStorage, IoCounters, Metered, MmapStorage, PosixStorage,
-    ReadHandle, S3Settings, S3Storage, SplitReads, Storage, StorageError, UringStorage,
+    ReadHandle, S3Settings, S3Storage, SplitReads, Storage, StorageError, Throttled, UringStorage,
     WriteHandle,
 };
 
@@ -105,6 +105,9 @@ pub struct EngineSettings {
     pub io_depth: u32,
     /// Bucket, endpoint and credentials, for [`EngineKind::S3`].
     pub s3: Option<S3Settings>,
+    /// `storage.read_bytes_per_second`: reads of every handle together move at most this
+    /// many bytes per second ([`Throttled`]); 0 is no cap.
+    pub read_bytes_per_second: u64,
 }
 
 /// A ready engine (files checked, ring allowed, bucket reached).
@@ -204,6 +207,10 @@ pub fn engine_for(settings: &EngineSettings) -> Result<Engine, StorageError> {
             })?;
             Arc::new(S3Storage::connect(s3, settings.io_depth)?)
         }
+    };
+    let raw: Arc<dyn Storage> = match settings.read_bytes_per_second {
+        0 => raw,
+        rate => Arc::new(Throttled::new(raw, rate)),
     };
     Ok(Engine { raw, transfer_size })
 }

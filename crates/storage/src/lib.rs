@@ -96,6 +96,7 @@ mod path_table;
 mod posix;
 mod s3;
 mod split;
+mod throttle;
 mod uring;
 
 pub use buffer::IoBuffer;
@@ -114,6 +115,7 @@ pub use path_table::PathTable;
 pub use posix::PosixStorage;
 pub use s3::{S3_PART_BYTES, S3Settings, S3Storage};
 pub use split::SplitReads;
+pub use throttle::Throttled;
 
 pub use uring::UringStorage;
 

@@ -37,6 +37,7 @@ fn settings(engine: EngineKind, odirect: bool, transfer_size: Option<u64>) -> En
         transfer_size,
         io_depth: 4,
         s3: None,
+        read_bytes_per_second: 0,
     }
 }
 
