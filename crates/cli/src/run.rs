@@ -227,6 +227,7 @@ fn drive(
         Some(Arc::from(dlio_format::format_for_run(
             &config.dataset,
             config.semantics,
+            config.tfrecord_check_crc(),
         )?))
     } else {
         None

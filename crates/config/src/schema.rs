@@ -594,6 +594,10 @@ pub struct ReaderConfig {
     pub read_threads: u32,
     /// TF tfrecord `map` parallelism. Default 1.
     pub computation_threads: u32,
+    /// Check the CRC of every TFRecord's data (ours; the length's CRC is always checked).
+    /// Default: off under the MLPerf Storage semantics, whose readers do not pay for it, on
+    /// under upstream's (TensorFlow's record reader checks it).
+    pub tfrecord_check_crc: Option<bool>,
     /// Batches prefetched. Default 2.
     pub prefetch_size: u32,
     /// File-order shuffle. Default off.
@@ -642,6 +646,7 @@ impl Default for ReaderConfig {
             batch_size_eval: 1,
             read_threads: 1,
             computation_threads: 1,
+            tfrecord_check_crc: None,
             prefetch_size: 2,
             file_shuffle: Shuffle::Off,
             sample_shuffle: Shuffle::Off,

@@ -522,6 +522,15 @@ impl Config {
             .or(self.storage.storage_library.as_deref())
     }
 
+    /// Whether TFRecord data CRCs are checked: `reader.tfrecord_check_crc`, else only under
+    /// upstream's semantics (TensorFlow's record reader checks them; the fork's readers are
+    /// measured without).
+    pub fn tfrecord_check_crc(&self) -> bool {
+        self.reader
+            .tfrecord_check_crc
+            .unwrap_or(self.semantics.decodes())
+    }
+
     /// Whole-object reads a reader thread keeps in flight on object storage, as the fork's
     /// client does: s3dlio (and no library) a sliding window of
     /// `storage_options.prefetch_window` (64), minio up to 16 at a time (its thread pool) out

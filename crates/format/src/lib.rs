@@ -81,7 +81,7 @@ pub use rng::DataRng;
 pub use tfrecord::{
     BytesList, DEFAULT_TRANSFER_SIZE, Example, Feature, FeatureKind, Features, FloatList,
     Int64List, RecordStream, decode_image as decode_tfrecord_image,
-    index_path as tfrecord_index_path, masked_crc32c,
+    find_image as find_tfrecord_image, index_path as tfrecord_index_path, masked_crc32c,
 };
 
 use std::path::Path;
@@ -208,7 +208,10 @@ pub fn format_from_config(
         FormatKind::Png => Box::new(image::ImageFileFormat {
             kind: image::ImageKind::Png,
         }),
-        FormatKind::Tfrecord => Box::new(tfrecord::TfRecordFormat),
+        FormatKind::Tfrecord => Box::new(tfrecord::TfRecordFormat {
+            decode: true,
+            check_data_crc: true,
+        }),
         FormatKind::IndexedBinary | FormatKind::MmapIndexedBinary => {
             Box::new(indexed_binary::IndexedBinaryFormat {
                 mmap: dataset.format == FormatKind::MmapIndexedBinary,
@@ -249,11 +252,20 @@ pub fn format_from_config(
 /// The format a run reads with under `semantics`: with MLPerf Storage's fork
 /// ([`Semantics::Mlperf`], the default), npz, npy, jpeg, png and hdf5 files are read whole and
 /// not decoded, as the fork's readers do; with upstream DLIO's ([`Semantics::Upstream`]) they
-/// are decoded as `np.load`, PIL and h5py do. Other formats read the same either way.
+/// are decoded as `np.load`, PIL and h5py do. TFRecord `Example`s are decoded under upstream's
+/// and found in place under the fork's; `check_tfrecord_crc` says whether record data CRCs are
+/// checked. Other formats read the same either way.
 pub fn format_for_run(
     dataset: &dlio_config::DatasetConfig,
     semantics: Semantics,
+    check_tfrecord_crc: bool,
 ) -> Result<Box<dyn Format>, FormatError> {
+    if dataset.format == FormatKind::Tfrecord {
+        return Ok(Box::new(tfrecord::TfRecordFormat {
+            decode: semantics.decodes(),
+            check_data_crc: check_tfrecord_crc,
+        }));
+    }
     let format = format_from_config(dataset)?;
     let undecoded = matches!(
         dataset.format,

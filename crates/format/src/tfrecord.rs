@@ -19,10 +19,12 @@
 //! The messages are hand-written prost structs (no protoc needed).
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use dlio_storage::{IoBuffer, ReadHandle, Storage};
 use prost::Message;
+use prost::encoding::WireType;
 
 use crate::ranged::{list_folder, read_range, read_small_file, write_whole_file};
 use crate::{DataRng, FileKey, FileLayout, Format, FormatError, FormatReader};
@@ -102,8 +104,15 @@ pub fn masked_crc32c(data: &[u8]) -> u32 {
 const FRAMING: u64 = 16;
 
 /// The `tfrecord` format.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct TfRecordFormat;
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TfRecordFormat {
+    /// Decode each `Example` into an owned image (upstream DLIO); otherwise the image is found
+    /// in place and handed out where it was read (the MLPerf Storage fork's readers, whose
+    /// parse result the step never reads).
+    pub(crate) decode: bool,
+    /// Check every record's data CRC (the length's CRC is always checked).
+    pub(crate) check_data_crc: bool,
+}
 
 /// The `Example` DLIO writes for one sample (with an empty image, filled in by the caller).
 fn example_for(layout: &FileLayout, image_len: usize) -> Example {
@@ -226,6 +235,8 @@ impl Format for TfRecordFormat {
 
     fn reader(&self, _layout: &FileLayout) -> Box<dyn FormatReader> {
         Box::new(TfRecordReader {
+            decode: self.decode,
+            check_data_crc: self.check_data_crc,
             indexes: HashMap::new(),
             open: rustc_hash::FxHashMap::default(),
             buffer: None,
@@ -236,11 +247,14 @@ impl Format for TfRecordFormat {
 }
 
 /// Checks the framing of the record at `offset` in `bytes` (which starts at that record) and
-/// returns its payload and the record's full length.
+/// returns its payload and the record's full length. The length's CRC is always checked (it is
+/// what makes a damaged length an error instead of a wild read); the data's only with
+/// `check_data_crc`.
 fn unframe<'a>(
     path: &Path,
     offset: u64,
     bytes: &'a [u8],
+    check_data_crc: bool,
 ) -> Result<(&'a [u8], usize), FormatError> {
     let Some(header) = bytes.get(..12) else {
         return Err(FormatError::corrupt(
@@ -272,7 +286,7 @@ fn unframe<'a>(
     };
     let payload = &record[12..total - 4];
     let crc = &record[total - 4..];
-    if masked_crc32c(payload).to_le_bytes() != crc {
+    if check_data_crc && masked_crc32c(payload).to_le_bytes() != crc {
         return Err(FormatError::corrupt(
             path,
             offset + total as u64 - 4,
@@ -311,6 +325,117 @@ pub fn decode_image(
             "the Example has no `image` bytes feature (DLIO's records hold `image` and `size`)",
         )),
     }
+}
+
+/// Finds a record's `Example` `image` bytes where they lie in `payload`, without copying them:
+/// the range of `payload` that [`decode_image`] would copy out (the first value of the last
+/// `image` entry, as a decoder that builds the map keeps it). Every field on the way is
+/// checked as a decoder checks it, so a record that is not an `Example` with an `image` bytes
+/// feature is an error here too.
+///
+/// Written by hand with prost's wire-format primitives because prost's generated decoders
+/// always copy `bytes` fields into owned buffers; this is the tf.data `parse_example` of the
+/// MLPerf Storage fork, whose result the emulated step never reads.
+pub fn find_image(path: &Path, offset: u64, payload: &[u8]) -> Result<Range<usize>, FormatError> {
+    let corrupt = |what: String| {
+        FormatError::corrupt(
+            path,
+            offset,
+            format!("the record is not a tf.train.Example: {what}"),
+        )
+    };
+    let base = payload.as_ptr() as usize;
+    let mut image = None;
+    let mut example = payload;
+    while !example.is_empty() {
+        let (tag, wire) = next_key(&mut example).map_err(&corrupt)?;
+        if tag != 1 || wire != WireType::LengthDelimited {
+            skip(&mut example, tag, wire).map_err(&corrupt)?;
+            continue;
+        }
+        let mut features = take_len(&mut example).map_err(&corrupt)?;
+        while !features.is_empty() {
+            let (tag, wire) = next_key(&mut features).map_err(&corrupt)?;
+            if tag != 1 || wire != WireType::LengthDelimited {
+                skip(&mut features, tag, wire).map_err(&corrupt)?;
+                continue;
+            }
+            let entry = take_len(&mut features).map_err(&corrupt)?;
+            if let Some(found) = image_of_entry(entry).map_err(&corrupt)? {
+                image = found;
+            }
+        }
+    }
+    match image {
+        Some(bytes) => {
+            let start = bytes.as_ptr() as usize - base;
+            Ok(start..start + bytes.len())
+        }
+        None => Err(FormatError::corrupt(
+            path,
+            offset,
+            "the Example has no `image` bytes feature (DLIO's records hold `image` and `size`)",
+        )),
+    }
+}
+
+/// One `features` map entry: `Some(Some(bytes))` when its key is `image` and its value's kind is
+/// a non-empty bytes list, `Some(None)` when its key is `image` otherwise (that entry replaces an
+/// earlier one), `None` for other keys.
+fn image_of_entry(mut entry: &[u8]) -> Result<Option<Option<&[u8]>>, String> {
+    let (mut key, mut value): (&[u8], &[u8]) = (&[], &[]);
+    while !entry.is_empty() {
+        match next_key(&mut entry)? {
+            (1, WireType::LengthDelimited) => key = take_len(&mut entry)?,
+            (2, WireType::LengthDelimited) => value = take_len(&mut entry)?,
+            (tag, wire) => skip(&mut entry, tag, wire)?,
+        }
+    }
+    if key != b"image" {
+        return Ok(None);
+    }
+    // Feature: a oneof of bytes_list (1), float_list (2), int64_list (3); the last one set wins.
+    let mut kind: Option<(u32, &[u8])> = None;
+    while !value.is_empty() {
+        match next_key(&mut value)? {
+            (tag @ 1..=3, WireType::LengthDelimited) => kind = Some((tag, take_len(&mut value)?)),
+            (tag, wire) => skip(&mut value, tag, wire)?,
+        }
+    }
+    let Some((1, mut list)) = kind else {
+        return Ok(Some(None));
+    };
+    let mut first = None;
+    while !list.is_empty() {
+        match next_key(&mut list)? {
+            (1, WireType::LengthDelimited) => {
+                let bytes = take_len(&mut list)?;
+                first.get_or_insert(bytes);
+            }
+            (tag, wire) => skip(&mut list, tag, wire)?,
+        }
+    }
+    Ok(Some(first))
+}
+
+fn next_key(buf: &mut &[u8]) -> Result<(u32, WireType), String> {
+    prost::encoding::decode_key(buf).map_err(|e| e.to_string())
+}
+
+fn take_len<'a>(buf: &mut &'a [u8]) -> Result<&'a [u8], String> {
+    let len = prost::encoding::decode_varint(buf).map_err(|e| e.to_string())?;
+    let len = usize::try_from(len)
+        .ok()
+        .filter(|&l| l <= buf.len())
+        .ok_or_else(|| format!("a field of {len} bytes where {} remain", buf.len()))?;
+    let (head, tail) = buf.split_at(len);
+    *buf = tail;
+    Ok(head)
+}
+
+fn skip(buf: &mut &[u8], tag: u32, wire: WireType) -> Result<(), String> {
+    prost::encoding::skip_field(wire, tag, buf, prost::encoding::DecodeContext::default())
+        .map_err(|e| e.to_string())
 }
 
 /// One record file's index: (offset, length) per record.
@@ -381,6 +506,8 @@ struct OpenRecords {
 }
 
 struct TfRecordReader {
+    decode: bool,
+    check_data_crc: bool,
     indexes: HashMap<PathBuf, std::sync::Arc<RecordIndex>>,
     open: rustc_hash::FxHashMap<FileKey, OpenRecords>,
     buffer: Option<IoBuffer>,
@@ -440,13 +567,17 @@ impl FormatReader for TfRecordReader {
             .map_err(|_| FormatError::corrupt(&file.path, offset, "a record larger than memory"))?;
         let alignment = storage.capabilities().alignment;
         let bytes = read_range(&mut *file.handle, &mut self.buffer, alignment, offset, len)?;
-        let (payload, total) = unframe(&file.path, offset, bytes)?;
+        let (payload, total) = unframe(&file.path, offset, bytes, self.check_data_crc)?;
         if total != len {
             return Err(FormatError::corrupt(
                 &file.path,
                 offset,
                 format!("the index says the record has {len} bytes but it has {total}"),
             ));
+        }
+        if !self.decode {
+            let image = find_image(&file.path, offset, payload)?;
+            return Ok(&payload[image]);
         }
         decode_image(&file.path, offset, payload, &mut self.image)?;
         Ok(&self.image)
@@ -472,7 +603,10 @@ pub struct RecordStream {
     file_pos: u64,
     /// File offset of the next byte to request.
     next_read: u64,
+    /// O_DIRECT engines read into this aligned buffer first; the others read straight into
+    /// `window`.
     chunk: Option<IoBuffer>,
+    check_data_crc: bool,
 }
 
 impl RecordStream {
@@ -502,7 +636,14 @@ impl RecordStream {
             file_pos: 0,
             next_read: 0,
             chunk: None,
+            check_data_crc: true,
         })
+    }
+
+    /// Whether every record's data CRC is checked (default yes; the length's always is).
+    pub fn check_data_crc(mut self, check: bool) -> RecordStream {
+        self.check_data_crc = check;
+        self
     }
 
     /// The file being streamed.
@@ -526,11 +667,21 @@ impl RecordStream {
         let total = usize::try_from(len.saturating_add(FRAMING)).unwrap_or(usize::MAX);
         if total as u64 > self.handle.len() - self.file_pos && header.len() >= 12 {
             // Let unframe report a damaged length (bad CRC) before a "file ends" error.
-            unframe(&self.path, self.file_pos, &header[..header.len().min(12)])?;
+            unframe(
+                &self.path,
+                self.file_pos,
+                &header[..header.len().min(12)],
+                false,
+            )?;
         }
         self.fill(total.min((self.handle.len() - self.file_pos) as usize))?;
         let offset = self.file_pos;
-        let (payload, used) = unframe(&self.path, offset, &self.window[self.start..self.end])?;
+        let (payload, used) = unframe(
+            &self.path,
+            offset,
+            &self.window[self.start..self.end],
+            self.check_data_crc,
+        )?;
         let range = (
             payload.as_ptr() as usize - self.window.as_ptr() as usize,
             payload.len(),
@@ -541,28 +692,40 @@ impl RecordStream {
     }
 
     /// Makes at least `want` unconsumed bytes available (fewer at the end of the file), reading
-    /// whole `transfer_size` requests.
+    /// whole `transfer_size` requests. The window holds four requests (or one record and one
+    /// request, if more), reads land at its end, and the unconsumed bytes (less than one
+    /// record) move to its front only when a request no longer fits behind them.
     fn fill(&mut self, want: usize) -> Result<(), FormatError> {
         while self.end - self.start < want && self.next_read < self.handle.len() {
-            if self.start > 0 {
-                self.window.copy_within(self.start..self.end, 0);
-                self.end -= self.start;
-                self.start = 0;
-            }
             let n = self.transfer.min(
                 (self.handle.len() - self.next_read).div_ceil(self.alignment as u64) as usize
                     * self.alignment,
             );
             let len = (n as u64).min(self.handle.len() - self.next_read) as usize;
-            let bytes = read_range(
-                &mut *self.handle,
-                &mut self.chunk,
-                self.alignment,
-                self.next_read,
-                len,
-            )?;
-            self.window.truncate(self.end);
-            self.window.extend_from_slice(bytes);
+            if self.window.len() < self.end + len {
+                if self.start > 0 {
+                    self.window.copy_within(self.start..self.end, 0);
+                    self.end -= self.start;
+                    self.start = 0;
+                }
+                let room = (4 * self.transfer).max(want + self.transfer);
+                if self.window.len() < room.max(self.end + len) {
+                    self.window.resize(room.max(self.end + len), 0);
+                }
+            }
+            let target = &mut self.window[self.end..self.end + len];
+            if self.alignment == 1 {
+                self.handle.read_exact_at(target, self.next_read)?;
+            } else {
+                let bytes = read_range(
+                    &mut *self.handle,
+                    &mut self.chunk,
+                    self.alignment,
+                    self.next_read,
+                    len,
+                )?;
+                target.copy_from_slice(bytes);
+            }
             self.end += len;
             self.next_read += len as u64;
         }
@@ -576,6 +739,12 @@ mod tests {
     use dlio_storage::{Metered, PosixStorage};
 
     use super::*;
+
+    /// The upstream reader: decodes, checks every CRC.
+    const TF: TfRecordFormat = TfRecordFormat {
+        decode: true,
+        check_data_crc: true,
+    };
 
     fn layout(samples: u32, dims: Vec<usize>) -> FileLayout {
         FileLayout {
@@ -615,21 +784,21 @@ mod tests {
         let path = dir.path().join("train/a.tfrecord");
         for dims in [vec![3, 4], vec![200, 300]] {
             let l = layout(5, dims.clone());
-            let written = TfRecordFormat
+            let written = TF
                 .generate(&storage, &path, &l, &mut DataRng::for_file(3, 0, 1))
                 .unwrap();
             let file_len = std::fs::metadata(&path).unwrap().len();
             let index =
                 std::fs::read_to_string(dir.path().join("index/train/a.tfrecord.idx")).unwrap();
             assert_eq!(written, file_len + index.len() as u64);
-            assert_eq!(TfRecordFormat.expected_size(&l), Some(file_len));
+            assert_eq!(TF.expected_size(&l), Some(file_len));
             let lines: Vec<&str> = index.lines().collect();
             assert_eq!(lines.len(), 5);
             let record = file_len / 5;
             assert_eq!(lines[2], format!("{} {record}", 2 * record));
 
             // Per-record reads: one read of exactly one record.
-            let mut reader = TfRecordFormat.reader(&l);
+            let mut reader = TF.reader(&l);
             reader.open(&storage, 0, &path).unwrap();
             let before = storage.counters().snapshot();
             let image = reader.read_sample(&storage, 0, 4).unwrap().to_vec();
@@ -661,14 +830,13 @@ mod tests {
         let storage = PosixStorage::new();
         let path = dir.path().join("train/a.tfrecord");
         let l = layout(3, vec![10, 10]);
-        TfRecordFormat
-            .generate(&storage, &path, &l, &mut DataRng::for_file(3, 0, 1))
+        TF.generate(&storage, &path, &l, &mut DataRng::for_file(3, 0, 1))
             .unwrap();
         let mut bytes = std::fs::read(&path).unwrap();
         let record = bytes.len() / 3;
         bytes[record + 40] ^= 0xff; // inside record 1's payload
         std::fs::write(&path, &bytes).unwrap();
-        let mut reader = TfRecordFormat.reader(&l);
+        let mut reader = TF.reader(&l);
         reader.open(&storage, 0, &path).unwrap();
         assert!(reader.read_sample(&storage, 0, 0).is_ok());
         let err = reader.read_sample(&storage, 0, 1).unwrap_err().to_string();
@@ -689,5 +857,64 @@ mod tests {
         stream.next_record().unwrap();
         let err = stream.next_record().unwrap_err().to_string();
         assert!(err.contains("ends inside a record"), "{err}");
+    }
+
+    #[test]
+    fn find_image_points_at_the_bytes_decode_image_copies() {
+        let l = layout(3, vec![37, 11]);
+        let mut example = example_for(&l, 37 * 11);
+        if let Some(FeatureKind::BytesList(list)) = example
+            .features
+            .as_mut()
+            .and_then(|f| f.feature.get_mut("image"))
+            .and_then(|f| f.kind.as_mut())
+        {
+            list.value[0] = (0..37 * 11).map(|i| (i % 251) as u8).collect();
+        }
+        let payload = example.encode_to_vec();
+        let path = Path::new("x.tfrecord");
+        let mut decoded = Vec::new();
+        decode_image(path, 0, &payload, &mut decoded).unwrap();
+        let range = find_image(path, 0, &payload).unwrap();
+        assert_eq!(&payload[range], &decoded[..]);
+        // Not an Example, or one without `image`: the same refusal as the decoder's.
+        for junk in [&b"\x0a\xff\xff\xff\x0f"[..], &[0x0a, 0x00][..], &[0xff][..]] {
+            assert!(find_image(path, 5, junk).is_err(), "{junk:?}");
+            assert!(
+                decode_image(path, 5, junk, &mut decoded).is_err(),
+                "{junk:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_in_place_reader_hands_out_the_same_samples_without_checking_data_crcs() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = PosixStorage::new();
+        let path = dir.path().join("train").join("f.tfrecord");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let l = layout(4, vec![64, 3]);
+        TF.generate(&storage, &path, &l, &mut DataRng::for_file(3, 0, 1))
+            .unwrap();
+        let in_place = TfRecordFormat {
+            decode: false,
+            check_data_crc: false,
+        };
+        let (mut a, mut b) = (TF.reader(&l), in_place.reader(&l));
+        a.open(&storage, 0, &path).unwrap();
+        b.open(&storage, 0, &path).unwrap();
+        for i in 0..4 {
+            let expected = a.read_sample(&storage, 0, i).unwrap().to_vec();
+            assert_eq!(b.read_sample(&storage, 0, i).unwrap(), &expected[..]);
+        }
+        // Flip a byte of the first image: only the CRC-checking reader notices.
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[40] ^= 0xff;
+        std::fs::write(&path, &bytes).unwrap();
+        let (mut a, mut b) = (TF.reader(&l), in_place.reader(&l));
+        a.open(&storage, 0, &path).unwrap();
+        b.open(&storage, 0, &path).unwrap();
+        assert!(a.read_sample(&storage, 0, 0).is_err());
+        assert_eq!(b.read_sample(&storage, 0, 0).unwrap().len(), 192);
     }
 }

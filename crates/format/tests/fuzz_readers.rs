@@ -91,7 +91,7 @@ fn pristine(root: &Path, kind: FormatKind, semantics: Semantics) -> Pristine {
         format: kind,
         ..DatasetConfig::default()
     };
-    let format = format_for_run(&dataset, semantics).unwrap();
+    let format = format_for_run(&dataset, semantics, true).unwrap();
     let layout = FileLayout {
         samples: 3,
         sample_dims: vec![24, 24],
@@ -150,7 +150,7 @@ fn read_damaged(p: &Pristine, dir: &Path, damages: &[(usize, Damage)]) {
         std::fs::write(&path, bytes).unwrap();
     }
     let data = dir.join(&files[0].0);
-    let format: Box<dyn Format> = format_for_run(&p.dataset, p.semantics).unwrap();
+    let format: Box<dyn Format> = format_for_run(&p.dataset, p.semantics, true).unwrap();
     let layout = p.layout.clone();
     let (done, finished) = mpsc::channel();
     std::thread::spawn(move || {

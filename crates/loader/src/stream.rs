@@ -6,21 +6,30 @@
 //!
 //! Threads of one epoch:
 //! - `cycle` (= `read_threads`) file readers: reader `t` streams the rank's files `t, t +
-//!   cycle, ...` front to back in `transfer_size` requests ([`RecordStream`]), checking both
-//!   CRCs of every record. A file that enters the stream is read to its end.
+//!   cycle, ...` front to back in `transfer_size` requests ([`RecordStream`]), checking the
+//!   framing of every record (and its data CRC when `reader.tfrecord_check_crc` says so). A
+//!   file that enters the stream is read to its end. Records go to the assembler in chunks of
+//!   [`CHUNK_RECORDS`], so a hand-off (a wake-up) is paid per chunk, not per record.
 //! - one assembler: takes records from the files of one group of `cycle` files at a time,
 //!   one from each in turn (the interleave), passes them through the shuffle buffer, keeps every
 //!   `P`-th one when the rank shards records, and cuts batches.
-//! - `computation_threads` parsers: decode each record's `tf.train.Example` (the `image`
+//! - Under upstream's semantics (`decode`), readers copy each record's payload out of the
+//!   stream, and `computation_threads` parsers decode each `tf.train.Example` (the `image`
 //!   bytes), the work of tf.data's `map`, and, when the workload resizes samples
 //!   (`record_length_bytes_resize`, `transformed_record_dims`), copy each image, cut or
 //!   zero-padded to that size, into the parser's batch buffer, as DLIO's parse function hands
 //!   the step the resized array.
+//! - Under the MLPerf Storage fork's (the default), the fork's parse returns one dummy tensor
+//!   per batch whatever the records hold, so nothing is copied: each reader walks the record's
+//!   `Example` where the stream read it ([`find_tfrecord_image`], which checks it as a parse
+//!   would) and hands on only where it came from and its image's length; the assembler passes
+//!   full batches (counts and byte totals) straight to the queue, and no parse thread runs.
+//!   Bytes move once, from the engine into the stream's window.
 //!
 //! Batches reach the trainer in step order through a bounded queue of `prefetch_size`
 //! batches. Every byte goes through the storage the loader was given, so `Metered` counts it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
@@ -29,7 +38,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use dlio_config::{Config, Shuffle};
-use dlio_format::{FormatError, RecordStream, decode_tfrecord_image};
+use dlio_format::{FormatError, RecordStream, decode_tfrecord_image, find_tfrecord_image};
 use dlio_metrics::LatencyHistogram;
 use dlio_plan::{EpochPlan, RecordStreamPlan};
 use dlio_storage::Storage;
@@ -50,8 +59,12 @@ pub struct StreamOptions {
     /// The shuffle seed: `train.seed` for `seed`, the run's random seed for `random`. tf.data
     /// takes it once, so every epoch shuffles the same way (as DLIO).
     pub seed: u64,
-    /// `reader.computation_threads`: parse workers (0 counts as 1).
+    /// `reader.computation_threads`: parse workers (0 counts as 1), when decoding.
     pub computation_threads: u32,
+    /// Copy and decode every record (upstream DLIO) instead of walking it in place (the fork).
+    pub decode: bool,
+    /// Check every record's data CRC.
+    pub check_data_crc: bool,
 }
 
 impl Default for StreamOptions {
@@ -62,6 +75,8 @@ impl Default for StreamOptions {
             sample_shuffle: Shuffle::Off,
             seed: 123,
             computation_threads: 1,
+            decode: true,
+            check_data_crc: true,
         }
     }
 }
@@ -81,20 +96,36 @@ impl StreamOptions {
                 _ => config.train.seed,
             },
             computation_threads: r.computation_threads,
+            decode: config.semantics.decodes(),
+            check_data_crc: config.tfrecord_check_crc(),
         }
     }
 }
 
+/// Records a reader hands the assembler at once (at most; a file's last chunk may be shorter).
+const CHUNK_RECORDS: usize = 8;
+
+/// Chunks a reader may have waiting for the assembler: with the chunk being filled, a reader
+/// is at most 24 records ahead of the interleave, as tf.data's per-file buffers keep it.
+const CHUNKS_AHEAD: usize = 2;
+
 /// What a file reader hands the assembler.
 enum FromReader {
-    /// File number, record offset in it, payload.
-    Record(u64, u64, Vec<u8>),
-    FileEnd,
+    /// Records of the current file, in file order; `true` when they end the file.
+    Records(Vec<Tagged>, bool),
     Failed(LoaderError),
 }
 
-/// A record with where it came from: (file number, offset in the file, payload).
-type Tagged = (u64, u64, Vec<u8>);
+/// A record with where it came from.
+struct Tagged {
+    file: u64,
+    /// Offset of the record in the file.
+    offset: u64,
+    /// Bytes of the record's `image`.
+    image_len: u64,
+    /// The record's payload (a serialized `Example`), copied out only to be decoded.
+    payload: Option<Vec<u8>>,
+}
 
 /// How the pipeline hands batches to the loop.
 pub(crate) struct Output {
@@ -131,22 +162,30 @@ impl StreamEpoch {
         let mut records = Vec::new();
         for _ in 0..cycle {
             let (command_tx, command_rx) = sync_channel::<u64>(1);
-            let (record_tx, record_rx) = sync_channel::<FromReader>(16);
+            let (record_tx, record_rx) = sync_channel::<FromReader>(CHUNKS_AHEAD);
             commands.push(command_tx);
             records.push(record_rx);
             let storage = Arc::clone(&storage);
             let files = Arc::clone(&files);
             let stop = Arc::clone(&stop);
             let stats = Arc::clone(&stats);
-            let transfer = options.transfer_size;
+            let read = ReadOptions {
+                transfer: options.transfer_size,
+                decode: options.decode,
+                check_data_crc: options.check_data_crc,
+            };
             threads.push(std::thread::spawn(move || {
                 read_files(
-                    &*storage, &files, transfer, command_rx, record_tx, &stop, &stats,
+                    &*storage, &files, read, command_rx, record_tx, &stop, &stats,
                 );
             }));
         }
-        let parsers = options.computation_threads.max(1) as usize;
-        let (work_tx, work_rx) = sync_channel::<(u64, Vec<Tagged>)>(parsers);
+        let parsers = if options.decode {
+            options.computation_threads.max(1) as usize
+        } else {
+            0
+        };
+        let (work_tx, work_rx) = sync_channel::<(u64, Vec<Tagged>)>(parsers.max(1));
         let work_rx = Arc::new(Mutex::new(work_rx));
         let (out_tx, out_rx) = sync_channel(output.prefetch.max(1));
         for _ in 0..parsers {
@@ -167,8 +206,10 @@ impl StreamEpoch {
             epoch_records: shape.records(),
         };
         let stop_assembler = Arc::clone(&stop);
+        // Without parsers, the assembler hands counted batches straight to the queue.
+        let work = options.decode.then_some(work_tx);
         threads.push(std::thread::spawn(move || {
-            assembler.run(commands, records, work_tx, out_tx, &stop_assembler, &cancel);
+            assembler.run(commands, records, work, out_tx, &stop_assembler, &cancel);
         }));
         StreamEpoch {
             batches: out_rx,
@@ -206,11 +247,19 @@ impl StreamEpoch {
     }
 }
 
+/// How a file reader reads.
+#[derive(Debug, Clone, Copy)]
+struct ReadOptions {
+    transfer: usize,
+    decode: bool,
+    check_data_crc: bool,
+}
+
 /// A file reader: streams each file it is told to, to its end.
 fn read_files(
     storage: &dyn Storage,
     files: &FileList,
-    transfer: usize,
+    read: ReadOptions,
     commands: Receiver<u64>,
     out: SyncSender<FromReader>,
     stop: &AtomicBool,
@@ -231,35 +280,58 @@ fn read_files(
             source: Box::new(source),
         };
         let mut started = Instant::now();
-        let mut stream = match RecordStream::open(storage, path, transfer) {
-            Ok(s) => s,
+        let mut stream = match RecordStream::open(storage, path, read.transfer) {
+            Ok(s) => s.check_data_crc(read.check_data_crc),
             Err(e) => {
                 let _ = out.send(FromReader::Failed(fail(e, 0)));
                 break;
             }
         };
         let mut index = 0u64;
+        let mut chunk = Vec::with_capacity(CHUNK_RECORDS);
         loop {
             if stop.load(Ordering::Relaxed) {
                 break 'files;
             }
-            match stream.next_record() {
+            let record = match stream.next_record() {
                 Ok(Some((offset, payload))) => {
-                    hist.record_duration(started.elapsed());
-                    if out
-                        .send(FromReader::Record(file, offset, payload.to_vec()))
-                        .is_err()
-                    {
-                        break 'files;
+                    if read.decode {
+                        Ok(Tagged {
+                            file,
+                            offset,
+                            image_len: 0,
+                            payload: Some(payload.to_vec()),
+                        })
+                    } else {
+                        find_tfrecord_image(path, offset, payload).map(|image| Tagged {
+                            file,
+                            offset,
+                            image_len: image.len() as u64,
+                            payload: None,
+                        })
                     }
-                    index += 1;
-                    started = Instant::now();
                 }
                 Ok(None) => {
-                    if out.send(FromReader::FileEnd).is_err() {
+                    let last = std::mem::take(&mut chunk);
+                    if out.send(FromReader::Records(last, true)).is_err() {
                         break 'files;
                     }
                     break;
+                }
+                Err(e) => Err(e),
+            };
+            match record {
+                Ok(record) => {
+                    hist.record_duration(started.elapsed());
+                    chunk.push(record);
+                    index += 1;
+                    if chunk.len() == CHUNK_RECORDS {
+                        let full = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK_RECORDS));
+                        if out.send(FromReader::Records(full, false)).is_err() {
+                            break 'files;
+                        }
+                    }
+                    started = Instant::now();
                 }
                 Err(e) => {
                     let _ = out.send(FromReader::Failed(fail(e, index)));
@@ -287,9 +359,10 @@ fn parse_batches(
         let Ok((step, records)) = next else { return };
         let mut sample_bytes = 0u64;
         let mut result = Ok(());
-        for (slot, (file, offset, record)) in records.iter().enumerate() {
-            let path = files.get(*file as usize).unwrap_or(Path::new(""));
-            match decode_tfrecord_image(path, *offset, record, &mut image) {
+        for (slot, record) in records.iter().enumerate() {
+            let path = files.get(record.file as usize).unwrap_or(Path::new(""));
+            let payload = record.payload.as_deref().unwrap_or_default();
+            match decode_tfrecord_image(path, record.offset, payload, &mut image) {
                 Ok(()) => {
                     let len = match sample_out_bytes {
                         None => image.len(),
@@ -327,17 +400,63 @@ struct Assembler {
     epoch_records: u64,
 }
 
+/// The records one reader has handed over and the assembler has not taken yet.
+struct Feed {
+    from: Receiver<FromReader>,
+    waiting: VecDeque<Tagged>,
+    /// The waiting records end the reader's current file.
+    file_ends: bool,
+}
+
+impl Feed {
+    /// The next record of the reader's current file, or `None` when that file has ended.
+    fn next(&mut self, reader: usize) -> Result<Option<Tagged>, LoaderError> {
+        loop {
+            if let Some(record) = self.waiting.pop_front() {
+                return Ok(Some(record));
+            }
+            if self.file_ends {
+                self.file_ends = false;
+                return Ok(None);
+            }
+            match self.from.recv() {
+                Ok(FromReader::Records(records, last)) => {
+                    self.waiting.extend(records);
+                    self.file_ends = last;
+                }
+                Ok(FromReader::Failed(e)) => return Err(e),
+                Err(_) => {
+                    return Err(LoaderError::ReaderGone {
+                        worker: reader as u32,
+                    });
+                }
+            }
+        }
+    }
+}
+
 impl Assembler {
+    /// Interleaves, shuffles, shards and batches the readers' records. Full batches go to the
+    /// parsers through `work` when there are any, else counted straight to `out`, which also
+    /// takes the errors.
     fn run(
         self,
         commands: Vec<SyncSender<u64>>,
         readers: Vec<Receiver<FromReader>>,
-        work: SyncSender<(u64, Vec<Tagged>)>,
+        work: Option<SyncSender<(u64, Vec<Tagged>)>>,
         out: SyncSender<(u64, Result<LoadedBatch, LoaderError>)>,
         stop: &AtomicBool,
         cancel: &StopSignal,
     ) {
         let cycle = readers.len().max(1) as u64;
+        let mut feeds: Vec<Feed> = readers
+            .into_iter()
+            .map(|from| Feed {
+                from,
+                waiting: VecDeque::with_capacity(CHUNK_RECORDS),
+                file_ends: false,
+            })
+            .collect();
         let (keep_step, keep_phase) = self.shape.keep_every();
         let shuffle = self.options.sample_shuffle != Shuffle::Off;
         let buffer_size = if shuffle {
@@ -352,6 +471,24 @@ impl Assembler {
         let mut step = 0u64;
         let mut batch: Vec<Tagged> = Vec::with_capacity(self.batch_size);
         let done = |kept: u64, step: u64| kept >= self.epoch_records || step >= self.steps;
+        // Hands a finished batch on; false when the pipeline is being torn down.
+        let hand_on = |step: u64, batch: &mut Vec<Tagged>| -> bool {
+            match &work {
+                Some(work) => {
+                    let full = std::mem::replace(batch, Vec::with_capacity(self.batch_size));
+                    work.send((step, full)).is_ok()
+                }
+                None => {
+                    let counted = LoadedBatch {
+                        step,
+                        samples: batch.len() as u64,
+                        sample_bytes: batch.iter().map(|r| r.image_len).sum(),
+                    };
+                    batch.clear();
+                    out.send((step, Ok(counted))).is_ok()
+                }
+            }
+        };
         let emit = |record: Tagged,
                     position: &mut u64,
                     kept: &mut u64,
@@ -366,8 +503,7 @@ impl Assembler {
             *kept += 1;
             batch.push(record);
             if batch.len() == self.batch_size || *kept == self.epoch_records {
-                let full = std::mem::replace(batch, Vec::with_capacity(self.batch_size));
-                if work.send((*step, full)).is_err() {
+                if !hand_on(*step, batch) {
                     return false;
                 }
                 *step += 1;
@@ -396,9 +532,8 @@ impl Assembler {
                 let mut i = 0;
                 while i < active.len() {
                     let t = active[i];
-                    match readers[t].recv() {
-                        Ok(FromReader::Record(file, offset, payload)) => {
-                            let record = (file, offset, payload);
+                    match feeds[t].next(t) {
+                        Ok(Some(record)) => {
                             i += 1;
                             if done(kept, step) {
                                 continue; // drain: a file in the stream is read to its end
@@ -417,16 +552,11 @@ impl Assembler {
                                 return;
                             }
                         }
-                        Ok(FromReader::FileEnd) => {
+                        Ok(None) => {
                             active.remove(i);
                         }
-                        Ok(FromReader::Failed(e)) => {
+                        Err(e) => {
                             let _ = out.send((step, Err(e)));
-                            return;
-                        }
-                        Err(_) => {
-                            let _ =
-                                out.send((step, Err(LoaderError::ReaderGone { worker: t as u32 })));
                             return;
                         }
                     }
@@ -442,7 +572,7 @@ impl Assembler {
             }
         }
         if !batch.is_empty() && step < self.steps {
-            let _ = work.send((step, std::mem::take(&mut batch)));
+            hand_on(step, &mut batch);
             step += 1;
         }
         if step < self.steps {

@@ -221,3 +221,65 @@ fn resized_samples_reach_the_loop_at_the_transformed_size() {
         assert_eq!(counters.snapshot().bytes_read, whole_files, "out {out}");
     }
 }
+
+#[test]
+fn the_forks_in_place_pipeline_reads_and_counts_what_the_decoding_one_does() {
+    // Same plan both ways (interleave, shuffle buffer, sharding across 2 ranks): the same steps,
+    // samples, image bytes, bytes read and read requests; only the copies and decodes differ.
+    let dir = tempfile::tempdir().unwrap();
+    let files = dataset(dir.path(), 9);
+    let spec = plan_spec(9, 2, 3, 2);
+    for rank in 0..2 {
+        let mut results = Vec::new();
+        for decode in [true, false] {
+            let options = StreamOptions {
+                shuffle_size: 5,
+                sample_shuffle: Shuffle::Seed,
+                computation_threads: 3,
+                transfer_size: 1500,
+                decode,
+                check_data_crc: decode,
+                ..StreamOptions::default()
+            };
+            results.push(epoch(&files, &spec, rank, options));
+        }
+        assert_eq!(results[0], results[1], "rank {rank}");
+        assert_eq!(
+            results[1].2,
+            results[1].1 * 2000,
+            "rank {rank}: image bytes"
+        );
+    }
+}
+
+#[test]
+fn the_in_place_pipeline_still_refuses_a_record_that_is_not_an_example() {
+    // Without data CRCs a damaged payload goes unnoticed, as in the fork; a damaged framing or
+    // Example structure does not. Byte 12 is the first byte of the first payload (its tag).
+    let dir = tempfile::tempdir().unwrap();
+    let files = dataset(dir.path(), 1);
+    let mut bytes = std::fs::read(&files[0]).unwrap();
+    bytes[12] = 0xff;
+    std::fs::write(&files[0], &bytes).unwrap();
+    let spec = plan_spec(1, 1, 1, 1);
+    let options = StreamOptions {
+        decode: false,
+        check_data_crc: false,
+        ..StreamOptions::default()
+    };
+    let storage: Arc<dyn Storage> = Arc::new(PosixStorage::new());
+    let mut loader = loader(storage, 1, options);
+    let mut batches = loader.start_epoch(EpochPlan::new(&spec, 1, 0).unwrap(), Arc::clone(&files));
+    let error = loop {
+        match batches.next_batch() {
+            Some(Err(e)) => break e.to_string(),
+            Some(Ok(_)) => continue,
+            None => panic!("the damaged record must fail the epoch"),
+        }
+    };
+    batches.finish();
+    assert!(
+        error.contains("f000.tfrecord") && error.contains("not a tf.train.Example"),
+        "{error}"
+    );
+}
