@@ -10,6 +10,7 @@ mod cluster;
 #[cfg(feature = "mpi")]
 mod collective;
 mod dataset;
+mod device_check;
 mod files;
 mod limits;
 mod log;

@@ -413,6 +413,10 @@ fn drive(
         storages.push(rank_storage);
         tracers.push(tracer);
     }
+    let device_watch = crate::device_check::DeviceWatch::start(
+        &dataset::data_root(config),
+        config.storage.storage_type != StorageType::S3,
+    );
     let results: Vec<Result<RankReport, TrainError>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..local_ranks)
             .map(|rank| {
@@ -549,6 +553,7 @@ fn drive(
         "write_requests": io.write_requests,
         "bytes_written": io.bytes_written,
         "opens": io.opens,
+        "device": device_watch.figures(&host.hostname),
         "read_latency_us": {
             "count": latency.count(),
             "min": us(latency.min_ns()),
@@ -575,6 +580,12 @@ fn drive(
         shares.push(s);
         per_process.push(e);
     }
+    let device_reads: Vec<(serde_json::Value, u64)> = per_process
+        .iter()
+        .map(|e| (e["device"].clone(), e["bytes_read"].as_u64().unwrap_or(0)))
+        .collect();
+    let (page_cache, page_cache_line, page_cache_warning) =
+        crate::device_check::page_cache_verdict(&device_reads);
     reports.sort_by_key(|r| r.rank);
     let complete = first_error.is_none();
     let metrics = dlio_metrics::aggregate(&reports, &params);
@@ -606,6 +617,7 @@ fn drive(
                 "drop_page_cache": config.storage.drop_page_cache,
                 "per_process": per_process,
             },
+            "page_cache": page_cache,
             "memory_check": {
                 "dataset_bytes": memory.dataset_bytes,
                 "memory_bytes": memory.memory_bytes,
@@ -633,6 +645,11 @@ fn drive(
     }
     for line in metrics.metric_lines() {
         log.metric(&line);
+    }
+    match page_cache_line {
+        Some(line) if page_cache_warning => log.warn(&line),
+        Some(line) => log.output(&line),
+        None => {}
     }
     log.output(&format!("Outputs written to {}", out.display()));
     if !config.dataset.keep_files && cluster.is_root() {

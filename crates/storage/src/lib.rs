@@ -86,6 +86,7 @@
 mod buffer;
 mod cache;
 mod direct;
+mod diskstats;
 mod engine;
 mod error;
 mod forward;
@@ -105,6 +106,7 @@ pub use cache::{
     resident_pages,
 };
 pub use direct::{DIRECT_ALIGNMENT, DirectStorage};
+pub use diskstats::BlockDevice;
 pub use engine::{ENGINES, Engine, EngineInfo, EngineKind, EngineSettings, engine_for};
 pub use error::StorageError;
 pub use forward::ForwardStorage;
