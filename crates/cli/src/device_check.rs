@@ -102,7 +102,7 @@ pub(crate) fn page_cache_verdict(processes: &[(Value, u64)]) -> (Value, Option<S
         );
         (section, Some(capitalise(&line)), true)
     } else {
-        (section, Some(capitalise(&format!("{figures}"))), false)
+        (section, Some(capitalise(&figures)), false)
     }
 }
 
