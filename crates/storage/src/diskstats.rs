@@ -79,13 +79,14 @@ mod tests {
 
     #[test]
     fn splits_dev_t_as_glibc_does() {
-        // makedev(254, 1) and makedev(259, 65538) (a large minor, as NVMe partitions get).
+        // makedev(254, 1) and makedev(4100, 65538) (large numbers use the high bits).
         assert_eq!(split_dev(0xfe01), (254, 1));
-        let dev = (259u64 & 0xfff) << 8
-            | (259u64 & !0xfff) << 32
-            | (65538u64 & 0xff)
-            | (65538u64 & !0xff) << 12;
-        assert_eq!(split_dev(dev), (259, 65538));
+        let makedev = |major: u64, minor: u64| {
+            (major & 0xfff) << 8 | (major & !0xfff) << 32 | (minor & 0xff) | (minor & !0xff) << 12
+        };
+        assert_eq!(split_dev(makedev(254, 1)), (254, 1));
+        let dev = makedev(4100, 65538);
+        assert_eq!(split_dev(dev), (4100, 65538));
     }
 
     #[test]
