@@ -451,25 +451,26 @@ impl<'a> Prober<'a> {
 }
 
 /// Doubles from `min` while points pass, then bisects between the last pass and the first
-/// failure. Returns the largest passing count and whether the search stopped at `max`.
+/// failure; when `min` itself fails, bisects below it (0 passes by definition). Returns the
+/// largest passing count and whether the search stopped at `max`.
 fn search(prober: &mut Prober<'_>) -> Result<(u32, bool)> {
     let (min, max) = (prober.request.min, prober.request.max);
-    if !prober.passes(min)? {
-        return Ok((0, false));
-    }
-    let mut pass = min;
-    let fail = loop {
-        if pass == max {
-            return Ok((max, true));
+    let (mut low, mut high) = if prober.passes(min)? {
+        let mut pass = min;
+        loop {
+            if pass == max {
+                return Ok((max, true));
+            }
+            let next = pass.saturating_mul(2).min(max);
+            if prober.passes(next)? {
+                pass = next;
+            } else {
+                break (pass, next);
+            }
         }
-        let next = pass.saturating_mul(2).min(max);
-        if prober.passes(next)? {
-            pass = next;
-        } else {
-            break next;
-        }
+    } else {
+        (0, min)
     };
-    let (mut low, mut high) = (pass, fail);
     while high - low > 1 {
         let mid = low + (high - low) / 2;
         if prober.passes(mid)? {

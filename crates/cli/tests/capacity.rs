@@ -189,3 +189,25 @@ fn the_read_cap_holds_for_every_engine() {
         assert!(took >= 0.45, "{engine}: 4 MiB at 8 MiB/s took {took} s");
     }
 }
+
+#[test]
+fn a_first_count_that_fails_is_bisected_below() {
+    // The throttled workload from --min 4: 4 fails, then 2 passes and 3 fails: still 2.
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("capacity");
+    run_ok(
+        dlio()
+            .args(["capacity", "--repeats", "1", "--min", "4", "--out"])
+            .arg(&out)
+            .args(throttled_workload(tmp.path())),
+    );
+    let report = json(&out.join("capacity.json"));
+    assert_eq!(report["accelerators"], 2, "{report:#}");
+    let counts: Vec<u64> = report["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["accelerators"].as_u64().unwrap())
+        .collect();
+    assert_eq!(counts, [2, 3, 4]);
+}

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Accelerators per host (issue #16): `dlio capacity` on MLPerf Storage v3 workloads at reduced
+# dataset size (every file, record, batch and compute time as the workload sets them; fewer
+# files, so the data set stays in the page cache of this machine), with the YAML's own reader
+# threads and with MLPerf's CLOSED-tunable threads at 1. Prints the capacity, and each point's
+# AU, CPU per sample and RSS per rank. With REFERENCE=1 and Python DLIO 2.0.0 installed
+# (../shared/bench/reference-dlio.sh setup), also runs Python DLIO under mpirun at dlio's
+# capacity and at the Python capacity the issue measured, one run each, for the ratio.
+#
+#   bash bench/capacity.sh                          # all four workloads
+#   WORKLOADS="cosmoflow_h100" bash bench/capacity.sh
+#
+# Knobs: REPEATS=3 WORK=/tmp/dlio-capacity KEEP=0 (keep the data sets) REFERENCE=0
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/.." && pwd)
+WORK=${WORK:-/tmp/dlio-capacity}
+REPEATS=${REPEATS:-3}
+KEEP=${KEEP:-0}
+REFERENCE=${REFERENCE:-0}
+VENV=${DLIO_VENV:-/opt/dlio-reference/venv}
+WORKLOADS=${WORKLOADS:-"cosmoflow_h100 retinanet_b200 unet3d_h100 resnet50_h100"}
+mkdir -p "$WORK"
+
+cargo build --release --locked -p dlio --manifest-path "$REPO/Cargo.toml" >/dev/null 2>&1
+DLIO=$REPO/target/release/dlio
+
+# Reduced size (about 8 GiB each), run length and where the search starts, per workload.
+sized() {
+  case $1 in
+    resnet50_h100) echo "++workload.dataset.num_files_train=320 ++workload.dataset.num_samples_per_file=250 ++workload.train.epochs=3" ;;
+    cosmoflow_h100) echo "++workload.dataset.num_files_train=3000 ++workload.train.epochs=1" ;;
+    unet3d_h100) echo "++workload.dataset.num_files_train=56 ++workload.dataset.record_length_bytes_stdev=0 ++workload.train.epochs=4" ;;
+    retinanet_b200) echo "++workload.dataset.num_files_train=24000 ++workload.train.epochs=1" ;;
+  esac
+}
+start_at() {
+  case $1 in
+    resnet50_h100) echo 8 ;; cosmoflow_h100) echo 2 ;; unet3d_h100) echo 1 ;; retinanet_b200) echo 8 ;;
+  esac
+}
+closed_threads() {
+  case $1 in
+    resnet50_h100|cosmoflow_h100) echo "++workload.reader.read_threads=1 ++workload.reader.computation_threads=1" ;;
+    *) echo "++workload.reader.read_threads=1" ;;
+  esac
+}
+
+echo "== dlio $(git -C "$REPO" rev-parse --short HEAD), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(date -u +%Y-%m-%d)"
+for workload in $WORKLOADS; do
+  data=$WORK/data/$workload
+  read -r -a size <<<"$(sized "$workload")"
+  common=(workload="$workload" "${size[@]}" ++workload.dataset.data_folder="$data"
+    ++workload.workflow.checkpoint=False ++workload.workflow.evaluation=False)
+  if [ ! -d "$data/train" ]; then
+    "$DLIO" generate --ranks "$(nproc)" "${common[@]}" ++workload.output.folder="$WORK/gen-$workload" \
+      > "$WORK/gen-$workload.log" 2>&1
+  fi
+  cat "$data"/train/* > /dev/null   # the data set in the page cache
+  for threads in yaml closed; do
+    extra=()
+    [ "$threads" = closed ] && read -r -a extra <<<"$(closed_threads "$workload")"
+    out=$WORK/out/$workload-$threads
+    rm -rf "$out"
+    "$DLIO" capacity --repeats "$REPEATS" --min "$(start_at "$workload")" --out "$out" \
+      "${common[@]}" "${extra[@]}" ++workload.workflow.generate_data=False > "$out.log" 2>&1 || {
+      echo "   $workload ($threads) failed:"; tail -5 "$out.log"; continue; }
+    python3 - "$out/capacity.json" "$workload" "$threads" <<'EOF'
+import json, sys
+report = json.load(open(sys.argv[1]))
+print(f"-- {sys.argv[2]} ({sys.argv[3]} threads): capacity {report['accelerators']} at AU >= "
+      f"{report['au_threshold_percentage']:.0f}%")
+for p in report["points"]:
+    rs = p["repeats"]
+    au = min(r["au_percentage"] for r in rs)
+    cpu = sum(r["cpu_ms_per_sample"] for r in rs) / len(rs)
+    rss = max(r["rss_per_rank_mib"] for r in rs)
+    mib = sum(r["read_mib_per_second"] for r in rs) / len(rs)
+    print(f"   {p['accelerators']:>4} accelerators: {len(rs)} run(s), lowest AU {au:6.2f}%, "
+          f"{mib:8.1f} MiB/s, CPU {cpu * 1000:7.1f} us/sample, RSS {rss:6.1f} MiB/rank, "
+          f"{'pass' if p['passed'] else 'FAIL'}")
+EOF
+  done
+  if [ "$REFERENCE" = 1 ] && [ -x "$VENV/bin/dlio_benchmark" ]; then
+    n=$(python3 -c "import json,sys; print(max(1, json.load(open(sys.argv[1]))['accelerators']))" "$WORK/out/$workload-closed/capacity.json")
+    ref=$WORK/ref-$workload
+    rm -rf "$ref"
+    /usr/bin/time -f "%U %S" -o "$ref.time" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+      mpirun --oversubscribe -np "$n" "$VENV/bin/dlio_benchmark" --config-dir "$REPO/crates/config/workloads/mlperf-v3" \
+      "${common[@]}" "${extra[@]}" ++workload.workflow.generate_data=False hydra.run.dir="$ref" \
+      > "$ref.log" 2>&1 || { echo "   Python DLIO at $n failed: $(tail -2 "$ref.log")"; continue; }
+    python3 -c "
+import json,sys; m=json.load(open(sys.argv[1]+'/summary.json'))['metric']
+print(f'   Python DLIO 2.0.0 at {sys.argv[2]} accelerators: AU {m[\"train_au_mean_percentage\"]:.2f}%')" "$ref" "$n"
+  fi
+  [ "$KEEP" = 1 ] || rm -rf "$data"
+done
