@@ -20,7 +20,7 @@ KEEP=${KEEP:-0}
 REFERENCE=${REFERENCE:-0}
 VENV=${DLIO_VENV:-/opt/dlio-reference/venv}
 WORKLOADS=${WORKLOADS:-"cosmoflow_h100 retinanet_b200 unet3d_h100 resnet50_h100"}
-mkdir -p "$WORK"
+mkdir -p "$WORK/out"
 
 cargo build --release --locked -p dlio --manifest-path "$REPO/Cargo.toml" >/dev/null 2>&1
 DLIO=$REPO/target/release/dlio

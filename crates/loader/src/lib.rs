@@ -28,6 +28,7 @@
 #![deny(missing_docs)]
 
 mod error;
+mod priority;
 mod reader;
 mod sleep;
 mod stop;
@@ -162,6 +163,7 @@ impl Loader {
             let handle = std::thread::Builder::new()
                 .name(format!("dlio-reader-{w}"))
                 .spawn(move || {
+                    priority::lower_this_thread();
                     while let Ok(work) = rx.recv() {
                         reader.run_epoch(&*storage, work);
                     }

@@ -175,6 +175,7 @@ impl StreamEpoch {
                 check_data_crc: options.check_data_crc,
             };
             threads.push(std::thread::spawn(move || {
+                crate::priority::lower_this_thread();
                 read_files(
                     &*storage, &files, read, command_rx, record_tx, &stop, &stats,
                 );
@@ -194,6 +195,7 @@ impl StreamEpoch {
             let files = Arc::clone(&files);
             let sample_out_bytes = output.sample_out_bytes;
             threads.push(std::thread::spawn(move || {
+                crate::priority::lower_this_thread();
                 parse_batches(&work_rx, &out_tx, &files, sample_out_bytes)
             }));
         }
@@ -209,6 +211,7 @@ impl StreamEpoch {
         // Without parsers, the assembler hands counted batches straight to the queue.
         let work = options.decode.then_some(work_tx);
         threads.push(std::thread::spawn(move || {
+            crate::priority::lower_this_thread();
             assembler.run(commands, records, work, out_tx, &stop_assembler, &cancel);
         }));
         StreamEpoch {
