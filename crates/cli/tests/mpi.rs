@@ -427,3 +427,52 @@ print("ok")
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `dlio capacity --launcher`: every point is N MPI processes of one rank each.
+#[test]
+fn capacity_under_a_launcher_runs_each_point_as_that_many_processes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("capacity");
+    let output = Command::new(dlio_path())
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .args(["capacity", "--repeats", "1", "--max", "2", "--launcher"])
+        .arg("mpirun --oversubscribe -np {n}")
+        .arg("--out")
+        .arg(&out)
+        .args([
+            "workload=default".to_string(),
+            format!(
+                "++workload.dataset.data_folder={}",
+                tmp.path().join("data").display()
+            ),
+            "++workload.dataset.num_files_train=16".into(),
+            "++workload.dataset.num_files_eval=0".into(),
+            "++workload.dataset.num_subfolders_train=0".into(),
+            "++workload.reader.batch_size=2".into(),
+            "++workload.train.epochs=1".into(),
+            "++workload.train.computation_time=0.01".into(),
+            "++workload.workflow.evaluation=False".into(),
+            "++workload.workflow.generate_data=True".into(),
+            "++workload.workflow.checkpoint=False".into(),
+        ])
+        .output()
+        .unwrap();
+    let out_text = check(output);
+    let stdout = String::from_utf8_lossy(&out_text.stdout);
+    assert!(stdout.contains("Capacity: >= 2 accelerators"), "{stdout}");
+    let report = json(&out.join("capacity.json"));
+    let points = report["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2, "{report:#}");
+    for (p, n) in points.iter().zip([1u64, 2]) {
+        assert_eq!(p["accelerators"], n);
+        let run = PathBuf::from(p["repeats"][0]["output"].as_str().unwrap());
+        let summary = json(&run.join("summary.json"));
+        assert_eq!(summary["num_accelerators"], n);
+        let processes = summary["dlio_rs"]["io_engine"]["per_process"]
+            .as_array()
+            .unwrap()
+            .len() as u64;
+        assert_eq!(processes, n, "one process per accelerator");
+    }
+}
