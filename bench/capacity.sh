@@ -25,12 +25,12 @@ mkdir -p "$WORK/out"
 cargo build --release --locked -p dlio --manifest-path "$REPO/Cargo.toml" >/dev/null 2>&1
 DLIO=$REPO/target/release/dlio
 
-# Reduced size (about 8 GiB each), run length and where the search starts, per workload.
+# Reduced size (about 8 GiB each; unet3d 15 GiB, so that 3 ranks get 5 steps an epoch), run length and where the search starts, per workload.
 sized() {
   case $1 in
     resnet50_h100) echo "++workload.dataset.num_files_train=320 ++workload.dataset.num_samples_per_file=250 ++workload.train.epochs=3" ;;
     cosmoflow_h100) echo "++workload.dataset.num_files_train=3000 ++workload.train.epochs=1" ;;
-    unet3d_h100) echo "++workload.dataset.num_files_train=56 ++workload.dataset.record_length_bytes_stdev=0 ++workload.train.epochs=4" ;;
+    unet3d_h100) echo "++workload.dataset.num_files_train=105 ++workload.dataset.record_length_bytes_stdev=0 ++workload.train.epochs=3" ;;
     retinanet_b200) echo "++workload.dataset.num_files_train=24000 ++workload.train.epochs=1" ;;
   esac
 }

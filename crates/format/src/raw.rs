@@ -2,10 +2,14 @@
 //! npz, npy, jpeg, png and hdf5 readers of the fork read every byte of a file and keep only
 //! the byte count, handing the training loop a preallocated dummy tensor. [`Undecoded`] wraps
 //! such a format: generation, names and sizes are the format's own, and its reader reads the
-//! whole file through the storage into one reused buffer at open (the bytes move once, from
-//! the storage into that buffer) and parses nothing. Sample `j` of an `n`-sample file is the
-//! `j`-th of `n` equal slices of the bytes read, so the byte totals a run reports are the
-//! bytes it moved.
+//! whole file through the storage at open and parses nothing. The bytes move once, from the
+//! storage into one reused buffer of [`CHUNK_BYTES`], in requests of that size: a buffer that
+//! stays in the CPU's cache copies about 3.5x faster than one of the file's size (page cache
+//! to user space on this project's VM: 8.3 GB/s in 4 MiB reads, 2.4 GB/s in one 146 MB read,
+//! unet3d's file size), and memory per reader no longer follows the file size. Sample `j` of
+//! an `n`-sample file has the length of the `j`-th of `n` equal slices of the file, so the byte
+//! totals a run reports are the bytes it moved; its content is zeros, as the fork hands the
+//! step a dummy whatever the file holds.
 //!
 //! With the fork's semantics a damaged file is therefore read, not refused: like the fork,
 //! this reader does not look inside.
@@ -16,7 +20,12 @@ use dlio_storage::{IoBuffer, Storage};
 
 use rustc_hash::FxHashMap;
 
+use crate::ranged::read_range;
 use crate::{FileKey, FileLayout, Format, FormatError, FormatReader};
+
+/// Bytes per request of a whole-file read (without `reader.transfer_size`, which splits
+/// requests further beneath this reader).
+pub const CHUNK_BYTES: usize = 4 << 20;
 
 /// A format whose reader reads whole files without decoding them.
 #[derive(Debug)]
@@ -60,25 +69,32 @@ impl Format for Undecoded {
             samples: u64::from(layout.samples.max(1)),
             open: FxHashMap::default(),
             spare: Vec::new(),
+            chunk: None,
+            zeros: Vec::new(),
         })
     }
 }
 
-/// Closed files' buffers kept for reuse (as the decoding whole-file reader keeps them).
+/// Closed files' states kept for reuse.
 const SPARE_BUFFERS: usize = 4;
 
-/// One open file: its bytes, and its path for error messages. Both allocations are recycled
-/// with the state, so a per-sample open allocates nothing once the reader is warm.
+/// One open file: its length, and its path for error messages (recycled with the state, so a
+/// per-sample open allocates nothing once the reader is warm).
 #[derive(Default)]
 struct OpenRaw {
     path: PathBuf,
-    buffer: Option<IoBuffer>,
+    len: u64,
 }
 
 struct UndecodedReader {
     samples: u64,
     open: FxHashMap<FileKey, OpenRaw>,
     spare: Vec<OpenRaw>,
+    /// Where every request lands, reused for every file.
+    chunk: Option<IoBuffer>,
+    /// What samples are handed out as: zeros of the largest sample so far, allocated zeroed
+    /// (pages the step never reads are never touched).
+    zeros: Vec<u8>,
 }
 
 impl UndecodedReader {
@@ -101,9 +117,12 @@ impl FormatReader for UndecodedReader {
             .remove(&key)
             .or_else(|| self.spare.pop())
             .unwrap_or_default();
-        if let Err(error) = crate::ranged::read_whole_file(storage, path, &mut state.buffer) {
-            self.recycle(state);
-            return Err(error);
+        match read_through(storage, path, &mut self.chunk) {
+            Ok(len) => state.len = len,
+            Err(error) => {
+                self.recycle(state);
+                return Err(error);
+            }
         }
         state.path.as_mut_os_string().clear();
         state.path.push(path);
@@ -117,7 +136,7 @@ impl FormatReader for UndecodedReader {
         key: FileKey,
         index: u32,
     ) -> Result<&[u8], FormatError> {
-        let OpenRaw { path, buffer } = self
+        let OpenRaw { path, len } = self
             .open
             .get(&key)
             .ok_or(FormatError::FileNotOpen { key })?;
@@ -129,11 +148,21 @@ impl FormatReader for UndecodedReader {
                 samples: self.samples,
             });
         }
-        let buffer: &[u8] = buffer.as_deref().unwrap_or_default();
-        let len = buffer.len() as u64;
-        let start = (len * index / self.samples) as usize;
-        let end = (len * (index + 1) / self.samples) as usize;
-        Ok(&buffer[start..end])
+        let len = u128::from(*len);
+        let (samples, index) = (u128::from(self.samples), u128::from(index));
+        let start = len * index / samples;
+        let end = len * (index + 1) / samples;
+        let sample = usize::try_from(end - start).map_err(|_| {
+            FormatError::unsupported(
+                format!("a sample of {} is larger than memory", path.display()),
+                "use smaller samples (record_length_bytes)",
+            )
+        })?;
+        if self.zeros.len() < sample {
+            // vec! of zeros asks the allocator for zeroed memory: no page is written here.
+            self.zeros = vec![0; sample];
+        }
+        Ok(&self.zeros[..sample])
     }
 
     fn close(&mut self, key: FileKey) {
@@ -178,6 +207,21 @@ mod tests {
         let moved = storage.counters().snapshot() - before;
         assert_eq!(moved.bytes_read, written);
         assert_eq!(total, written, "the samples partition the bytes read");
+        // A 4 KiB npz file is one request; a file of 2.5 chunks is three, through one buffer.
+        assert_eq!(moved.read_requests, 1);
+        let big = dir.path().join("big.npz");
+        std::fs::write(&big, vec![1u8; CHUNK_BYTES * 5 / 2]).unwrap();
+        let before = storage.counters().snapshot();
+        reader.open(&storage, 8, &big).unwrap();
+        let moved = storage.counters().snapshot() - before;
+        assert_eq!(
+            (moved.read_requests, moved.bytes_read),
+            (3, (CHUNK_BYTES * 5 / 2) as u64)
+        );
+        assert_eq!(
+            reader.read_sample(&storage, 8, 0).unwrap().len(),
+            CHUNK_BYTES * 5 / 8
+        );
         assert!(matches!(
             reader.read_sample(&storage, 7, 4),
             Err(FormatError::SampleOutOfRange { samples: 4, .. })
@@ -185,6 +229,24 @@ mod tests {
         // Junk is read, not refused: the fork does not look inside either.
         std::fs::write(&path, b"not an npz at all").unwrap();
         reader.open(&storage, 7, &path).unwrap();
-        assert_eq!(reader.read_sample(&storage, 7, 0).unwrap(), b"not ");
+        assert_eq!(reader.read_sample(&storage, 7, 0).unwrap(), [0u8; 4]);
     }
+}
+
+/// Reads every byte of `path` in requests of [`CHUNK_BYTES`] into `chunk`; returns the length.
+fn read_through(
+    storage: &dyn Storage,
+    path: &Path,
+    chunk: &mut Option<IoBuffer>,
+) -> Result<u64, FormatError> {
+    let mut handle = storage.open(path)?;
+    let len = handle.len();
+    let alignment = storage.capabilities().alignment;
+    let mut offset = 0u64;
+    while offset < len {
+        let n = (len - offset).min(CHUNK_BYTES as u64) as usize;
+        read_range(&mut *handle, chunk, alignment, offset, n)?;
+        offset += n as u64;
+    }
+    Ok(len)
 }
