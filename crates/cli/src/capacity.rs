@@ -17,6 +17,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -164,6 +165,7 @@ pub fn capacity(request: CapacityRequest) -> Result<ExitCode> {
         );
     }
     let target = load_target(&request)?;
+    forward_interrupts_to_children();
     std::fs::create_dir_all(&target.out)
         .with_context(|| format!("creating the capacity folder {}", target.out.display()))?;
     println!(
@@ -626,6 +628,26 @@ fn sanitize(word: &str) -> String {
         .collect()
 }
 
+/// The point's child running now (0: none), for [`forward_interrupts_to_children`].
+static RUNNING_CHILD: AtomicI32 = AtomicI32::new(0);
+
+/// Ctrl-C must end the search with a report, not kill it: the terminal sends SIGINT to the
+/// child as well, which writes its incomplete summary and exits 130, and this process then
+/// writes what it has. A SIGINT sent to this process alone is passed on to the running child.
+fn forward_interrupts_to_children() {
+    let _ = ctrlc::set_handler(|| {
+        let pid = RUNNING_CHILD.load(Ordering::SeqCst);
+        if pid > 0 {
+            // SAFETY: kill(2) takes two integers and touches no memory. `pid` still names our
+            // child: run_child clears it after the child has exited but before reaping it
+            // (waitid with WNOWAIT), and an unreaped child's pid cannot be reused.
+            unsafe {
+                libc::kill(pid, libc::SIGINT);
+            }
+        }
+    });
+}
+
 /// How a child ended.
 struct ChildRun {
     code: Option<i32>,
@@ -649,13 +671,38 @@ fn run_child(mut command: Command, log: &Path) -> Result<ChildRun> {
         .spawn()
         .with_context(|| format!("starting {:?}", command.get_program()))?;
     let pid = child.id() as libc::pid_t;
+    RUNNING_CHILD.store(pid, Ordering::SeqCst);
     let mut status: libc::c_int = 0;
     // SAFETY: an all-zero `rusage` is a valid value of that plain C struct (integers and
     // timevals), which wait4 overwrites.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // Wait for the exit without reaping, so that the pid cannot be reused while the Ctrl-C
+    // handler may still signal it; then reap it with its resource use.
     loop {
-        // SAFETY: `pid` is our own child, not yet reaped (std's `Child` reaps only in
-        // `wait`/`try_wait`, which are never called on it), and both pointers point to live
+        // SAFETY: an all-zero siginfo_t is a valid value of that plain C struct, which waitid
+        // overwrites; `pid` is our unreaped child.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `info` is a live local of the type waitid writes.
+        let waited = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        if waited == 0 {
+            break;
+        }
+        let error = std::io::Error::last_os_error();
+        if error.kind() != std::io::ErrorKind::Interrupted {
+            return Err(error).context("waiting for a point's run");
+        }
+    }
+    RUNNING_CHILD.store(0, Ordering::SeqCst);
+    loop {
+        // SAFETY: `pid` is our own child, exited and not yet reaped (std's `Child` reaps only
+        // in `wait`/`try_wait`, which are never called on it), and both pointers point to live
         // locals of the types wait4 writes.
         let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
         if reaped == pid {

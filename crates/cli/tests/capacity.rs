@@ -3,6 +3,7 @@
 mod common;
 
 use std::path::Path;
+use std::process::Command;
 use std::time::Instant;
 
 use common::{dlio, json, run_err, run_ok};
@@ -210,4 +211,42 @@ fn a_first_count_that_fails_is_bisected_below() {
         .map(|p| p["accelerators"].as_u64().unwrap())
         .collect();
     assert_eq!(counts, [2, 3, 4]);
+}
+
+#[test]
+fn an_interrupted_search_reports_the_points_it_finished_and_exits_130() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("capacity");
+    let mut child = dlio()
+        .args(["capacity", "--repeats", "1", "--out"])
+        .arg(&out)
+        .args(throttled_workload(tmp.path()))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait for the first point (1 accelerator, about 5 s at the cap) to have started its run.
+    let first_log = out.join("points/accelerators-1/repeat-1/dlio.log");
+    let started = Instant::now();
+    while !std::fs::read_to_string(&first_log).is_ok_and(|t| t.contains("Starting epoch")) {
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "the first point never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // SIGINT to the search alone (not its process group): it must pass it on and report.
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    let report = json(&out.join("capacity.json"));
+    assert_eq!(report["accelerators"], 0, "{report:#}");
+    assert_eq!(report["points"].as_array().unwrap().len(), 0, "{report:#}");
+    // The interrupted run left a summary marked incomplete, as every interrupted run does.
+    let summary = json(&out.join("points/accelerators-1/repeat-1/summary.json"));
+    assert_eq!(summary["dlio_rs"]["complete"], false);
 }
