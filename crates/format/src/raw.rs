@@ -172,6 +172,24 @@ impl FormatReader for UndecodedReader {
     }
 }
 
+/// Reads every byte of `path` in requests of [`CHUNK_BYTES`] into `chunk`; returns the length.
+fn read_through(
+    storage: &dyn Storage,
+    path: &Path,
+    chunk: &mut Option<IoBuffer>,
+) -> Result<u64, FormatError> {
+    let mut handle = storage.open(path)?;
+    let len = handle.len();
+    let alignment = storage.capabilities().alignment;
+    let mut offset = 0u64;
+    while offset < len {
+        let n = (len - offset).min(CHUNK_BYTES as u64) as usize;
+        read_range(&mut *handle, chunk, alignment, offset, n)?;
+        offset += n as u64;
+    }
+    Ok(len)
+}
+
 #[cfg(test)]
 mod tests {
     use dlio_config::{Compression, ElementType, FormatKind};
@@ -231,22 +249,4 @@ mod tests {
         reader.open(&storage, 7, &path).unwrap();
         assert_eq!(reader.read_sample(&storage, 7, 0).unwrap(), [0u8; 4]);
     }
-}
-
-/// Reads every byte of `path` in requests of [`CHUNK_BYTES`] into `chunk`; returns the length.
-fn read_through(
-    storage: &dyn Storage,
-    path: &Path,
-    chunk: &mut Option<IoBuffer>,
-) -> Result<u64, FormatError> {
-    let mut handle = storage.open(path)?;
-    let len = handle.len();
-    let alignment = storage.capabilities().alignment;
-    let mut offset = 0u64;
-    while offset < len {
-        let n = (len - offset).min(CHUNK_BYTES as u64) as usize;
-        read_range(&mut *handle, chunk, alignment, offset, n)?;
-        offset += n as u64;
-    }
-    Ok(len)
 }
