@@ -725,10 +725,13 @@ fn settle_after_generation(config: &Config, log: &RunLog, stop: &StopSignal) {
 
 /// Features whose issues are not built yet: refuse clearly rather than ignore the setting.
 fn refuse_unbuilt(config: &Config) -> Result<()> {
-    if config.workflow.profiling {
+    // `profiler: none` is upstream's no-op profiler: profiling on, nothing started.
+    if config.workflow.profiling && config.profiling.profiler != dlio_config::Profiler::None {
         bail!(
-            "workflow.profiling is True, but this version of dlio has no profiler integration yet; \
-             run with ++workload.workflow.profiling=False (iostat can be run beside dlio)"
+            "workflow.profiling is True with profiling.profiler {}, but this version of dlio \
+             has no profiler integration yet; run with ++workload.workflow.profiling=False or \
+             ++workload.profiling.profiler=none (iostat can be run beside dlio)",
+            config.profiling.profiler.as_str()
         );
     }
     match config.storage.storage_type {

@@ -526,3 +526,30 @@ fn python_only_settings_are_said_to_have_no_effect() {
         "{stderr}"
     );
 }
+
+#[test]
+fn profiling_with_profiler_none_runs_and_other_profilers_are_refused_by_name() {
+    // Upstream's `profiler: none` is a no-op profiler: `workflow.profiling: True` then runs.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args = small(tmp.path(), 4, 2);
+    args.push("++workload.workflow.profiling=True".into());
+    args.push("++workload.workflow.generate_data=True".into());
+    let none = run_ok(
+        dlio()
+            .arg("run")
+            .args(&args)
+            .arg("++workload.profiling.profiler=none"),
+    );
+    assert!(none.status.success());
+    assert!(tmp.path().join("out/summary.json").exists());
+    let err = run_err(
+        dlio()
+            .arg("run")
+            .args(&args)
+            .arg("++workload.profiling.profiler=darshan"),
+    );
+    assert!(
+        err.contains("profiling.profiler darshan") && err.contains("profiler=none"),
+        "{err}"
+    );
+}

@@ -948,6 +948,18 @@ pub enum Profiler {
     None,
 }
 
+impl Profiler {
+    /// The YAML spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Profiler::Iostat => "iostat",
+            Profiler::Darshan => "darshan",
+            Profiler::Tensorboard => "tensorboard",
+            Profiler::None => "none",
+        }
+    }
+}
+
 /// `reader.multiprocessing_context`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
