@@ -64,6 +64,10 @@ fn traced_run(tmp: &Path) -> (PathBuf, PathBuf) {
         "++workload.train.computation_time=0.1",
         "++workload.workflow.checkpoint=True",
         "++workload.checkpoint.epochs_between_checkpoints=1",
+        &format!(
+            "++workload.checkpoint.checkpoint_folder={}",
+            tmp.join("checkpoints").display()
+        ),
         "++workload.model.name=tiny",
         "++workload.model.model_size_bytes=1000000",
     ])));
@@ -77,7 +81,14 @@ fn traced_run(tmp: &Path) -> (PathBuf, PathBuf) {
     (out, traces)
 }
 
+/// Runs a tool and returns what it printed. A tool run from no folder of its own runs in a
+/// scratch folder, so that whatever it leaves in its working directory (dftracer-utils writes
+/// `dft.log`) never lands in the source tree.
 fn output(cmd: &mut Command) -> String {
+    let scratch = tempfile::tempdir().unwrap();
+    if cmd.get_current_dir().is_none() {
+        cmd.current_dir(scratch.path());
+    }
     let out = cmd.output().expect("the tool starts");
     let text = format!(
         "{}{}",
