@@ -186,14 +186,11 @@ pub fn capacity(request: CapacityRequest) -> Result<ExitCode> {
             };
             Ok((accelerators, capped, sweep))
         });
-    let interrupted = match &outcome {
-        Err(e) if e.downcast_ref::<Interrupted>().is_some() => true,
-        Err(_) => false,
-        Ok(_) => false,
-    };
-    let (accelerators, capped, sweep) = match outcome {
-        Ok(found) => found,
-        Err(_) if interrupted => (prober.largest_pass(), false, Vec::new()),
+    let (accelerators, capped, sweep, interrupted) = match outcome {
+        Ok((accelerators, capped, sweep)) => (accelerators, capped, sweep, false),
+        Err(e) if e.downcast_ref::<Interrupted>().is_some() => {
+            (prober.largest_pass(), false, Vec::new(), true)
+        }
         Err(e) => return Err(e),
     };
     let sweep_best = best_variant(&sweep);
@@ -274,12 +271,7 @@ fn prepare_dataset(request: &CapacityRequest, target: &Target) -> Result<()> {
         "++workload.output.folder={}",
         target.out.join("generate").display()
     ));
-    let run = run_child(command, &log)?;
-    match run.code {
-        Some(0) => Ok(()),
-        Some(code) if code == i32::from(EXIT_INTERRUPTED) => Err(Interrupted.into()),
-        _ => Err(child_failed("generating the dataset", &log)),
-    }
+    run_child(command, &log)?.succeeded("generating the dataset", &log)
 }
 
 fn add_config_flags(command: &mut Command, request: &CapacityRequest) {
@@ -407,16 +399,7 @@ impl<'a> Prober<'a> {
         command.arg(format!("++workload.output.folder={}", output.display()));
         let log = output.join("dlio.log");
         let run = run_child(command, &log)?;
-        match run.code {
-            Some(0) => {}
-            Some(code) if code == i32::from(EXIT_INTERRUPTED) => return Err(Interrupted.into()),
-            _ => {
-                return Err(child_failed(
-                    &format!("the run at {accelerators} accelerators"),
-                    &log,
-                ));
-            }
-        }
+        run.succeeded(&format!("the run at {accelerators} accelerators"), &log)?;
         let summary_path = output.join("summary.json");
         let summary: Value = serde_json::from_slice(
             &std::fs::read(&summary_path)
@@ -654,6 +637,18 @@ struct ChildRun {
     cpu_seconds: f64,
     peak_rss_kib: u64,
     wall_seconds: f64,
+}
+
+impl ChildRun {
+    /// Ok when the child exited 0; [`Interrupted`] when Ctrl-C ended it; else the error for
+    /// `what`, with the end of its `log`.
+    fn succeeded(&self, what: &str, log: &Path) -> Result<()> {
+        match self.code {
+            Some(0) => Ok(()),
+            Some(code) if code == i32::from(EXIT_INTERRUPTED) => Err(Interrupted.into()),
+            _ => Err(child_failed(what, log)),
+        }
+    }
 }
 
 /// Runs `command` with its output in `log` and returns its exit code and its own resource

@@ -88,7 +88,7 @@ pub(crate) fn page_cache_verdict(processes: &[(Value, u64)]) -> (Value, Option<S
     const GIB: f64 = (1u64 << 30) as f64;
     let names: Vec<String> = seen.keys().map(|(_, d)| d.clone()).collect();
     let figures = format!(
-        "the storage devices ({}) delivered {:.2} GiB of the {:.2} GiB read",
+        "The storage devices ({}) delivered {:.2} GiB of the {:.2} GiB read",
         names.join(", "),
         delivered as f64 / GIB,
         bytes_read as f64 / GIB
@@ -100,17 +100,9 @@ pub(crate) fn page_cache_verdict(processes: &[(Value, u64)]) -> (Value, Option<S
              set of at least 5x the host memory)",
             cached * 100.0
         );
-        (section, Some(capitalise(&line)), true)
+        (section, Some(line), true)
     } else {
-        (section, Some(capitalise(&figures)), false)
-    }
-}
-
-fn capitalise(text: &str) -> String {
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(c) => c.to_uppercase().chain(chars).collect(),
-        None => String::new(),
+        (section, Some(figures), false)
     }
 }
 
