@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
+use dlio_storage::PathTable;
 use dlio_trainer::CrossProcess;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -137,6 +138,26 @@ impl Cluster {
             };
             let bytes = mpi_link::broadcast_bytes(bytes);
             serde_json::from_slice(&bytes).context("decoding a broadcast from process 0")
+        }
+        #[cfg(not(feature = "mpi"))]
+        unreachable!("several processes need the mpi feature")
+    }
+
+    /// Process 0's table, on every process: sent as the table's own bytes
+    /// ([`PathTable::encode`]), as a JSON list of ten million paths would be three times the size.
+    pub fn broadcast_table(&self, root: impl FnOnce() -> PathTable) -> Result<PathTable> {
+        if self.processes == 1 {
+            return Ok(root());
+        }
+        #[cfg(feature = "mpi")]
+        {
+            let bytes = if self.is_root() {
+                root().encode()
+            } else {
+                Vec::new()
+            };
+            PathTable::decode(&mpi_link::broadcast_bytes(bytes))
+                .context("decoding the file list process 0 broadcast")
         }
         #[cfg(not(feature = "mpi"))]
         unreachable!("several processes need the mpi feature")

@@ -153,6 +153,48 @@ fn bytes_read_equal_the_bytes_of_the_files_the_plan_touched() {
 }
 
 #[test]
+fn skip_listing_reads_the_computed_names_and_refuses_a_missing_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args = small(tmp.path(), 12, 4);
+    args.push("++workload.dataset.num_subfolders_train=3".into());
+    run_ok(
+        dlio()
+            .arg("generate")
+            .args(&args)
+            .arg("++workload.dataset.num_files_eval=0"),
+    );
+    // An unrelated file in a subfolder: listing would skip it by its extension; the computed
+    // names never see it.
+    std::fs::write(tmp.path().join("data/train/0/notes.txt"), b"x").unwrap();
+    let mut skipping = args.clone();
+    skipping.push("++workload.dataset.skip_listing=True".into());
+    skipping.push("++workload.dataset.listing_validation_interval=5".into());
+    run_ok(dlio().arg("run").args(&skipping));
+    let files = files_with_ext(&tmp.path().join("data/train"), "npz");
+    assert_eq!(files.len(), 12);
+    let on_disk: u64 = files.iter().map(|f| f.metadata().unwrap().len()).sum();
+    let summary = json(&tmp.path().join("out/summary.json"));
+    assert_eq!(summary["num_files_train"], 12);
+    assert_eq!(summary["dlio_rs"]["bytes_read"].as_u64().unwrap(), on_disk);
+    assert_eq!(
+        summary["dlio_rs"]["memory_check"]["dataset_bytes"].as_u64(),
+        Some(on_disk)
+    );
+    assert_eq!(
+        summary["dlio_rs"]["memory_check"]["dataset_bytes_from_files"],
+        12
+    );
+    // File 10 is checked (every 5th: 0, 5, 10, and the last); its absence is named.
+    let missing = tmp.path().join("data/train/1/img_10_of_12.npz");
+    std::fs::remove_file(&missing).unwrap();
+    let err = run_err(dlio().arg("run").args(&skipping));
+    assert!(
+        err.contains(&missing.display().to_string()) && err.contains("skip_listing=False"),
+        "{err}"
+    );
+}
+
+#[test]
 fn uneven_samples_on_three_ranks_finish_with_equal_steps() {
     for (files, batch) in [(13u64, 4u64), (24, 4), (25, 4), (145, 16)] {
         let tmp = tempfile::tempdir().unwrap();

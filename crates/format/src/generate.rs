@@ -231,13 +231,19 @@ fn existing_sizes(
         };
         match listed {
             Ok(entries) => {
-                // `list(".")` yields "./name"; key by the same spelling as the job's paths.
-                sizes.extend(
-                    entries
-                        .into_iter()
-                        .filter(|e| !e.is_dir)
-                        .map(|e| (dir.join(file_name(&e.path)), e.len)),
-                );
+                for entry in entries.into_iter().filter(|e| !e.is_dir) {
+                    let len = match entry.len {
+                        Some(len) => len,
+                        None => match storage.size(&entry.path) {
+                            Ok(Some(len)) => len,
+                            // Gone since the listing, or not a regular file: not one of ours.
+                            Ok(None) | Err(StorageError::NotAFile { .. }) => continue,
+                            Err(error) => return Err(error.into()),
+                        },
+                    };
+                    // `list(".")` yields "./name"; key by the same spelling as the job's paths.
+                    sizes.insert(dir.join(file_name(&entry.path)), len);
+                }
             }
             Err(StorageError::NotFound { .. }) => {}
             Err(error) => return Err(error.into()),

@@ -113,7 +113,7 @@ pub use forward::ForwardStorage;
 pub use histogram::{LatencyBuckets, LatencySnapshot};
 pub use metered::{IoCounters, IoCountersSnapshot, Metered};
 pub use mmap::MmapStorage;
-pub use path_table::PathTable;
+pub use path_table::{PathTable, PathTableBuilder};
 pub use posix::PosixStorage;
 pub use s3::{S3_PART_BYTES, S3Settings, S3Storage};
 pub use split::SplitReads;
@@ -143,8 +143,10 @@ pub struct DirEntry {
     pub path: PathBuf,
     /// True for a directory (or a common prefix, on object stores).
     pub is_dir: bool,
-    /// Size in bytes (0 for directories).
-    pub len: u64,
+    /// Size in bytes where the listing tells it without a request per entry (object stores;
+    /// 0 for a prefix); `None` on POSIX, where it would cost a `stat` of every entry (half
+    /// the time of listing a million files): ask [`Storage::size`] for the entries that need it.
+    pub len: Option<u64>,
 }
 
 /// One positional read request for [`ReadHandle::read_batch`].

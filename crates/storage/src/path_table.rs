@@ -32,22 +32,11 @@ pub struct PathTable {
 impl PathTable {
     /// The paths, in order.
     pub fn new<P: AsRef<Path>>(paths: impl IntoIterator<Item = P>) -> PathTable {
-        let mut bytes = vec![0u8];
-        let mut starts = Vec::new();
-        let mut nul_inside = false;
+        let mut builder = PathTableBuilder::default();
         for path in paths {
-            let raw = path.as_ref().as_os_str().as_bytes();
-            nul_inside |= raw.contains(&0);
-            starts.push(bytes.len());
-            bytes.extend_from_slice(raw);
-            bytes.push(0);
+            builder.push(path.as_ref());
         }
-        starts.push(bytes.len());
-        PathTable {
-            bytes: bytes.into_boxed_slice(),
-            starts: starts.into_boxed_slice(),
-            nul_inside,
-        }
+        builder.finish()
     }
 
     /// Number of paths.
@@ -91,6 +80,103 @@ impl PathTable {
         // hands out, so a slice of them with a NUL just before and just after it is a whole
         // entry: a part of an entry (a prefix, suffix or middle) misses a NUL on some side.
         self.bytes[at - 1] == 0 && self.bytes[at + raw.len()] == 0
+    }
+}
+
+/// Builds a [`PathTable`] one path at a time, for paths made in a reused buffer (ten million
+/// generated names, without an allocation each).
+#[derive(Debug)]
+pub struct PathTableBuilder {
+    bytes: Vec<u8>,
+    starts: Vec<usize>,
+    nul_inside: bool,
+}
+
+impl Default for PathTableBuilder {
+    fn default() -> PathTableBuilder {
+        PathTableBuilder {
+            bytes: vec![0u8],
+            starts: Vec::new(),
+            nul_inside: false,
+        }
+    }
+}
+
+impl PathTableBuilder {
+    /// Appends `path` as the next entry.
+    pub fn push(&mut self, path: &Path) {
+        let raw = path.as_os_str().as_bytes();
+        self.nul_inside |= raw.contains(&0);
+        self.starts.push(self.bytes.len());
+        self.bytes.extend_from_slice(raw);
+        self.bytes.push(0);
+    }
+
+    /// The table of the paths pushed so far, in order.
+    pub fn finish(mut self) -> PathTable {
+        self.starts.push(self.bytes.len());
+        PathTable {
+            bytes: self.bytes.into_boxed_slice(),
+            starts: self.starts.into_boxed_slice(),
+            nul_inside: self.nul_inside,
+        }
+    }
+}
+
+impl PathTable {
+    /// The table as bytes, for sending it to other processes ([`PathTable::decode`]): the
+    /// paths between their NUL separators as they are stored (a million 40-byte paths are
+    /// 41 MB), followed by the entry starts only when some path holds a NUL itself.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(1 + self.bytes.len());
+        if self.nul_inside {
+            out.push(1);
+            out.extend_from_slice(&(self.starts.len() as u64).to_le_bytes());
+            for start in &self.starts {
+                out.extend_from_slice(&(*start as u64).to_le_bytes());
+            }
+        } else {
+            out.push(0);
+        }
+        out.extend_from_slice(&self.bytes);
+        out
+    }
+
+    /// The table [`PathTable::encode`] wrote; `None` when `encoded` is not such an encoding.
+    pub fn decode(encoded: &[u8]) -> Option<PathTable> {
+        let (&tag, rest) = encoded.split_first()?;
+        let (starts, bytes): (Vec<usize>, &[u8]) = match tag {
+            0 => {
+                // Every NUL but the last starts an entry.
+                let starts = rest
+                    .iter()
+                    .enumerate()
+                    .filter(|&(_, &b)| b == 0)
+                    .map(|(i, _)| i + 1)
+                    .collect();
+                (starts, rest)
+            }
+            1 => {
+                let count = u64::from_le_bytes(rest.get(..8)?.try_into().ok()?) as usize;
+                let table = rest.get(8..8 + count.checked_mul(8)?)?;
+                let starts = table
+                    .chunks_exact(8)
+                    .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")) as usize)
+                    .collect();
+                (starts, &rest[8 + count * 8..])
+            }
+            _ => return None,
+        };
+        let well_formed = bytes.first() == Some(&0)
+            && bytes.last() == Some(&0)
+            && starts.first() == Some(&1)
+            && starts.last() == Some(&bytes.len())
+            && starts.windows(2).all(|w| w[0] < w[1]);
+        well_formed.then(|| PathTable {
+            bytes: bytes.into(),
+            starts: starts.into_boxed_slice(),
+            nul_inside: tag == 1,
+        })
     }
 }
 
@@ -175,6 +261,27 @@ mod tests {
         assert!(!t.holds(&other[0]));
         // An empty path from anywhere is not an entry.
         assert!(!t.holds(Path::new("")));
+    }
+
+    #[test]
+    fn encodes_and_decodes_itself() {
+        for t in [
+            table(),
+            PathTable::default(),
+            PathTable::new([Path::new("a"), Path::new(OsStr::from_bytes(b"b\0c"))]),
+            PathTable::new(["", "y"]),
+        ] {
+            let encoded = t.encode();
+            assert_eq!(PathTable::decode(&encoded), Some(t.clone()));
+        }
+        assert_eq!(
+            table().encode().len(),
+            1 + "/data/train/img_1.npy/data/train/img_22.npyx".len() + 4
+        );
+        assert_eq!(PathTable::decode(b""), None);
+        assert_eq!(PathTable::decode(b"\x02\0"), None);
+        assert_eq!(PathTable::decode(b"\0a"), None);
+        assert_eq!(PathTable::decode(b"\x01\x05"), None);
     }
 
     #[test]

@@ -572,12 +572,12 @@ impl Storage for S3Storage {
             .map(|p| DirEntry {
                 path: dir.join(name(p)),
                 is_dir: true,
-                len: 0,
+                len: Some(0),
             })
             .chain(listing.objects.iter().map(|o| DirEntry {
                 path: dir.join(name(&o.location)),
                 is_dir: false,
-                len: o.size,
+                len: Some(o.size),
             }))
             .collect();
         entries.sort_by(|a, b| a.path.cmp(&b.path));

@@ -174,7 +174,7 @@ fn list_is_sorted_and_reports_sizes_and_directories() {
 
     let entries = storage.list(dir.path()).unwrap();
 
-    let summary: Vec<(String, bool, u64)> = entries
+    let summary: Vec<(String, bool, Option<u64>)> = entries
         .iter()
         .map(|e| {
             (
@@ -187,10 +187,10 @@ fn list_is_sorted_and_reports_sizes_and_directories() {
     assert_eq!(
         summary,
         [
-            ("a.npz".to_string(), false, 6),
-            ("b.npz".to_string(), false, 6),
-            ("c.npz".to_string(), false, 6),
-            ("sub".to_string(), true, 0),
+            ("a.npz".to_string(), false, None),
+            ("b.npz".to_string(), false, None),
+            ("c.npz".to_string(), false, None),
+            ("sub".to_string(), true, None),
         ]
     );
     assert_eq!(entries[0].path, dir.path().join("a.npz"));

@@ -142,7 +142,7 @@ fn a_dataset_and_a_checkpoint_live_in_a_bucket_and_read_back_identically() {
             .path()
             .join("npz")
             .join(entry.path.file_name().unwrap());
-        assert_eq!(entry.len, std::fs::metadata(local).unwrap().len());
+        assert_eq!(entry.len, Some(std::fs::metadata(local).unwrap().len()));
     }
     assert!(matches!(
         storage.list(Path::new("s3://dlio-data/missing")),
