@@ -692,9 +692,12 @@ impl RecordStream {
     }
 
     /// Makes at least `want` unconsumed bytes available (fewer at the end of the file), reading
-    /// whole `transfer_size` requests. The window holds four requests (or one record and one
-    /// request, if more), reads land at its end, and the unconsumed bytes (less than one
-    /// record) move to its front only when a request no longer fits behind them.
+    /// whole `transfer_size` requests. The window holds one request beyond the record being
+    /// cut, reads land at its end, and the unconsumed bytes (less than one record) move to its
+    /// front when a request no longer fits behind them. A larger window moves fewer bytes but
+    /// costs more in the kernel's copy: every stream of every rank writes its whole window in
+    /// turn, and with four requests per window 24 ranks of 8 streams spent 20% more system
+    /// time (resnet50_h100, bench/capacity.sh) than with one.
     fn fill(&mut self, want: usize) -> Result<(), FormatError> {
         while self.end - self.start < want && self.next_read < self.handle.len() {
             let n = self.transfer.min(
@@ -708,7 +711,7 @@ impl RecordStream {
                     self.end -= self.start;
                     self.start = 0;
                 }
-                let room = (4 * self.transfer).max(want + self.transfer);
+                let room = want + self.transfer;
                 if self.window.len() < room.max(self.end + len) {
                     self.window.resize(room.max(self.end + len), 0);
                 }

@@ -9,7 +9,9 @@
 //!   cycle, ...` front to back in `transfer_size` requests ([`RecordStream`]), checking the
 //!   framing of every record (and its data CRC when `reader.tfrecord_check_crc` says so). A
 //!   file that enters the stream is read to its end. Records go to the assembler in chunks of
-//!   [`CHUNK_RECORDS`], so a hand-off (a wake-up) is paid per chunk, not per record.
+//!   up to [`CHUNK_RECORDS`] ([`chunk_records`]), so a hand-off (a wake-up) is paid per chunk,
+//!   not per record, and the readers of a rank run ahead by a bounded number of records
+//!   whatever their number.
 //! - one assembler: takes records from the files of one group of `cycle` files at a time,
 //!   one from each in turn (the interleave), passes them through the shuffle buffer, keeps every
 //!   `P`-th one when the rank shards records, and cuts batches.
@@ -105,8 +107,19 @@ impl StreamOptions {
 /// Records a reader hands the assembler at once (at most; a file's last chunk may be shorter).
 const CHUNK_RECORDS: usize = 8;
 
+/// Records all readers of a rank hand over at once, together: a reader's chunk is this many
+/// records shared by the `cycle` readers (at least 1, at most [`CHUNK_RECORDS`]), so that how far
+/// the readers run ahead of the interleave does not grow with `read_threads`. What they read
+/// ahead at an epoch's start delays every rank's first batch, when all ranks start together.
+const RANK_CHUNK_RECORDS: usize = 16;
+
+/// The records a reader hands over at once when `cycle` readers share the rank's interleave.
+fn chunk_records(cycle: usize) -> usize {
+    (RANK_CHUNK_RECORDS / cycle.max(1)).clamp(1, CHUNK_RECORDS)
+}
+
 /// Chunks a reader may have waiting for the assembler: with the chunk being filled, a reader
-/// is at most 24 records ahead of the interleave, as tf.data's per-file buffers keep it.
+/// is at most three chunks ahead of the interleave (24 records for one reader, 6 each for 8).
 const CHUNKS_AHEAD: usize = 2;
 
 /// What a file reader hands the assembler.
@@ -170,6 +183,7 @@ impl StreamEpoch {
             let stop = Arc::clone(&stop);
             let stats = Arc::clone(&stats);
             let read = ReadOptions {
+                chunk_records: chunk_records(cycle),
                 transfer: options.transfer_size,
                 decode: options.decode,
                 check_data_crc: options.check_data_crc,
@@ -253,6 +267,8 @@ impl StreamEpoch {
 /// How a file reader reads.
 #[derive(Debug, Clone, Copy)]
 struct ReadOptions {
+    /// Records per hand-over ([`chunk_records`]).
+    chunk_records: usize,
     transfer: usize,
     decode: bool,
     check_data_crc: bool,
@@ -291,7 +307,7 @@ fn read_files(
             }
         };
         let mut index = 0u64;
-        let mut chunk = Vec::with_capacity(CHUNK_RECORDS);
+        let mut chunk = Vec::with_capacity(read.chunk_records);
         loop {
             if stop.load(Ordering::Relaxed) {
                 break 'files;
@@ -328,8 +344,9 @@ fn read_files(
                     hist.record_duration(started.elapsed());
                     chunk.push(record);
                     index += 1;
-                    if chunk.len() == CHUNK_RECORDS {
-                        let full = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK_RECORDS));
+                    if chunk.len() == read.chunk_records {
+                        let full =
+                            std::mem::replace(&mut chunk, Vec::with_capacity(read.chunk_records));
                         if out.send(FromReader::Records(full, false)).is_err() {
                             break 'files;
                         }
