@@ -246,7 +246,8 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// [`WriteHandle::commit`]; an existing file at `path` is replaced at commit.
     fn create(&self, path: &Path) -> Result<Box<dyn WriteHandle>, StorageError>;
 
-    /// Lists the direct children of `dir`, sorted by path.
+    /// Lists the direct children of `dir`, sorted by path, without a request per entry (see
+    /// [`DirEntry::len`]).
     fn list(&self, dir: &Path) -> Result<Vec<DirEntry>, StorageError>;
 
     /// Size of the file at `path`, or `None` when nothing is there.
