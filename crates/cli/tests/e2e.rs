@@ -195,6 +195,45 @@ fn skip_listing_reads_the_computed_names_and_refuses_a_missing_one() {
 }
 
 #[test]
+fn tensorflow_with_no_read_threads_reads_on_one_as_dlio_does() {
+    // Each 64 KiB sample takes 0.1 s on a throttled engine, each step computes 0.2 s: read in
+    // line (PyTorch's read_threads 0), a step waits for its read (AU about 67%); read by one
+    // thread (tf.data, which DLIO raises from 0 to 1), the read hides behind the compute.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args = small(tmp.path(), 8, 1);
+    args.push("++workload.dataset.record_length_bytes=65536".into());
+    args.push("++workload.dataset.record_length_bytes_stdev=0".into());
+    run_ok(dlio().arg("generate").args(&args));
+    args.push("++workload.reader.read_threads=0".into());
+    args.push("++workload.train.computation_time=0.2".into());
+    args.push("++workload.storage.read_bytes_per_second=655360".into());
+    let au = |loader: &str| {
+        let out = run_ok(
+            dlio()
+                .arg("run")
+                .args(&args)
+                .arg(format!("++workload.reader.data_loader={loader}"))
+                .arg(format!("++workload.framework={loader}")),
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let summary = json(&tmp.path().join("out/summary.json"));
+        let au = summary["metric"]["train_au_mean_percentage"]
+            .as_f64()
+            .unwrap();
+        (au, stderr)
+    };
+    let (tf_au, tf_log) = au("tensorflow");
+    assert!(
+        tf_log.contains("the tensorflow data loader does not take; 1 is used"),
+        "{tf_log}"
+    );
+    assert!(tf_au > 85.0, "tensorflow AU {tf_au}");
+    let (torch_au, torch_log) = au("pytorch");
+    assert!(!torch_log.contains("1 is used"), "{torch_log}");
+    assert!(torch_au < 80.0, "pytorch AU {torch_au}");
+}
+
+#[test]
 fn uneven_samples_on_three_ranks_finish_with_equal_steps() {
     for (files, batch) in [(13u64, 4u64), (24, 4), (25, 4), (145, 16)] {
         let tmp = tempfile::tempdir().unwrap();
