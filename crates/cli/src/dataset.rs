@@ -102,7 +102,7 @@ impl FileNames {
         path.clear();
         path.push(&self.dir);
         if self.subfolders > 1 {
-            let width = self.subfolders.to_string().len();
+            let width = digits(self.subfolders);
             self.name.clear();
             let _ = write!(self.name, "{:0width$}", index % self.subfolders);
             path.push(&self.name);

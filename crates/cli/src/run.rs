@@ -352,6 +352,7 @@ fn drive(
         &*storage,
         &train_files,
         dataset::smallest_complete_file(config),
+        SIZED_FILES_AT_MOST,
     )?;
     let data_bytes = data_size.bytes;
     let memory = dlio_storage::memory_check(data_bytes);
@@ -1320,17 +1321,9 @@ struct DatasetSize {
 }
 
 /// The training files' total size (missing files count as empty), from every file's size or,
-/// for more than [`SIZED_FILES_AT_MOST`] files, extrapolated from that many spread evenly over
-/// the list. Refuses a sized file below `floor` (a truncated file).
+/// for more than `at_most` files ([`SIZED_FILES_AT_MOST`] in a run), extrapolated from that
+/// many spread evenly over the list. Refuses a sized file below `floor` (a truncated file).
 fn dataset_bytes(
-    storage: &dyn Storage,
-    files: &PathTable,
-    floor: Option<u64>,
-) -> Result<DatasetSize> {
-    dataset_bytes_sizing(storage, files, floor, SIZED_FILES_AT_MOST)
-}
-
-fn dataset_bytes_sizing(
     storage: &dyn Storage,
     files: &PathTable,
     floor: Option<u64>,
@@ -1394,13 +1387,13 @@ mod dataset_size_tests {
         }
         let table = PathTable::new(&paths);
         let storage = dlio_storage::PosixStorage::new();
-        let all = dataset_bytes_sizing(&storage, &table, None, 64).unwrap();
+        let all = dataset_bytes(&storage, &table, None, 64).unwrap();
         assert_eq!((all.bytes, all.sized_files), (4500, 10));
         // Five of ten: files 0, 2, 4, 6, 8 (100 + 300 + 500 + 700 + 900), times two.
-        let some = dataset_bytes_sizing(&storage, &table, None, 5).unwrap();
+        let some = dataset_bytes(&storage, &table, None, 5).unwrap();
         assert_eq!((some.bytes, some.sized_files), (5000, 5));
         // A sized file below the floor is refused by name.
-        let err = dataset_bytes_sizing(&storage, &table, Some(250), 5).unwrap_err();
+        let err = dataset_bytes(&storage, &table, Some(250), 5).unwrap_err();
         assert!(err.to_string().contains("f0 is 100 bytes"), "{err}");
     }
 }
