@@ -1,7 +1,7 @@
 //! One reader thread's work: read the samples of the batches it owns, in order.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use dlio_config::{ReadType, Sampler};
 use dlio_format::{FileKey, Format, FormatReader};
@@ -34,6 +34,8 @@ pub(crate) struct SampleReader {
     tracer: Tracer,
     /// `data.item` with its `epoch` and `image_idx` keys, looked up once.
     item_span: PreparedSpan<2>,
+    /// `data.preprocess`, recorded after each sample; `None` for the synthetic format.
+    preprocess_span: Option<PreparedSpan<2>>,
     /// Size of each sample handed to the loop, when resized (see `LoaderSpec`).
     pub(crate) sample_out_bytes: Option<usize>,
     /// The batch the resized samples are copied into; allocated once, reused.
@@ -88,6 +90,10 @@ impl SampleReader {
             threads: u64::from(spec.read_threads.max(1)),
             tracer: spec.tracer.clone(),
             item_span: PreparedSpan::new(ai::DATA_ITEM, ["epoch", "image_idx"]),
+            // DLIO's readers run their `preprocess` for every sample, sleeping
+            // `preprocess_time` (0 by default); its synthetic reader has none.
+            preprocess_span: (format.name() != "synthetic")
+                .then(|| PreparedSpan::new(ai::DATA_PREPROCESS, ["epoch", "image_idx"])),
             sample_out_bytes: spec.sample_out_bytes,
             batch: Vec::new(),
             window: if format.reads_whole_files_undecoded() {
@@ -251,7 +257,7 @@ impl SampleReader {
             took,
             [i64::from(epoch), global as i64],
         );
-        self.preprocess_sleep(epoch, global);
+        self.preprocess_sleep(epoch, global, started + took);
     }
 
     /// The fork's `stagger_workers`: thread `i` waits `i` times the mean computation time
@@ -261,15 +267,20 @@ impl SampleReader {
         let _ = self.stop.sleep(self.stagger);
     }
 
-    fn preprocess_sleep(&mut self, epoch: u32, global: u64) {
-        if let Some(d) = self.preprocess.draw(&mut self.rng) {
-            let _span = self
-                .tracer
-                .span(ai::DATA_PREPROCESS)
-                .epoch(u64::from(epoch))
-                .arg("image_idx", global as i64);
-            // A stop ends the sleep; the epoch loop then sees it.
-            let _ = self.stop.sleep(d);
+    /// The preprocess sleep of sample `global`, whose read ended at `read_end`, and its span
+    /// (of no length, and no clock reading, when there is nothing to sleep).
+    fn preprocess_sleep(&mut self, epoch: u32, global: u64, read_end: Instant) {
+        let slept = match self.preprocess.draw(&mut self.rng) {
+            Some(d) => {
+                // A stop ends the sleep; the epoch loop then sees it.
+                let _ = self.stop.sleep(d);
+                read_end.elapsed()
+            }
+            None => Duration::ZERO,
+        };
+        if let Some(span) = &self.preprocess_span {
+            self.tracer
+                .complete_prepared(span, read_end, slept, [i64::from(epoch), global as i64]);
         }
     }
 

@@ -55,18 +55,23 @@
 //! | constant | cat / name | where, around what | args | analyzer layer |
 //! |---|---|---|---|---|
 //! | [`ai::AI_ROOT`] | `ai_root` / `ai_root` | rank thread, the rank's whole run | – | app |
-//! | [`ai::PIPELINE_TRAIN`] | `pipeline` / `train` | rank thread, all training epochs | – | train |
+//! | [`ai::PIPELINE_TRAIN`] | `pipeline` / `train` | rank thread, one epoch's training steps and its epoch checkpoint | `epoch` | train |
 //! | [`ai::PIPELINE_EVALUATE`] | `pipeline` / `evaluate` | rank thread, one evaluation pass | `epoch` | evaluate |
 //! | [`ai::EPOCH_BLOCK`] | `pipeline` / `epoch.block` | rank thread, one epoch | `epoch` | (epochs) |
 //! | [`ai::EPOCH_ITER`] | `pipeline` / `epoch.iter` | rank thread, before an epoch's block (page-cache drop, plan) | `epoch` | (epochs) |
 //! | [`ai::FETCH_BLOCK`] | `dataloader` / `fetch.block` | rank thread, one step after its batch arrived | `epoch`, `step` | – |
 //! | [`ai::FETCH_ITER`] | `dataloader` / `fetch.iter` | rank thread, waiting for one batch ([`Tracer::complete`]) | `epoch`, `step` | fetch |
 //! | [`ai::DATA_ITEM`] | `data` / `item` | reader thread, reading one sample | `epoch`, `image_idx` | reader |
-//! | [`ai::DATA_PREPROCESS`] | `data` / `preprocess` | reader thread, the `preprocess_time` sleep | `epoch`, `image_idx` | reader |
-//! | [`ai::COMPUTE`] | `compute` / `compute` | rank thread, the emulated step computation | `epoch`, `step` | compute |
+//! | [`ai::DATA_PREPROCESS`] | `data` / `preprocess` | reader thread, the `preprocess_time` sleep after each sample (of no length without one; none for the synthetic format) | `epoch`, `image_idx` | reader |
+//! | [`ai::COMPUTE`] | `compute` / `compute` | rank thread, the emulated step computation (in checkpoint-only mode, the `time_between_checkpoints` before each save and load) | `epoch`, `step` | compute |
 //! | [`ai::CHECKPOINT_CAPTURE`] | `checkpoint` / `capture` | rank thread, writing one checkpoint | `epoch`, `step` | checkpoint |
 //! | [`ai::CHECKPOINT_RESTART`] | `checkpoint` / `restart` | rank thread, reading a checkpoint | `epoch`, `step` | checkpoint |
 //! | [`ai::COMM_BARRIER`] | `comm` / `barrier` | rank thread, the barrier after a step | `epoch`, `step` | comm |
+//!
+//! These are the counts upstream's `tests/dlio_ai_logging_test.py` asserts (one `ai_root`
+//! per rank, one `train` and one `epoch.block` per epoch, `fetch.iter` and `compute` per step
+//! of training and evaluation); as there, a TFRecord data set read by the stream pipeline
+//! (tf.data's fused graph upstream) has no `data.item` or `data.preprocess` spans.
 //!
 //! I/O events are split between the "reader POSIX" and "checkpoint POSIX" layers by path:
 //! a file with a path component containing `checkpoint` is checkpoint I/O.

@@ -309,7 +309,6 @@ fn run_training(
         ))
     })?;
     let tracer = &setup.tracer;
-    let _train_span = tracer.span(ai::PIPELINE_TRAIN);
     let mut next_eval_epoch = config.evaluation.eval_after_epoch;
     let mut next_checkpoint_epoch = setup.checkpoint.map_or(0, |c| c.after_epoch);
     let steps_between = setup.checkpoint.map_or(-1, |c| c.steps_between);
@@ -323,6 +322,9 @@ fn run_training(
             &[("epoch", i64::from(epoch))],
         );
         let _epoch_span = tracer.span(ai::EPOCH_BLOCK).epoch(u64::from(epoch));
+        // One `train` span per epoch, around its steps and its epoch checkpoint, as DLIO's
+        // `_train`; evaluation comes after it, in its own span.
+        let train_span = tracer.span(ai::PIPELINE_TRAIN).epoch(u64::from(epoch));
         recorder.start_epoch(epoch);
         let plan = EpochPlan::new(&train_spec, epoch, rank).map_err(TrainError::Plan)?;
         let steps = plan.steps();
@@ -407,6 +409,7 @@ fn run_training(
             ck.save(recorder, setup.observer, epoch, block, done + 1)?;
             next_checkpoint_epoch += c.epochs_between;
         }
+        drop(train_span);
 
         if evaluation && u64::from(epoch) >= next_eval_epoch {
             next_eval_epoch += config.evaluation.epochs_between_evals.max(1);
@@ -441,7 +444,7 @@ fn run_checkpoint_only(
     comm.barrier()?;
     recorder.start_epoch(1);
     for i in 1..=ck_setup.num_write {
-        sleep_cancellable(ck_setup.time_between, &setup.stop)?;
+        compute_between_checkpoints(setup, ck_setup, i)?;
         comm.barrier()?;
         let index = u32::try_from(i).unwrap_or(u32::MAX);
         checkpointer.save(recorder, setup.observer, 1, index, i)?;
@@ -472,7 +475,7 @@ fn run_checkpoint_only(
         comm.barrier()?;
     }
     for i in 1..=ck_setup.num_read {
-        sleep_cancellable(ck_setup.time_between, &setup.stop)?;
+        compute_between_checkpoints(setup, ck_setup, i)?;
         comm.barrier()?;
         let index = u32::try_from(i).unwrap_or(u32::MAX);
         let warnings = checkpointer.load(recorder, setup.observer, 1, index, i, &barrier)?;
@@ -483,6 +486,17 @@ fn run_checkpoint_only(
     recorder.end_epoch(1, 0);
     comm.barrier()?;
     Ok(())
+}
+
+/// The emulated computation before checkpoint `i` of checkpoint-only mode: a `compute` span,
+/// as DLIO computes `time_between_checkpoints` before each save and each load.
+fn compute_between_checkpoints(
+    setup: &RankSetup<'_>,
+    ck_setup: &CheckpointSetup,
+    i: u64,
+) -> Result<(), TrainError> {
+    let _compute = setup.tracer.span(ai::COMPUTE).epoch(1).step(i);
+    sleep_cancellable(ck_setup.time_between, &setup.stop)
 }
 
 fn run_eval(
