@@ -15,6 +15,10 @@ pub enum Entry {
     Dlio,
     /// `dlio_benchmark`: DLIO's name; always `dlio run`.
     DlioBenchmark,
+    /// `dlio_benchmark_query`: DLIO's config query tool; always `dlio query`.
+    DlioBenchmarkQuery,
+    /// `dlio_postprocessor`: DLIO's report writer; always `dlio postprocess`.
+    DlioPostprocessor,
 }
 
 impl Entry {
@@ -28,6 +32,8 @@ impl Entry {
             .and_then(|s| s.to_str());
         match stem {
             Some("dlio_benchmark") => Entry::DlioBenchmark,
+            Some("dlio_benchmark_query") => Entry::DlioBenchmarkQuery,
+            Some("dlio_postprocessor") => Entry::DlioPostprocessor,
             _ => Entry::Dlio,
         }
     }
@@ -59,6 +65,13 @@ enum Command {
     Generate(RunArgs),
     /// Print the resolved configuration of a workload as YAML, or one value with --query.
     Config(ConfigArgs),
+    /// Print the value of the key named by `++workload.workflow.query=KEY` as DLIO's
+    /// `dlio_benchmark_query` prints it (Python's spelling: `True`, `30.0`, `None` for an
+    /// unset or empty value).
+    Query(QueryArgs),
+    /// Write DLIO's report (DLIO_{model}_report.txt) from a run's output folder, with the
+    /// iostat device and CPU figures when the run was profiled; DLIO's `dlio_postprocessor`.
+    Postprocess(crate::postprocess::PostprocessArgs),
     /// List the built-in workloads.
     Workloads,
     /// Print every rank's checkpoint files and sizes and the totals, without writing anything.
@@ -205,14 +218,33 @@ struct ConfigArgs {
     words: Vec<String>,
 }
 
+#[derive(Debug, Args)]
+struct QueryArgs {
+    /// Directory holding workload/NAME.yaml files.
+    #[arg(long, value_name = "DIR")]
+    config_dir: Option<PathBuf>,
+    #[command(flatten)]
+    flags: ConfigFlags,
+    /// `workload=NAME`, overrides, and `++workload.workflow.query=KEY`.
+    #[arg(value_name = "OVERRIDES")]
+    words: Vec<String>,
+}
+
 /// Rewrites what DLIO users type into our grammar: `dlio_benchmark ARGS` becomes
 /// `dlio run ARGS`, and Hydra's `-cd DIR` / `--config-dir=DIR` become `--config-dir DIR`.
 pub fn normalise(argv: Vec<OsString>, entry: Entry) -> Vec<OsString> {
     let mut out: Vec<OsString> = Vec::with_capacity(argv.len() + 1);
     let mut words = argv.into_iter();
     out.push(words.next().unwrap_or_else(|| OsString::from("dlio")));
-    if entry == Entry::DlioBenchmark {
-        out.push(OsString::from("run"));
+    match entry {
+        Entry::DlioBenchmark => out.push(OsString::from("run")),
+        Entry::DlioBenchmarkQuery => out.push(OsString::from("query")),
+        Entry::DlioPostprocessor => {
+            out.push(OsString::from("postprocess"));
+            out.extend(crate::postprocess::normalise_args(words.collect()));
+            return out;
+        }
+        Entry::Dlio => {}
     }
     for w in words {
         if w == "-cd" {
@@ -237,6 +269,22 @@ pub fn dispatch(cli: Cli, entry: Entry) -> Result<ExitCode> {
                 Some(key) => emit(&format!("{}\n", loaded.config.query(&key)?))?,
                 None => emit(&crate::redact_credentials(&loaded.config.to_yaml()))?,
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Query(args) => {
+            let loaded = dlio_config::load(&args.flags.load_args(args.words, args.config_dir)?)?;
+            for w in &loaded.warnings {
+                eprintln!("warning: {w}");
+            }
+            let value = match &loaded.config.workflow.query {
+                Some(key) => loaded.config.query_as_python(key)?,
+                None => "None".to_string(),
+            };
+            emit(&format!("{value}\n"))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Postprocess(args) => {
+            crate::postprocess::postprocess(&args)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::CheckpointPlan(args) => {
@@ -328,7 +376,15 @@ mod tests {
                 "{name}"
             );
         }
-        for name in ["dlio", "/usr/bin/dlio", "dlio_benchmark_query", "x"] {
+        assert_eq!(
+            Entry::from_program_name(Some(OsStr::new("/venv/bin/dlio_benchmark_query"))),
+            Entry::DlioBenchmarkQuery
+        );
+        assert_eq!(
+            Entry::from_program_name(Some(OsStr::new("dlio_postprocessor"))),
+            Entry::DlioPostprocessor
+        );
+        for name in ["dlio", "/usr/bin/dlio", "dlio_bench", "x"] {
             assert_eq!(
                 Entry::from_program_name(Some(OsStr::new(name))),
                 Entry::Dlio,

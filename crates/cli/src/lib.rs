@@ -12,8 +12,10 @@ mod collective;
 mod dataset;
 mod device_check;
 mod files;
+mod iostat;
 mod limits;
 mod log;
+mod postprocess;
 mod progress;
 mod run;
 

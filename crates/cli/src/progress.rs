@@ -91,7 +91,30 @@ impl Observer for Progress<'_> {
         s.samples = 0;
     }
 
-    fn step_done(&self, rank: u32, _pass: Pass, _step: u64, samples: u64, compute: Duration) {
+    fn step_done(
+        &self,
+        rank: u32,
+        pass: Pass,
+        step: u64,
+        samples: u64,
+        load: Duration,
+        compute: Duration,
+    ) {
+        if self.log.shows(crate::log::LogLevel::Info) {
+            // DLIO's per-step INFO lines, from every rank.
+            let what = match pass {
+                Pass::Train { .. } => "",
+                Pass::Eval { .. } => " (eval)",
+            };
+            self.log.info(&format!(
+                "Rank {rank} step {step}{what}: loaded {samples} samples in {:.4} s",
+                load.as_secs_f64()
+            ));
+            self.log.info(&format!(
+                "Rank {rank} step {step}{what} processed {samples} samples in {:.4} s",
+                compute.as_secs_f64()
+            ));
+        }
         if rank != 0 {
             return;
         }
@@ -111,6 +134,19 @@ impl Observer for Progress<'_> {
     }
 
     fn pass_finished(&self, rank: u32, pass: Pass, recorder: &RankRecorder) {
+        if self.log.shows(crate::log::LogLevel::Debug) {
+            let (what, epoch) = match pass {
+                Pass::Train { epoch } => ("training", epoch),
+                Pass::Eval { epoch } => ("evaluation", epoch),
+            };
+            let steps = recorder.epoch(epoch).map_or(0, |e| match pass {
+                Pass::Train { .. } => e.train_steps(),
+                Pass::Eval { .. } => e.eval.as_ref().map_or(0, |v| v.steps.len()),
+            });
+            self.log.debug(&format!(
+                "Rank {rank} returned after {steps} steps of {what} in epoch {epoch}"
+            ));
+        }
         if rank != 0 {
             return;
         }

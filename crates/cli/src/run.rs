@@ -106,7 +106,11 @@ fn run_in(cluster: &Cluster, args: RunArgs, mode: Mode, entry: Entry) -> Result<
     } else {
         MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden())
     };
-    let log = RunLog::new(bars.clone(), cluster.is_root());
+    let log = RunLog::new(
+        bars.clone(),
+        cluster.is_root(),
+        crate::log::LogLevel::from_env()?,
+    );
     if first_contact {
         log.output(&format!(
             "No workload given: running the built-in `default` workload for first contact, with {} \
@@ -427,6 +431,7 @@ fn drive(
         &dataset::data_root(config),
         config.storage.storage_type != StorageType::S3,
     );
+    let profiler = start_profiler(cluster, config, &out, log)?;
     let results: Vec<Result<RankReport, TrainError>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..local_ranks)
             .map(|rank| {
@@ -490,6 +495,7 @@ fn drive(
             .collect()
     });
     progress.finish();
+    let profiled = finish_profiler(profiler, &host.hostname, log)?;
     let mut traced_events = 0u64;
     let mut written_in = std::time::Duration::ZERO;
     // Each rank's writer turns its spill into JSON on its own thread: finish them together.
@@ -628,6 +634,7 @@ fn drive(
                 "per_process": per_process,
             },
             "page_cache": page_cache,
+            "profiler": profiled,
             "memory_check": {
                 "dataset_bytes": memory.dataset_bytes,
                 "dataset_bytes_from_files": data_size.sized_files,
@@ -734,16 +741,81 @@ fn settle_after_generation(config: &Config, log: &RunLog, stop: &StopSignal) {
     let _ = stop.sleep(dlio_config::duration_from_seconds(seconds));
 }
 
+/// The iostat profiler of the measured phase, on process 0 (where DLIO runs `iostat`), when
+/// `workflow.profiling` asks for it.
+fn start_profiler(
+    cluster: &Cluster,
+    config: &Config,
+    out: &Path,
+    log: &RunLog,
+) -> Result<Option<crate::iostat::IostatProfiler>> {
+    if !(config.workflow.profiling
+        && config.profiling.profiler == dlio_config::Profiler::Iostat
+        && cluster.is_root())
+    {
+        return Ok(None);
+    }
+    let profiler = crate::iostat::IostatProfiler::start(
+        out.join("iostat.json"),
+        &config.profiling.iostat_devices,
+    )
+    .context("starting the iostat profiler (workflow.profiling, profiling.profiler iostat)")?;
+    log.output(&format!(
+        "Profiling with iostat: devices {}, CPU, every second",
+        if profiler.devices().is_empty() {
+            "(none with I/O since boot)".to_string()
+        } else {
+            profiler.devices().join(", ")
+        }
+    ));
+    Ok(Some(profiler))
+}
+
+/// Stops the profiler and writes its file; what `summary.json` says about it.
+fn finish_profiler(
+    profiler: Option<crate::iostat::IostatProfiler>,
+    hostname: &str,
+    log: &RunLog,
+) -> Result<serde_json::Value> {
+    let Some(profiler) = profiler else {
+        return Ok(serde_json::Value::Null);
+    };
+    let devices = profiler.devices().to_vec();
+    let intervals = profiler.finish(hostname)?;
+    log.output(&format!(
+        "iostat: {intervals} one-second intervals in iostat.json (read them with `dlio_postprocessor`)"
+    ));
+    Ok(serde_json::json!({
+        "name": "iostat",
+        "file": "iostat.json",
+        "devices": devices,
+        "intervals": intervals,
+    }))
+}
+
 /// Features whose issues are not built yet: refuse clearly rather than ignore the setting.
 fn refuse_unbuilt(config: &Config) -> Result<()> {
-    // `profiler: none` is upstream's no-op profiler: profiling on, nothing started.
-    if config.workflow.profiling && config.profiling.profiler != dlio_config::Profiler::None {
-        bail!(
-            "workflow.profiling is True with profiling.profiler {}, but this version of dlio \
-             has no profiler integration yet; run with ++workload.workflow.profiling=False or \
-             ++workload.profiling.profiler=none (iostat can be run beside dlio)",
-            config.profiling.profiler.as_str()
-        );
+    // `profiler: none` is upstream's no-op profiler; `iostat` is ours ([`crate::iostat`]).
+    if config.workflow.profiling {
+        use dlio_config::Profiler;
+        match config.profiling.profiler {
+            Profiler::None | Profiler::Iostat => {}
+            Profiler::Darshan => bail!(
+                "profiling.profiler darshan: dlio does not load Darshan (DLIO preloads its \
+                 libdarshan.so into the Python process). The same POSIX-level record of every \
+                 open, read and write, per rank and per thread, comes from `dlio run --trace` \
+                 (dftracer's format; `dlio analyze OUTPUT_FOLDER` summarises it), or run dlio \
+                 under Darshan yourself (LD_PRELOAD=libdarshan.so). Set \
+                 ++workload.profiling.profiler=none (or iostat), or ++workload.workflow.profiling=False"
+            ),
+            Profiler::Tensorboard => bail!(
+                "profiling.profiler tensorboard: there is no TensorFlow in dlio to profile. The \
+                 same timeline of steps, batch loads, computation and checkpoints comes from \
+                 `dlio run --trace` (Chrome-trace JSON that Perfetto opens; `dlio analyze \
+                 OUTPUT_FOLDER` summarises it). Set ++workload.profiling.profiler=none (or iostat), \
+                 or ++workload.workflow.profiling=False"
+            ),
+        }
     }
     match config.storage.storage_type {
         StorageType::LocalFs | StorageType::DirectFs | StorageType::S3 => Ok(()),
@@ -925,7 +997,10 @@ fn no_effect_warnings(config: &Config) -> Vec<String> {
                 .into(),
         );
     }
-    if config.reader.multiprocessing_context != dlio_config::MultiprocessingContext::Fork {
+    if !matches!(
+        config.reader.multiprocessing_context,
+        dlio_config::MultiprocessingContext::Fork | dlio_config::MultiprocessingContext::None
+    ) {
         out.push(
             "reader.multiprocessing_context has no effect in dlio: reader threads are threads, \
              not Python worker processes"

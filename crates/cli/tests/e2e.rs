@@ -630,7 +630,195 @@ fn profiling_with_profiler_none_runs_and_other_profilers_are_refused_by_name() {
             .arg("++workload.profiling.profiler=darshan"),
     );
     assert!(
-        err.contains("profiling.profiler darshan") && err.contains("profiler=none"),
+        err.contains("profiling.profiler darshan")
+            && err.contains("profiler=none")
+            && err.contains("--trace"),
+        "{err}"
+    );
+    let err = run_err(
+        dlio()
+            .arg("run")
+            .args(&args)
+            .arg("++workload.profiling.profiler=tensorboard"),
+    );
+    assert!(
+        err.contains("profiling.profiler tensorboard") && err.contains("--trace"),
+        "{err}"
+    );
+}
+
+/// Sectors read and written by the device named `name`, from `/proc/diskstats`.
+fn diskstats_sectors(name: &str) -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/diskstats").ok()?;
+    text.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.get(2) == Some(&name)).then(|| (f[5].parse().unwrap(), f[9].parse().unwrap()))
+    })
+}
+
+#[test]
+fn iostat_profiling_writes_sysstat_figures_that_match_the_kernels_counters() {
+    // On the checkout's disk (a temporary folder may be tmpfs, which has no device).
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let mut args = small(tmp.path(), 32, 4);
+    args.extend([
+        "++workload.workflow.generate_data=True".to_string(),
+        "++workload.dataset.record_length_bytes=1048576".into(),
+        "++workload.dataset.format=npy".into(),
+        "++workload.storage.drop_page_cache=True".into(),
+        "++workload.train.computation_time=0.25".into(),
+        "++workload.workflow.profiling=True".into(),
+        "++workload.profiling.profiler=iostat".into(),
+    ]);
+    // The whole-disk devices iostat reports by default; the test reads their counters too.
+    let whole_disks: Vec<String> = std::fs::read_dir("/sys/block")
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let before: Vec<_> = whole_disks.iter().map(|d| diskstats_sectors(d)).collect();
+    run_ok(dlio().arg("run").args(&args));
+    let after: Vec<_> = whole_disks.iter().map(|d| diskstats_sectors(d)).collect();
+
+    let out = tmp.path().join("out");
+    let doc = json(&out.join("iostat.json"));
+    let host = &doc["sysstat"]["hosts"][0];
+    let stats = host["statistics"].as_array().unwrap();
+    // 8 steps of 0.25 s: at least one full second and the partial last one.
+    assert!(stats.len() >= 2, "{stats:?}");
+    let summary = json(&out.join("summary.json"));
+    assert_eq!(summary["dlio_rs"]["profiler"]["intervals"], stats.len());
+    let mut cpu_total = 0.0;
+    let mut read_mib: std::collections::HashMap<String, f64> = Default::default();
+    let mut written_mib: std::collections::HashMap<String, f64> = Default::default();
+    for s in stats {
+        let dt = s["interval_seconds"].as_f64().unwrap();
+        assert!(dt > 0.05 && dt < 1.5, "{s}");
+        let cpu = &s["avg-cpu"];
+        let sum: f64 = ["user", "nice", "system", "iowait", "steal", "idle"]
+            .iter()
+            .map(|k| cpu[*k].as_f64().unwrap())
+            .sum();
+        assert!(
+            (sum - 100.0).abs() < 0.5 || sum == 0.0,
+            "CPU split sums to {sum}: {cpu}"
+        );
+        cpu_total += sum;
+        for d in s["disk"].as_array().unwrap() {
+            let name = d["disk_device"].as_str().unwrap().to_string();
+            *read_mib.entry(name.clone()).or_default() += d["rMB/s"].as_f64().unwrap() * dt;
+            *written_mib.entry(name).or_default() += d["wMB/s"].as_f64().unwrap() * dt;
+        }
+    }
+    assert!(cpu_total > 0.0);
+    // Each device's figures fall inside what the kernel counted around the whole command
+    // (rates are rounded to 0.01 MB/s per interval).
+    let slack = 0.01 * stats.len() as f64 + 0.01;
+    for (i, disk) in whole_disks.iter().enumerate() {
+        let (Some((r0, w0)), Some((r1, w1))) = (before[i], after[i]) else {
+            continue;
+        };
+        let mib = |sectors: u64| sectors as f64 * 512.0 / 1_048_576.0;
+        if let Some(&r) = read_mib.get(disk) {
+            assert!(
+                r <= mib(r1 - r0) + slack,
+                "{disk}: iostat {r} MiB read, kernel {}",
+                mib(r1 - r0)
+            );
+            assert!(written_mib[disk] <= mib(w1 - w0) + slack, "{disk}: writes");
+        }
+    }
+    // And the data folder's device delivered the run's reads inside the profiled window:
+    // what dlio's own device check saw, iostat saw too.
+    let device = &summary["dlio_rs"]["io_engine"]["per_process"][0]["device"];
+    if let (Some(name), Some(delivered)) = (
+        device["device"].as_str(),
+        device["bytes_delivered"].as_u64(),
+    ) {
+        let profiled = read_mib
+            .iter()
+            .find(|(d, _)| name.starts_with(d.as_str()))
+            .map(|(_, r)| *r);
+        if let Some(profiled) = profiled {
+            let delivered = delivered as f64 / 1_048_576.0;
+            assert!(
+                profiled + slack >= 0.95 * delivered,
+                "{name}: iostat saw {profiled} MiB read, the device delivered {delivered} MiB"
+            );
+        }
+    }
+}
+
+#[test]
+fn dlio_log_level_is_honoured_as_dlio_reads_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args = small(tmp.path(), 8, 2);
+    args.push("++workload.workflow.generate_data=True".into());
+    let text = |out: &std::process::Output| {
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+    };
+    // error: neither progress (OUTPUT), warnings nor metric lines.
+    let quiet = run_ok(
+        dlio()
+            .env("DLIO_LOG_LEVEL", "error")
+            .args(["run", "--ranks", "2"])
+            .args(&args),
+    );
+    let quiet = text(&quiet);
+    for tag in ["[OUTPUT]", "[METRIC]", "[WARNING]", "[INFO]"] {
+        assert!(!quiet.contains(tag), "{tag} at level error:\n{quiet}");
+    }
+    // The default shows progress and metrics, not the per-step lines.
+    let default = text(&run_ok(
+        dlio()
+            .env_remove("DLIO_LOG_LEVEL")
+            .args(["run", "--ranks", "2"])
+            .args(&args),
+    ));
+    assert!(
+        default.contains("[OUTPUT]") && default.contains("[METRIC]"),
+        "{default}"
+    );
+    assert!(!default.contains("[INFO]"), "{default}");
+    // info: every rank's every step, loaded and processed.
+    let info = text(&run_ok(
+        dlio()
+            .env("DLIO_LOG_LEVEL", "INFO")
+            .args(["run", "--ranks", "2"])
+            .args(&args),
+    ));
+    for rank in 0..2 {
+        for step in 1..=2 {
+            for what in ["loaded 2 samples in", "processed 2 samples in"] {
+                let line = format!("Rank {rank} step {step}");
+                assert!(
+                    info.lines()
+                        .any(|l| l.starts_with("[INFO]") && l.contains(&line) && l.contains(what)),
+                    "no `{line} ... {what}` line:\n{info}"
+                );
+            }
+        }
+    }
+    assert!(!info.contains("[DEBUG]"), "{info}");
+    let debug = text(&run_ok(
+        dlio()
+            .env("DLIO_LOG_LEVEL", "debug")
+            .args(["run", "--ranks", "2"])
+            .args(&args),
+    ));
+    assert!(
+        debug.contains("[DEBUG]") && debug.contains("Rank 1 returned after 2 steps"),
+        "{debug}"
+    );
+    // A level DLIO does not know is refused, naming the variable and the levels.
+    let err = run_err(
+        dlio()
+            .env("DLIO_LOG_LEVEL", "verbose")
+            .args(["run"])
+            .args(&args),
+    );
+    assert!(
+        err.contains("DLIO_LOG_LEVEL") && err.contains("critical"),
         "{err}"
     );
 }

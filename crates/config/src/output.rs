@@ -25,19 +25,46 @@ impl Config {
     /// Accepts the same spellings as workload files (`data_reader.*`, `dataset.record_length`,
     /// `train.computation_time_stdev`).
     pub fn query(&self, dotted: &str) -> Result<String, ConfigError> {
+        let mut value = self.lookup(dotted)?;
+        integral_floats(&mut value);
+        Ok(render(&value))
+    }
+
+    /// One value as DLIO's `dlio_benchmark_query` prints it: Python's `print(value)` of the
+    /// value (`True`, `30.0`, `['a', 'b']`, `{'k': 1}`), and `None` for an unset or falsy one
+    /// (0, False, an empty string, list or section), as that tool prints `value if value
+    /// else None`.
+    pub fn query_as_python(&self, dotted: &str) -> Result<String, ConfigError> {
+        let mut value = self.lookup(dotted)?;
+        // DLIO holds record lengths as integers; here they are f64 (fractional means).
+        if tree::canonical(&tree::segments(dotted.trim()))
+            .last()
+            .is_some_and(|k| k.starts_with("record_length"))
+        {
+            integral_floats(&mut value);
+        }
+        Ok(if is_falsy(&value) {
+            "None".into()
+        } else {
+            python_repr(&value, false)
+        })
+    }
+
+    /// The value at `dotted`, floats as they are.
+    fn lookup(&self, dotted: &str) -> Result<Value, ConfigError> {
         let path = tree::canonical(&tree::segments(dotted.trim()));
         if let Some(stdev) = self.legacy_stdev(&path) {
-            return Ok(render_number(stdev));
+            return Ok(Value::Number(stdev.into()));
         }
         let bad = || unknown_key(Origin::Query, &tree::join(&path), &[]);
-        let root = self.to_tree().map_err(|_| bad())?;
+        let root = yaml_serde::to_value(self).map_err(|_| bad())?;
         let mut node = &root;
         for seg in &path {
             // An unset section (`storage.storage_options: null`) has every key of its
             // schema unset too: a known key under it is null, not unknown.
             if node.is_null() {
                 return if crate::suggest::is_known(&tree::join(&path)) {
-                    Ok(render(node))
+                    Ok(Value::Null)
                 } else {
                     Err(bad())
                 };
@@ -47,7 +74,7 @@ impl Config {
                 .and_then(|m| m.get(seg.as_str()))
                 .ok_or_else(bad)?;
         }
-        Ok(render(node))
+        Ok(node.clone())
     }
 
     fn legacy_stdev(&self, path: &[String]) -> Option<f64> {
@@ -112,10 +139,70 @@ fn render(node: &Value) -> String {
     }
 }
 
-fn render_number(x: f64) -> String {
-    let mut v = Value::Number(x.into());
-    integral_floats(&mut v);
-    render(&v)
+/// Python's truth value of the value (`if value:`).
+fn is_falsy(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
+        Value::Sequence(items) => items.is_empty(),
+        Value::Mapping(map) => map.is_empty(),
+        Value::Tagged(t) => is_falsy(&t.value),
+    }
+}
+
+/// Python's `str()` of the value, or its `repr()` inside a list or dict (`nested`).
+fn python_repr(value: &Value, nested: bool) -> String {
+    match value {
+        Value::Null => "None".into(),
+        Value::Bool(true) => "True".into(),
+        Value::Bool(false) => "False".into(),
+        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => i.to_string(),
+            (_, Some(u), _) => u.to_string(),
+            (_, _, Some(x)) => python_float(x),
+            _ => n.to_string(),
+        },
+        Value::String(s) if nested => format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'")),
+        Value::String(s) => s.clone(),
+        Value::Sequence(items) => {
+            let parts: Vec<String> = items.iter().map(|i| python_repr(i, true)).collect();
+            format!("[{}]", parts.join(", "))
+        }
+        Value::Mapping(map) => {
+            let parts: Vec<String> = map
+                .iter()
+                .map(|(k, v)| format!("{}: {}", python_repr(k, true), python_repr(v, true)))
+                .collect();
+            format!("{{{}}}", parts.join(", "))
+        }
+        Value::Tagged(t) => python_repr(&t.value, nested),
+    }
+}
+
+/// Python's `repr(float)`: the shortest digits that read back, `.0` on integral values,
+/// exponent form below 1e-4 and from 1e16 with at least two exponent digits (`1e-05`).
+fn python_float(x: f64) -> String {
+    if !x.is_finite() {
+        return if x.is_nan() {
+            "nan".into()
+        } else if x > 0.0 {
+            "inf".into()
+        } else {
+            "-inf".into()
+        };
+    }
+    let a = x.abs();
+    if a != 0.0 && !(1e-4..1e16).contains(&a) {
+        // Rust writes the shortest digits too (`1e-5`, `1.5e16`); Python pads the exponent.
+        let text = format!("{x:e}");
+        let (mantissa, exp) = text.split_once('e').unwrap_or((&text, "0"));
+        let (sign, digits) = exp.strip_prefix('-').map_or(("+", exp), |d| ("-", d));
+        return format!("{mantissa}e{sign}{digits:0>2}");
+    }
+    // `{:?}` is the shortest round-trip form and keeps `.0` on integral values.
+    format!("{x:?}")
 }
 
 /// One line of `dlio workloads`.

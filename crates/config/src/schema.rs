@@ -971,6 +971,9 @@ pub enum MultiprocessingContext {
     Spawn,
     /// `forkserver`.
     Forkserver,
+    /// `None`: PyTorch's default for the platform (fork on Linux), as upstream's test
+    /// `test_pytorch_multiprocessing_context[0-None]` passes it.
+    None,
 }
 
 /// Element type of checkpoint tensors (`model.model_datatype`, `model.optimizer_datatype`).

@@ -63,9 +63,18 @@ pub enum Pass {
 pub trait Observer: Sync {
     /// A pass of `steps` steps starts on `rank`.
     fn pass_started(&self, _rank: u32, _pass: Pass, _steps: u64) {}
-    /// `rank` finished step `step` (1-based) of `samples` samples, of which `compute` was
-    /// emulated compute.
-    fn step_done(&self, _rank: u32, _pass: Pass, _step: u64, _samples: u64, _compute: Duration) {}
+    /// `rank` finished step `step` (1-based) of `samples` samples, loaded in `load`, then
+    /// `compute` of emulated compute.
+    fn step_done(
+        &self,
+        _rank: u32,
+        _pass: Pass,
+        _step: u64,
+        _samples: u64,
+        _load: Duration,
+        _compute: Duration,
+    ) {
+    }
     /// `rank` finished a pass.
     fn pass_finished(&self, _rank: u32, _pass: Pass, _recorder: &RankRecorder) {}
     /// `rank` finished saving or loading checkpoint `index` of `epoch` (already recorded).
@@ -370,7 +379,7 @@ fn run_training(
             block_steps += 1;
             setup
                 .observer
-                .step_done(rank, pass, done, batch.samples, computed - loaded);
+                .step_done(rank, pass, done, batch.samples, load, computed - loaded);
             if let Some(ck) = checkpointer.as_deref_mut()
                 && steps_between > 0
                 && done as i64 == next_checkpoint_step
@@ -550,7 +559,7 @@ fn run_eval(
         done += 1;
         setup
             .observer
-            .step_done(rank, pass, done, batch.samples, computed - loaded);
+            .step_done(rank, pass, done, batch.samples, load, computed - loaded);
         start_loading = Instant::now();
     }
     let read = batches.finish();
