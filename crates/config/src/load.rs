@@ -561,6 +561,14 @@ fn resolve(
     {
         *v = Value::Array(vec![v.take()]);
     }
+    // DLIO's `data_loader_sampler: none` is its enum's NONE, which no code path acts on:
+    // the loader's own sampler (iterative for tensorflow, index otherwise), as when unset.
+    if let Some(Value::Object(reader)) = root.get_mut("reader")
+        && let Some(v @ Value::String(_)) = reader.get_mut("data_loader_sampler")
+        && v.as_str().is_some_and(|s| s.eq_ignore_ascii_case("none"))
+    {
+        *v = Value::Null;
+    }
     let loader_given =
         tree::get(&root, &["reader".into(), "data_loader".into()]).is_some_and(|v| !v.is_null());
     let mut config = Config::deserialize(NodeDe::root(&root)).map_err(|e| ctx.convert(e))?;

@@ -117,6 +117,30 @@ impl Config {
 
     fn validate_plugins(&self, warnings: &mut Vec<String>) -> Result<(), ConfigError> {
         let reader = &self.reader;
+        let reads = (self.workflow.train || self.workflow.evaluation) && !self.checkpoint_only();
+        match reader.data_loader {
+            DataLoaderKind::None if reads => {
+                return Err(invalid(
+                    "reader.data_loader",
+                    "is `none`, which loads nothing, but the workflow trains (DLIO raises \
+                     'Data Loader none not supported' here)"
+                        .into(),
+                    "set ++workload.reader.data_loader=pytorch, tensorflow, dali, native_dali or \
+                     synthetic, or run without training (workflow.train False)",
+                ));
+            }
+            DataLoaderKind::Custom if reads && reader.data_loader_classname.is_none() => {
+                return Err(invalid(
+                    "reader.data_loader",
+                    "is `custom`, which needs a plugin class in reader.data_loader_classname; \
+                     none is given"
+                        .into(),
+                    "set ++workload.reader.data_loader=pytorch, tensorflow, dali, native_dali or \
+                     synthetic",
+                ));
+            }
+            _ => {}
+        }
         if reader.data_loader_classname.is_some() && reader.data_loader_sampler.is_none() {
             return Err(invalid(
                 "reader.data_loader_sampler",

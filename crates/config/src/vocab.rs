@@ -21,6 +21,14 @@ pub enum ElementType {
     Int32,
     /// `int64` (8 bytes).
     Int64,
+    /// `uint16` (2 bytes).
+    Uint16,
+    /// `uint32` (4 bytes).
+    Uint32,
+    /// `uint64` (8 bytes).
+    Uint64,
+    /// `bool` (1 byte, NumPy's: 0 is False, any other byte True).
+    Bool,
     /// `float16` (2 bytes).
     Float16,
     /// `float32` (4 bytes).
@@ -31,12 +39,16 @@ pub enum ElementType {
 
 impl ElementType {
     /// Every element type, in the order the docs list them.
-    pub const ALL: [ElementType; 8] = [
+    pub const ALL: [ElementType; 12] = [
         ElementType::Uint8,
         ElementType::Int8,
         ElementType::Int16,
         ElementType::Int32,
         ElementType::Int64,
+        ElementType::Uint16,
+        ElementType::Uint32,
+        ElementType::Uint64,
+        ElementType::Bool,
         ElementType::Float16,
         ElementType::Float32,
         ElementType::Float64,
@@ -45,10 +57,10 @@ impl ElementType {
     /// Bytes per element (NumPy's `itemsize`).
     pub fn size(self) -> usize {
         match self {
-            ElementType::Uint8 | ElementType::Int8 => 1,
-            ElementType::Int16 | ElementType::Float16 => 2,
-            ElementType::Int32 | ElementType::Float32 => 4,
-            ElementType::Int64 | ElementType::Float64 => 8,
+            ElementType::Uint8 | ElementType::Int8 | ElementType::Bool => 1,
+            ElementType::Int16 | ElementType::Uint16 | ElementType::Float16 => 2,
+            ElementType::Int32 | ElementType::Uint32 | ElementType::Float32 => 4,
+            ElementType::Int64 | ElementType::Uint64 | ElementType::Float64 => 8,
         }
     }
 
@@ -60,6 +72,10 @@ impl ElementType {
             ElementType::Int16 => "int16",
             ElementType::Int32 => "int32",
             ElementType::Int64 => "int64",
+            ElementType::Uint16 => "uint16",
+            ElementType::Uint32 => "uint32",
+            ElementType::Uint64 => "uint64",
+            ElementType::Bool => "bool",
             ElementType::Float16 => "float16",
             ElementType::Float32 => "float32",
             ElementType::Float64 => "float64",
@@ -74,6 +90,10 @@ impl ElementType {
             ElementType::Int16 => "<i2",
             ElementType::Int32 => "<i4",
             ElementType::Int64 => "<i8",
+            ElementType::Uint16 => "<u2",
+            ElementType::Uint32 => "<u4",
+            ElementType::Uint64 => "<u8",
+            ElementType::Bool => "|b1",
             ElementType::Float16 => "<f2",
             ElementType::Float32 => "<f4",
             ElementType::Float64 => "<f8",
@@ -246,6 +266,12 @@ pub enum DataLoaderKind {
     NativeDali,
     /// No I/O: yields zero tensors.
     Synthetic,
+    /// A DLIO plugin class (`reader.data_loader_classname`): Python, which dlio cannot load;
+    /// accepted for runs that read no data set, as DLIO only fails when it builds the loader.
+    Custom,
+    /// No data loader: DLIO's enum value, for runs that read no data set (generation,
+    /// checkpoint-only); a run that reads is refused, as DLIO refuses it.
+    None,
 }
 
 /// How a loader hands samples to its reader threads (`reader.data_loader_sampler`).

@@ -79,6 +79,11 @@ fn push_value(out: &mut Vec<u8>, element: ElementType, bytes: &[u8]) {
         ElementType::Int16 => write!(out, "{}", raw as u16 as i16),
         ElementType::Int32 => write!(out, "{}", raw as u32 as i32),
         ElementType::Int64 => write!(out, "{}", raw as i64),
+        ElementType::Uint16 => write!(out, "{}", raw as u16),
+        ElementType::Uint32 => write!(out, "{}", raw as u32),
+        ElementType::Uint64 => write!(out, "{raw}"),
+        // pandas' spelling of a NumPy bool.
+        ElementType::Bool => write!(out, "{}", if bytes[0] & 1 == 1 { "True" } else { "False" }),
         ElementType::Float16 => write!(out, "{}", unit(10) as f32),
         ElementType::Float32 => write!(out, "{}", unit(24) as f32),
         ElementType::Float64 => write!(out, "{}", unit(53)),
@@ -310,6 +315,20 @@ fn push_parsed(out: &mut Vec<u8>, element: ElementType, field: &[u8]) -> Option<
         ElementType::Int16 => out.extend_from_slice(&(int()? as i16).to_le_bytes()),
         ElementType::Int32 => out.extend_from_slice(&(int()? as i32).to_le_bytes()),
         ElementType::Int64 => out.extend_from_slice(&int()?.to_le_bytes()),
+        ElementType::Uint16 => out.extend_from_slice(&(int()? as u16).to_le_bytes()),
+        ElementType::Uint32 => out.extend_from_slice(&(int()? as u32).to_le_bytes()),
+        ElementType::Uint64 => out.extend_from_slice(
+            &text
+                .parse::<u64>()
+                .ok()
+                .or_else(|| int().map(|i| i as u64))?
+                .to_le_bytes(),
+        ),
+        ElementType::Bool => out.push(match text {
+            "True" | "true" | "1" => 1,
+            "False" | "false" | "0" => 0,
+            _ => return None,
+        }),
         ElementType::Float16 => {
             out.extend_from_slice(&f32_to_f16_bits(text.parse::<f32>().ok()?).to_le_bytes())
         }

@@ -99,6 +99,11 @@ fn descriptor(element: ElementType) -> TypeDescriptor {
         ElementType::Int16 => TypeDescriptor::Integer(IntSize::U2),
         ElementType::Int32 => TypeDescriptor::Integer(IntSize::U4),
         ElementType::Int64 => TypeDescriptor::Integer(IntSize::U8),
+        ElementType::Uint16 => TypeDescriptor::Unsigned(IntSize::U2),
+        ElementType::Uint32 => TypeDescriptor::Unsigned(IntSize::U4),
+        ElementType::Uint64 => TypeDescriptor::Unsigned(IntSize::U8),
+        // h5py's bool: an enum of int8 with FALSE 0 and TRUE 1.
+        ElementType::Bool => TypeDescriptor::Boolean,
         ElementType::Float16 => TypeDescriptor::Float(FloatSize::U2),
         ElementType::Float32 => TypeDescriptor::Float(FloatSize::U4),
         ElementType::Float64 => TypeDescriptor::Float(FloatSize::U8),

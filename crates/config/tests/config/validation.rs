@@ -381,3 +381,43 @@ fn an_s3_run_refuses_a_local_checkpoint_folder() {
     let fine = yaml.replace("file:///nvme/ckpt", "s3://bkt/ckpt");
     assert!(config(&fine).validate(1).is_ok());
 }
+
+#[test]
+fn upstreams_none_and_custom_loaders_and_none_sampler_are_accepted_with_its_meaning() {
+    // `none` and `custom` parse; a run that reads is refused (DLIO fails building the loader),
+    // a run that reads nothing is valid.
+    let err = rejected("framework: pytorch\nreader:\n  data_loader: none\n", 1);
+    assert_contains(&err, &["reader.data_loader", "none", "pytorch"]);
+    let err = rejected("framework: pytorch\nreader:\n  data_loader: custom\n", 1);
+    assert_contains(&err, &["reader.data_loader", "data_loader_classname"]);
+    for loader in ["none", "custom"] {
+        let generate_only = format!(
+            "framework: pytorch\nworkflow:\n  generate_data: True\n  train: False\n  \
+             evaluation: False\nreader:\n  data_loader: {loader}\n"
+        );
+        config(&generate_only)
+            .validate(1)
+            .expect("a run that reads nothing");
+    }
+    // `data_loader_sampler: none` is the loader's own sampler, as when unset.
+    let c = config(
+        "framework: pytorch\nreader:\n  data_loader: pytorch\n  data_loader_sampler: none\n",
+    );
+    assert_eq!(c.reader.data_loader_sampler, None);
+    assert_eq!(c.sampler(), dlio_config::Sampler::Index);
+}
+
+#[test]
+fn upstreams_unsigned_and_bool_element_types_have_numpys_sizes() {
+    for (name, size, descr) in [
+        ("uint16", 2, "<u2"),
+        ("uint32", 4, "<u4"),
+        ("uint64", 8, "<u8"),
+        ("bool", 1, "|b1"),
+    ] {
+        let c = config(&format!("dataset:\n  record_element_type: {name}\n"));
+        assert_eq!(c.dataset.record_element_type.size(), size, "{name}");
+        assert_eq!(c.dataset.record_element_type.numpy_descr(), descr, "{name}");
+        assert_eq!(c.dataset.record_element_type.name(), name);
+    }
+}
