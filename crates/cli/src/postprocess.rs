@@ -704,6 +704,50 @@ mod tests {
         assert_eq!(stats(&[1.0])["mean"], "n/a");
     }
 
+    /// Upstream's `dlio_postprocessor_test.py` checks the overall samples/s mean and the
+    /// average loading and processing times per rank; the same figures on a folder small
+    /// enough to work out by hand.
+    #[test]
+    fn loading_and_processing_times_are_dlios() {
+        let settings = RunSettings {
+            name: "m".into(),
+            comm_size: 2,
+            epochs: 1,
+            batch_size: 4,
+            batch_size_eval: 1,
+            do_eval: false,
+            record_size: 1_048_576.0,
+        };
+        let summary =
+            serde_json::json!({"metric": {"train_throughput_samples_per_second": [5.0, 5.2]}});
+        let ranks = [
+            serde_json::json!({"1": {"load": {"block1": [1.0, 2.0]}, "proc": {"block1": [2.0, 4.0]}}}),
+            serde_json::json!({"1": {"load": {"block1": [3.0, 1.0]}, "proc": {"block1": [4.0, 2.0]}}}),
+        ];
+        let mut per_epoch = serde_json::json!({"1": {
+            "start": "2026-12-02T01:00:00.000000",
+            "block1": {"start": "2026-12-02T01:00:00.100000", "end": "2026-12-02T01:00:12.100000", "duration": "12.00"},
+            "end": "2026-12-02T01:00:12.500000",
+            "duration": "12.00"
+        }});
+        let overall = loading_and_processing(&settings, &summary, &ranks, &mut per_epoch).unwrap();
+        assert_eq!(overall.samples_per_s["mean"], "5.10");
+        assert_eq!(overall.mb_per_s["mean"], "5.10");
+        assert_eq!(format!("{:.2}", overall.duration), "12.50");
+        let block = &per_epoch["1"]["block1"];
+        // (1 + 2 + 3 + 1) / 2 ranks and (2 + 4 + 4 + 2) / 2.
+        assert_eq!(block["avg_process_loading_time"], "3.50");
+        assert_eq!(block["avg_process_processing_time"], "6.00");
+        // Per step, the ranks' batch / processing time added: 4/2 + 4/4 and 4/4 + 4/2.
+        assert_eq!(block["samples/s"]["mean"], "3.00");
+        assert_eq!(block["samples/s"]["std"], "0.00");
+        let report = render_report(&settings, &overall, None, &per_epoch).unwrap();
+        assert!(
+            report.contains("Avg loading time / rank (s):") && report.contains("3.50"),
+            "{report}"
+        );
+    }
+
     #[test]
     fn dlios_single_dash_options_are_taken() {
         let words = normalise_args(

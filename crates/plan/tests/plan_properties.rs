@@ -544,3 +544,26 @@ fn a_hundred_million_samples_on_1024_ranks_plan_instantly() {
         started.elapsed()
     );
 }
+
+/// Upstream's `tests/dlio_sample_shuffle_test.py` (e1919d7): the iterative sample map of two
+/// files of four samples, sample shuffle `seed` (42, changing per epoch), one rank and one
+/// reader thread, holds each file's samples 0..4 exactly once (its bug gave repeats).
+#[test]
+fn upstream_sample_shuffle_bug_reads_each_files_samples_once() {
+    let spec = PlanSpec {
+        sampler: Sampler::Iterative,
+        sample_shuffle: Shuffle::Seed,
+        seed: 42,
+        seed_change_epoch: true,
+        ..spec(2, 4, 1, 1)
+    };
+    // DLIO's epoch_number 0 is its first epoch; epochs here are 1-based.
+    let mut per_file: [Vec<u64>; 2] = Default::default();
+    for s in rank_samples(&spec, 1, 0) {
+        per_file[s.file as usize].push(s.index_in_file);
+    }
+    for (file, mut samples) in per_file.into_iter().enumerate() {
+        samples.sort_unstable();
+        assert_eq!(samples, [0, 1, 2, 3], "file_{file}");
+    }
+}
