@@ -149,6 +149,61 @@ fn output_folder(loaded: &Loaded) -> PathBuf {
         .join(stamp.to_string())
 }
 
+/// What every phase of a run shares: the job, the config, where outputs go and how to say
+/// things. The phases, in order: [`Run::prepare`], [`Run::generate`], [`Run::plan`],
+/// [`Run::train`], [`Run::report`].
+struct Run<'a> {
+    cluster: &'a Cluster,
+    loaded: &'a Loaded,
+    config: &'a Config,
+    out: PathBuf,
+    local_ranks: u32,
+    /// Ranks in the job: `local_ranks` times the processes.
+    world: u32,
+    tracing: bool,
+    log: &'a RunLog,
+    bars: &'a MultiProgress,
+    run_start: SystemTime,
+}
+
+/// What [`Run::prepare`] sets up: the stop signal and rank group every later phase uses, the
+/// data set's format (none for a checkpoint-only run) and the I/O engine.
+struct Prepared {
+    stop: Arc<StopSignal>,
+    group: Arc<LocalGroup>,
+    format: Option<Arc<dyn Format>>,
+    engine: dlio_storage::Engine,
+    storage: Arc<dyn Storage>,
+}
+
+/// What [`Run::plan`] decides before any rank starts: the file lists, the seed, the steps and
+/// the checkpoints.
+struct Planned {
+    checkpoint: Option<CheckpointSetup>,
+    train_files: Arc<PathTable>,
+    eval_files: Arc<PathTable>,
+    random_seed: u64,
+    trim: dlio_plan::Trim,
+    host: HostInfo,
+    data_size: DatasetSize,
+    memory: dlio_storage::MemoryCheck,
+    params: MetricParams,
+}
+
+/// Each local rank's storage stack, I/O counters and trace.
+struct RankIo {
+    counters: Vec<Arc<IoCounters>>,
+    storages: Vec<Arc<dyn Storage>>,
+    tracers: Vec<Tracer>,
+}
+
+/// What [`Run::train`] leaves for the report.
+struct Trained {
+    results: Vec<Result<RankReport, TrainError>>,
+    device_watch: crate::device_check::DeviceWatch,
+    profiled: serde_json::Value,
+}
+
 #[allow(clippy::too_many_arguments)]
 fn drive(
     cluster: &Cluster,
@@ -161,415 +216,655 @@ fn drive(
     run_start: SystemTime,
     warnings: &[String],
 ) -> Result<ExitCode> {
-    let config = &loaded.config;
-    let world = local_ranks * cluster.processes();
-    let out = out.to_path_buf();
-    if cluster.is_root() {
-        std::fs::create_dir_all(&out)
-            .with_context(|| format!("creating the output folder {}", out.display()))?;
-        log.open_file(&out.join(&config.output.log_file))
-            .with_context(|| format!("creating {}", out.join(&config.output.log_file).display()))?;
-        write_hydra_files(&out, loaded)?;
+    let run = Run {
+        cluster,
+        loaded,
+        config: &loaded.config,
+        out: out.to_path_buf(),
+        local_ranks,
+        world: local_ranks * cluster.processes(),
+        tracing,
+        log,
+        bars,
+        run_start,
+    };
+    let prepared = run.prepare(warnings)?;
+    if let Some(code) = run.generate(&prepared)? {
+        return Ok(code);
     }
-    for w in loaded.warnings.iter().chain(warnings) {
-        log.warn(w);
+    if !run.config.workflow.train && !run.config.workflow.checkpoint {
+        log.output("Generation only: nothing to train (workflow.train is False)");
+        return Ok(ExitCode::SUCCESS);
     }
-    refuse_unbuilt(config)?;
-    for w in no_effect_warnings(config) {
-        log.warn(&w);
-    }
-    if config.reader.collective_io {
-        check_collective(config, local_ranks)?;
-    }
-    if config.workflow.train || config.workflow.checkpoint {
-        crate::limits::check_thread_budget(
-            config,
-            local_ranks,
-            crate::limits::ThreadLimits::of_this_machine(),
-        )?;
-    }
+    let planned = run.plan(&prepared)?;
+    let progress = Progress::new(bars.clone(), log, run.config, planned.params.clone());
+    let io = run.rank_io(&prepared, &planned)?;
+    let trained = run.train(&prepared, &planned, &io, &progress)?;
+    progress.finish();
+    run.finish_traces(&io.tracers)?;
+    run.report(&prepared, &planned, &io, trained)
+}
 
-    let stop = Arc::new(StopSignal::new());
-    let group = match cluster.link() {
-        Some(link) => {
-            LocalGroup::across_processes(local_ranks, cluster.process(), cluster.processes(), link)
+impl Run<'_> {
+    /// The output folder and log, warnings and refusals, the stop signal (Ctrl-C), the format
+    /// and the I/O engine.
+    fn prepare(&self, warnings: &[String]) -> Result<Prepared> {
+        let (config, log, out) = (self.config, self.log, &self.out);
+        if self.cluster.is_root() {
+            std::fs::create_dir_all(out)
+                .with_context(|| format!("creating the output folder {}", out.display()))?;
+            log.open_file(&out.join(&config.output.log_file))
+                .with_context(|| {
+                    format!("creating {}", out.join(&config.output.log_file).display())
+                })?;
+            write_hydra_files(out, self.loaded)?;
         }
-        None => LocalGroup::new(local_ranks),
-    };
-    {
-        let stop = Arc::clone(&stop);
-        let group = Arc::clone(&group);
-        // A second handler cannot be installed (tests call main more than once): ignore that.
-        let _ = ctrlc::set_handler(move || {
-            stop.stop(StopCause::Interrupted);
-            group.abort("interrupted (Ctrl-C)");
-        });
-    }
+        for w in self.loaded.warnings.iter().chain(warnings) {
+            log.warn(w);
+        }
+        refuse_unbuilt(config)?;
+        for w in no_effect_warnings(config) {
+            log.warn(&w);
+        }
+        if config.reader.collective_io {
+            check_collective(config, self.local_ranks)?;
+        }
+        if config.workflow.train || config.workflow.checkpoint {
+            crate::limits::check_thread_budget(
+                config,
+                self.local_ranks,
+                crate::limits::ThreadLimits::of_this_machine(),
+            )?;
+        }
 
-    let mut phases = Vec::new();
-    if config.workflow.generate_data {
-        phases.push("Generating data");
-    }
-    if config.workflow.train {
-        phases.push("Training");
-    }
-    if config.workflow.evaluation && config.workflow.train {
-        phases.push("Evaluation");
-    }
-    if config.workflow.checkpoint {
-        phases.push("Checkpointing");
-    }
-    log.output(&format!(
-        "Running DLIO [{}] with {world} process(es)",
-        phases.join(" & ")
-    ));
+        let stop = Arc::new(StopSignal::new());
+        let group = match self.cluster.link() {
+            Some(link) => LocalGroup::across_processes(
+                self.local_ranks,
+                self.cluster.process(),
+                self.cluster.processes(),
+                link,
+            ),
+            None => LocalGroup::new(self.local_ranks),
+        };
+        {
+            let stop = Arc::clone(&stop);
+            let group = Arc::clone(&group);
+            // A second handler cannot be installed (tests call main more than once): ignore that.
+            let _ = ctrlc::set_handler(move || {
+                stop.stop(StopCause::Interrupted);
+                group.abort("interrupted (Ctrl-C)");
+            });
+        }
 
-    // Checkpoint-only runs read no dataset, so they need no format (llama workloads leave the
-    // dataset section at DLIO's tfrecord default).
-    let needs_data = config.workflow.generate_data || !config.checkpoint_only();
-    let format: Option<Arc<dyn Format>> = if needs_data {
-        Some(Arc::from(dlio_format::format_for_run(
-            &config.dataset,
-            config.semantics,
-            config.tfrecord_check_crc(),
-        )?))
-    } else {
-        None
-    };
-    if let Some(format) = &format {
-        format
-            .check_layout(&dlio_trainer::nominal_layout(config))
-            .with_context(|| {
-                format!("the data set's {} layout (dataset section)", format.name())
-            })?;
-    }
-    if let Some(note) = unused_prefetch_window(config, format.as_deref()) {
-        log.warn(&note);
-    }
-    let (settings, endpoint_note) = engine_settings(config, cluster.process() as usize);
-    if let Some(note) = endpoint_note {
-        log.output(&note);
-    }
-    let engine = dlio_storage::engine_for(&settings)
-        .context("preparing the I/O engine (storage.io_engine / storage.storage_type)")?;
-    if let Some(library) = config.storage_library() {
+        let mut phases = Vec::new();
+        if config.workflow.generate_data {
+            phases.push("Generating data");
+        }
+        if config.workflow.train {
+            phases.push("Training");
+        }
+        if config.workflow.evaluation && config.workflow.train {
+            phases.push("Evaluation");
+        }
+        if config.workflow.checkpoint {
+            phases.push("Checkpointing");
+        }
         log.output(&format!(
-            "storage_library {library}: an S3 API client library of MLPerf Storage; dlio's own \
-             S3 engine serves it (engine: {})",
-            engine.name()
+            "Running DLIO [{}] with {} process(es)",
+            phases.join(" & "),
+            self.world
         ));
-    }
-    let storage: Arc<dyn Storage> = engine.storage();
 
-    if let (true, Some(format)) = (config.workflow.generate_data, &format) {
+        // Checkpoint-only runs read no dataset, so they need no format (llama workloads leave
+        // the dataset section at DLIO's tfrecord default).
+        let needs_data = config.workflow.generate_data || !config.checkpoint_only();
+        let format: Option<Arc<dyn Format>> = if needs_data {
+            Some(Arc::from(dlio_format::format_for_run(
+                &config.dataset,
+                config.semantics,
+                config.tfrecord_check_crc(),
+            )?))
+        } else {
+            None
+        };
+        if let Some(format) = &format {
+            format
+                .check_layout(&dlio_trainer::nominal_layout(config))
+                .with_context(|| {
+                    format!("the data set's {} layout (dataset section)", format.name())
+                })?;
+        }
+        if let Some(note) = unused_prefetch_window(config, format.as_deref()) {
+            log.warn(&note);
+        }
+        let (settings, endpoint_note) = engine_settings(config, self.cluster.process() as usize);
+        if let Some(note) = endpoint_note {
+            log.output(&note);
+        }
+        let engine = dlio_storage::engine_for(&settings)
+            .context("preparing the I/O engine (storage.io_engine / storage.storage_type)")?;
+        if let Some(library) = config.storage_library() {
+            log.output(&format!(
+                "storage_library {library}: an S3 API client library of MLPerf Storage; dlio's \
+                 own S3 engine serves it (engine: {})",
+                engine.name()
+            ));
+        }
+        let storage: Arc<dyn Storage> = engine.storage();
+        Ok(Prepared {
+            stop,
+            group,
+            format,
+            engine,
+            storage,
+        })
+    }
+
+    /// Generates the data set when the workflow asks; `Some(exit code)` when Ctrl-C ended the
+    /// run during generation or the settle wait after it.
+    fn generate(&self, prepared: &Prepared) -> Result<Option<ExitCode>> {
+        let (config, log) = (self.config, self.log);
+        let (true, Some(format)) = (config.workflow.generate_data, &prepared.format) else {
+            return Ok(None);
+        };
+        let stop = &prepared.stop;
+        let interrupted = || {
+            interrupted_before_training(
+                self.cluster,
+                self.loaded,
+                &self.out,
+                log,
+                self.run_start,
+                self.world,
+            )
+            .map(Some)
+        };
         let generated = generate(
-            cluster,
+            self.cluster,
             config,
-            &*storage,
+            &*prepared.storage,
             &**format,
             log,
-            bars,
+            self.bars,
             stop.flag(),
         );
         if stop.was_interrupted() {
-            return interrupted_before_training(cluster, loaded, &out, log, run_start, world);
+            return interrupted();
         }
         generated?;
         if config.storage.drop_page_cache && config.workflow.train {
             // Between generation and training: what was just written must not be read from
             // the page cache.
             for f in dataset::generation_files(config, &**format) {
-                let _ = storage.drop_cache(&f.path);
+                let _ = prepared.storage.drop_cache(&f.path);
             }
         }
-        cluster.barrier();
-        settle_after_generation(config, log, &stop);
+        self.cluster.barrier();
+        settle_after_generation(config, log, stop);
         if stop.was_interrupted() {
-            return interrupted_before_training(cluster, loaded, &out, log, run_start, world);
+            return interrupted();
         }
+        Ok(None)
     }
-    if !config.workflow.train && !config.workflow.checkpoint {
-        log.output("Generation only: nothing to train (workflow.train is False)");
-        return Ok(ExitCode::SUCCESS);
-    }
-    let checkpoint = CheckpointSetup::from_config(config, world)?;
-    if let Some(c) = &checkpoint {
-        log.output(&format!(
-            "Checkpoint size: {:.4} GB ({} files per checkpoint over {} ranks) in {}{}",
-            c.plan.checkpoint_size_gib(),
-            c.plan.totals.files,
-            world,
-            c.folder.display(),
-            if c.asynchronous {
-                ", written asynchronously"
-            } else {
-                ""
+
+    /// The checkpoints, the file lists (listed once by process 0 for the whole job), the
+    /// seed, the steps per epoch and the memory rule.
+    fn plan(&self, prepared: &Prepared) -> Result<Planned> {
+        let (config, log, world) = (self.config, self.log, self.world);
+        let checkpoint = CheckpointSetup::from_config(config, world)?;
+        if let Some(c) = &checkpoint {
+            log.output(&format!(
+                "Checkpoint size: {:.4} GB ({} files per checkpoint over {} ranks) in {}{}",
+                c.plan.checkpoint_size_gib(),
+                c.plan.totals.files,
+                world,
+                c.folder.display(),
+                if c.asynchronous {
+                    ", written asynchronously"
+                } else {
+                    ""
+                }
+            ));
+        }
+        let checkpoint_only = config.checkpoint_only();
+        let storage = &*prepared.storage;
+
+        let mut listed = None;
+        let listing = self.cluster.broadcast(|| -> Result<(), String> {
+            if let (Some(format), false) = (&prepared.format, checkpoint_only) {
+                let list = |which| {
+                    dataset::list_files(config, storage, &**format, which)
+                        .map_err(|e| format!("{e:#}"))
+                };
+                let train = list(List::Train)?;
+                let eval = if config.workflow.evaluation {
+                    list(List::Valid)?
+                } else {
+                    PathTable::default()
+                };
+                listed = Some((train, eval));
             }
-        ));
-    }
-    let checkpoint_only = config.checkpoint_only();
+            Ok(())
+        })?;
+        listing.map_err(|e| anyhow!(e))?;
+        let (train_files, eval_files) = listed.unwrap_or_default();
+        let (train_files, eval_files) = (
+            Arc::new(self.cluster.broadcast_table(|| train_files)?),
+            Arc::new(self.cluster.broadcast_table(|| eval_files)?),
+        );
+        let random_seed = self.cluster.broadcast(rand_seed)?;
+        let train_spec =
+            dlio_trainer::train_plan_spec(config, world, train_files.len() as u64, random_seed);
+        let trim = dlio_plan::trim(&train_spec);
+        if !checkpoint_only {
+            check_steps(config, &train_spec, &trim)?;
+        }
+        if trim.used_samples < trim.total_samples {
+            log.warn(&format!(
+                "Trimming the training samples from {} to {} so that every one of the {world} \
+                 ranks runs the same {} steps (batch {}); the rest are not read this epoch",
+                trim.total_samples,
+                trim.used_samples,
+                trim.steps_per_rank,
+                config.reader.batch_size
+            ));
+        }
+        if !checkpoint_only {
+            log.output(&format!("Max steps per epoch: {}", trim.steps_per_rank));
+        }
 
-    // Process 0 lists the data set once for the whole job and shares the lists.
-    let mut listed = None;
-    let listing = cluster.broadcast(|| -> Result<(), String> {
-        if let (Some(format), false) = (&format, checkpoint_only) {
-            let list = |which| {
-                dataset::list_files(config, &*storage, &**format, which)
-                    .map_err(|e| format!("{e:#}"))
-            };
-            let train = list(List::Train)?;
-            let eval = if config.workflow.evaluation {
-                list(List::Valid)?
+        let host = HostInfo::detect();
+        let data_size = dataset_bytes(
+            storage,
+            &train_files,
+            dataset::smallest_complete_file(config),
+            SIZED_FILES_AT_MOST,
+        )?;
+        let memory = dlio_storage::memory_check(data_size.bytes);
+        if !checkpoint_only {
+            let mut message = memory.message();
+            if data_size.sized_files < train_files.len() {
+                message += &format!(
+                    " (the size is extrapolated from {} of the {} files)",
+                    data_size.sized_files,
+                    train_files.len()
+                );
+            }
+            if memory.meets_rule() {
+                log.output(&message);
             } else {
-                PathTable::default()
-            };
-            listed = Some((train, eval));
+                log.warn(&message);
+            }
         }
-        Ok(())
-    })?;
-    listing.map_err(|e| anyhow!(e))?;
-    let (train_files, eval_files) = listed.unwrap_or_default();
-    let (train_files, eval_files) = (
-        Arc::new(cluster.broadcast_table(|| train_files)?),
-        Arc::new(cluster.broadcast_table(|| eval_files)?),
-    );
-    let random_seed = cluster.broadcast(rand_seed)?;
-    let train_spec =
-        dlio_trainer::train_plan_spec(config, world, train_files.len() as u64, random_seed);
-    let trim = dlio_plan::trim(&train_spec);
-    if !checkpoint_only {
-        check_steps(config, &train_spec, &trim)?;
-    }
-    if trim.used_samples < trim.total_samples {
-        log.warn(&format!(
-            "Trimming the training samples from {} to {} so that every one of the {world} ranks \
-             runs the same {} steps (batch {}); the rest are not read this epoch",
-            trim.total_samples, trim.used_samples, trim.steps_per_rank, config.reader.batch_size
-        ));
-    }
-    if !checkpoint_only {
-        log.output(&format!("Max steps per epoch: {}", trim.steps_per_rank));
+        if config.reader.read_threads as usize > available_cores() {
+            log.warn(&format!(
+                "reader.read_threads is {} but this machine has {} cores; reader threads will \
+                 compete",
+                config.reader.read_threads,
+                available_cores()
+            ));
+        }
+        let mut params = metric_params(
+            config,
+            world,
+            train_files.len() as u64,
+            eval_files.len() as u64,
+        );
+        params.checkpoint_size_bytes = checkpoint.as_ref().map(|c| c.plan.totals.checkpoint_bytes);
+        Ok(Planned {
+            checkpoint,
+            train_files,
+            eval_files,
+            random_seed,
+            trim,
+            host,
+            data_size,
+            memory,
+            params,
+        })
     }
 
-    let host = HostInfo::detect();
-    let data_size = dataset_bytes(
-        &*storage,
-        &train_files,
-        dataset::smallest_complete_file(config),
-        SIZED_FILES_AT_MOST,
-    )?;
-    let data_bytes = data_size.bytes;
-    let memory = dlio_storage::memory_check(data_bytes);
-    if !checkpoint_only {
-        let mut message = memory.message();
-        if data_size.sized_files < train_files.len() {
-            message += &format!(
-                " (the size is extrapolated from {} of the {} files)",
-                data_size.sized_files,
-                train_files.len()
-            );
+    /// Each local rank's storage: Split(Metered(Traced(engine))), so metering and tracing see
+    /// every transfer, and its trace.
+    fn rank_io(&self, prepared: &Prepared, planned: &Planned) -> Result<RankIo> {
+        let config = self.config;
+        let mut io = RankIo {
+            counters: Vec::new(),
+            storages: Vec::new(),
+            tracers: Vec::new(),
+        };
+        for local in 0..self.local_ranks {
+            let tracer = if self.tracing {
+                let opts = dlio_trace::TraceOptions {
+                    compress: dlio_trace::dftracer_compression_from_env().unwrap_or(true),
+                    shares_process: self.local_ranks > 1,
+                    ..dlio_trace::TraceOptions::new(
+                        &self.out,
+                        prepared.group.global_rank(local),
+                        self.world,
+                    )
+                };
+                let tracer = Tracer::create(&opts)
+                    .with_context(|| format!("starting the trace {}", opts.path().display()))?;
+                // The dataset's names go to the trace now, not on the reader threads' first
+                // opens during the measured run.
+                tracer.name_files(&[
+                    Arc::clone(&planned.train_files),
+                    Arc::clone(&planned.eval_files),
+                ]);
+                tracer
+            } else {
+                Tracer::disabled()
+            };
+            let counters = Arc::new(IoCounters::default());
+            let raw = if config.reader.collective_io {
+                self.cluster
+                    .collective_storage(prepared.engine.raw(), config.reader.read_threads)?
+            } else {
+                prepared.engine.raw()
+            };
+            let metered =
+                dlio_trace::metered_and_traced(raw, tracer.clone(), Arc::clone(&counters));
+            let storage: Arc<dyn Storage> = match prepared.engine.transfer_size() {
+                Some(size) => Arc::new(SplitReads::new(metered, size)),
+                None => Arc::new(metered),
+            };
+            io.counters.push(counters);
+            io.storages.push(storage);
+            io.tracers.push(tracer);
         }
-        if memory.meets_rule() {
-            log.output(&message);
-        } else {
-            log.warn(&message);
-        }
-    }
-    if config.reader.read_threads as usize > available_cores() {
-        log.warn(&format!(
-            "reader.read_threads is {} but this machine has {} cores; reader threads will compete",
-            config.reader.read_threads,
-            available_cores()
-        ));
+        Ok(io)
     }
 
-    let mut params = metric_params(
-        config,
-        world,
-        train_files.len() as u64,
-        eval_files.len() as u64,
-    );
-    params.checkpoint_size_bytes = checkpoint.as_ref().map(|c| c.plan.totals.checkpoint_bytes);
-    let progress = Progress::new(bars.clone(), log, config, params.clone());
-    let mut counters: Vec<Arc<IoCounters>> = Vec::new();
-    let mut storages: Vec<Arc<dyn Storage>> = Vec::new();
-    let mut tracers = Vec::new();
-    for local in 0..local_ranks {
-        let tracer = if tracing {
-            let opts = dlio_trace::TraceOptions {
-                compress: dlio_trace::dftracer_compression_from_env().unwrap_or(true),
-                shares_process: local_ranks > 1,
-                ..dlio_trace::TraceOptions::new(&out, group.global_rank(local), world)
-            };
-            let tracer = Tracer::create(&opts)
-                .with_context(|| format!("starting the trace {}", opts.path().display()))?;
-            // The dataset's names go to the trace now, not on the reader threads' first
-            // opens during the measured run.
-            tracer.name_files(&[Arc::clone(&train_files), Arc::clone(&eval_files)]);
-            tracer
-        } else {
-            Tracer::disabled()
-        };
-        // Split(Metered(Traced(engine))): metering and tracing see every transfer.
-        let counters_of_rank = Arc::new(IoCounters::default());
-        let raw = if config.reader.collective_io {
-            cluster.collective_storage(engine.raw(), config.reader.read_threads)?
-        } else {
-            engine.raw()
-        };
-        let metered =
-            dlio_trace::metered_and_traced(raw, tracer.clone(), Arc::clone(&counters_of_rank));
-        let rank_storage: Arc<dyn Storage> = match engine.transfer_size() {
-            Some(size) => Arc::new(SplitReads::new(metered, size)),
-            None => Arc::new(metered),
-        };
-        counters.push(counters_of_rank);
-        storages.push(rank_storage);
-        tracers.push(tracer);
-    }
-    let device_watch = crate::device_check::DeviceWatch::start(
-        &dataset::data_root(config),
-        config.storage.storage_type != StorageType::S3,
-    );
-    let profiler = start_profiler(cluster, config, &out, log)?;
-    let results: Vec<Result<RankReport, TrainError>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..local_ranks)
-            .map(|rank| {
-                let comm = group.comm(rank);
-                let setup_storage = Arc::clone(&storages[rank as usize]);
-                let setup_counters = Arc::clone(&counters[rank as usize]);
-                let format = format.clone();
-                let train_files = Arc::clone(&train_files);
-                let eval_files = Arc::clone(&eval_files);
-                let stop = Arc::clone(&stop);
-                let progress = &progress;
-                let checkpoint = checkpoint.as_ref();
-                let tracer = tracers[rank as usize].clone();
-                std::thread::Builder::new()
-                    .name(format!("dlio-rank-{rank}"))
-                    .spawn_scoped(s, move || {
-                        let rank_stop = Arc::clone(&stop);
-                        let run = std::panic::AssertUnwindSafe(|| {
-                            dlio_trainer::run_rank(RankSetup {
+    /// The measured phase: one thread per local rank runs the step loop, with the device
+    /// watch and the profiler around it.
+    fn train(
+        &self,
+        prepared: &Prepared,
+        planned: &Planned,
+        io: &RankIo,
+        progress: &Progress<'_>,
+    ) -> Result<Trained> {
+        let config = self.config;
+        let device_watch = crate::device_check::DeviceWatch::start(
+            &dataset::data_root(config),
+            config.storage.storage_type != StorageType::S3,
+        );
+        let profiler = start_profiler(self.cluster, config, &self.out, self.log)?;
+        let (stop, group) = (&prepared.stop, &prepared.group);
+        let results: Vec<Result<RankReport, TrainError>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..self.local_ranks)
+                .map(|rank| {
+                    let comm = group.comm(rank);
+                    let storage = Arc::clone(&io.storages[rank as usize]);
+                    let counters = Arc::clone(&io.counters[rank as usize]);
+                    let format = prepared.format.clone();
+                    let train_files = Arc::clone(&planned.train_files);
+                    let eval_files = Arc::clone(&planned.eval_files);
+                    let stop = Arc::clone(stop);
+                    let tracer = io.tracers[rank as usize].clone();
+                    std::thread::Builder::new()
+                        .name(format!("dlio-rank-{rank}"))
+                        .spawn_scoped(s, move || {
+                            let setup = RankSetup {
                                 config,
                                 comm: &comm,
-                                storage: setup_storage,
-                                counters: setup_counters,
+                                storage,
+                                counters,
                                 format,
                                 train_files,
                                 eval_files,
-                                random_seed,
+                                random_seed: planned.random_seed,
                                 stop,
                                 observer: progress,
-                                checkpoint,
+                                checkpoint: planned.checkpoint.as_ref(),
                                 tracer,
+                            };
+                            let rank_stop = Arc::clone(&setup.stop);
+                            let run =
+                                std::panic::AssertUnwindSafe(|| dlio_trainer::run_rank(setup));
+                            // A panicking rank must release its peers now (they may be asleep
+                            // in compute or waiting at a barrier for it), not when it is joined.
+                            std::panic::catch_unwind(run).unwrap_or_else(|_| {
+                                let reason = format!("rank {rank} panicked");
+                                comm.abort(&reason);
+                                rank_stop.stop(StopCause::Failed(reason.clone()));
+                                Err(TrainError::Setting(reason))
                             })
-                        });
-                        // A panicking rank must release its peers now (they may be asleep in
-                        // compute or waiting at a barrier for it), not when it is joined.
-                        std::panic::catch_unwind(run).unwrap_or_else(|_| {
-                            let reason = format!("rank {rank} panicked");
-                            comm.abort(&reason);
-                            rank_stop.stop(StopCause::Failed(reason.clone()));
-                            Err(TrainError::Setting(reason))
                         })
-                    })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .enumerate()
-            .map(|(rank, h)| match h {
-                Ok(h) => h
-                    .join()
-                    .unwrap_or_else(|_| Err(TrainError::Setting(format!("rank {rank} panicked")))),
-                Err(e) => {
-                    let reason = format!("could not start rank {rank}: {e}");
-                    group.abort(&reason);
-                    stop.stop(StopCause::Failed(reason));
-                    Err(TrainError::Setting(format!(
-                        "could not start rank {rank}: {e}"
-                    )))
-                }
-            })
-            .collect()
-    });
-    progress.finish();
-    let profiled = finish_profiler(profiler, &host.hostname, log)?;
-    let mut traced_events = 0u64;
-    let mut written_in = std::time::Duration::ZERO;
-    // Each rank's writer turns its spill into JSON on its own thread: finish them together.
-    let finished: Vec<_> = std::thread::scope(|s| {
-        let handles: Vec<_> = tracers.iter().map(|t| s.spawn(|| t.finish())).collect();
-        handles
-            .into_iter()
-            .map(|h| match h.join() {
-                Ok(result) => result.context("finishing the trace"),
-                Err(_) => Err(anyhow!("finishing the trace: the thread panicked")),
-            })
-            .collect()
-    });
-    for summary in finished {
-        if let Some(summary) = summary? {
-            traced_events += summary.events;
-            written_in = written_in.max(summary.finish_time);
-        }
-    }
-    if tracing {
-        log.output(&format!(
-            "Trace: {traced_events} events in {}, written in {:.2} s after the run (read it with `dlio analyze {}`)",
-            out.join("trace-*-of-*.pfw*").display(),
-            written_in.as_secs_f64(),
-            out.display()
-        ));
+                })
+                .collect();
+            handles
+                .into_iter()
+                .enumerate()
+                .map(|(rank, h)| match h {
+                    Ok(h) => h.join().unwrap_or_else(|_| {
+                        Err(TrainError::Setting(format!("rank {rank} panicked")))
+                    }),
+                    Err(e) => {
+                        let reason = format!("could not start rank {rank}: {e}");
+                        group.abort(&reason);
+                        stop.stop(StopCause::Failed(reason));
+                        Err(TrainError::Setting(format!(
+                            "could not start rank {rank}: {e}"
+                        )))
+                    }
+                })
+                .collect()
+        });
+        let profiled = finish_profiler(profiler, &planned.host.hostname, self.log)?;
+        Ok(Trained {
+            results,
+            device_watch,
+            profiled,
+        })
     }
 
-    let mut reports = Vec::new();
-    let mut first_error: Option<TrainError> = None;
-    // Only Ctrl-C is an interruption; peers stopped by a failing rank echo its failure.
-    let interrupted = stop.was_interrupted();
-    for r in results {
-        let error = match r {
-            Ok(report) => {
-                reports.push(report);
-                continue;
+    /// Writes the traces: each rank's writer turns its spill into JSON on its own thread, so
+    /// they are finished together.
+    fn finish_traces(&self, tracers: &[Tracer]) -> Result<()> {
+        let mut traced_events = 0u64;
+        let mut written_in = std::time::Duration::ZERO;
+        let finished: Vec<_> = std::thread::scope(|s| {
+            let handles: Vec<_> = tracers.iter().map(|t| s.spawn(|| t.finish())).collect();
+            handles
+                .into_iter()
+                .map(|h| match h.join() {
+                    Ok(result) => result.context("finishing the trace"),
+                    Err(_) => Err(anyhow!("finishing the trace: the thread panicked")),
+                })
+                .collect()
+        });
+        for summary in finished {
+            if let Some(summary) = summary? {
+                traced_events += summary.events;
+                written_in = written_in.max(summary.finish_time);
             }
-            Err(TrainError::Partial { error, report }) => {
-                reports.push(*report);
-                *error
-            }
-            Err(e) => e,
-        };
-        // Prefer the error that caused the stop over the "aborted" echoes of it.
-        if first_error
-            .as_ref()
-            .is_none_or(|e| e.is_interruption() && !error.is_interruption())
-        {
-            first_error = Some(error);
         }
+        if self.tracing {
+            self.log.output(&format!(
+                "Trace: {traced_events} events in {}, written in {:.2} s after the run (read it \
+                 with `dlio analyze {}`)",
+                self.out.join("trace-*-of-*.pfw*").display(),
+                written_in.as_secs_f64(),
+                self.out.display()
+            ));
+        }
+        Ok(())
     }
-    // Under MPI a failed rank has already ended the job; here every process completed (or
-    // was interrupted alone, in a single-process run). Process 0 collects the reports.
-    let share = HostShare {
-        host: host.clone(),
-        ranks: (0..local_ranks).map(|r| group.global_rank(r)).collect(),
-    };
-    // This process's engine figures (requests, bytes and read latencies of all its ranks).
+
+    /// Gathers every rank's report on process 0, writes the outputs and the metric lines, and
+    /// turns the first rank error (or Ctrl-C) into the exit.
+    fn report(
+        &self,
+        prepared: &Prepared,
+        planned: &Planned,
+        io: &RankIo,
+        trained: Trained,
+    ) -> Result<ExitCode> {
+        let (config, log, out) = (self.config, self.log, &self.out);
+        let mut reports = Vec::new();
+        let mut first_error: Option<TrainError> = None;
+        // Only Ctrl-C is an interruption; peers stopped by a failing rank echo its failure.
+        let interrupted = prepared.stop.was_interrupted();
+        for r in trained.results {
+            let error = match r {
+                Ok(report) => {
+                    reports.push(report);
+                    continue;
+                }
+                Err(TrainError::Partial { error, report }) => {
+                    reports.push(*report);
+                    *error
+                }
+                Err(e) => e,
+            };
+            // Prefer the error that caused the stop over the "aborted" echoes of it.
+            if first_error
+                .as_ref()
+                .is_none_or(|e| e.is_interruption() && !error.is_interruption())
+            {
+                first_error = Some(error);
+            }
+        }
+        // Under MPI a failed rank has already ended the job; here every process completed (or
+        // was interrupted alone, in a single-process run). Process 0 collects the reports.
+        let share = HostShare {
+            host: planned.host.clone(),
+            ranks: (0..self.local_ranks)
+                .map(|r| prepared.group.global_rank(r))
+                .collect(),
+        };
+        let engine_figures = engine_figures(
+            self.cluster,
+            &io.counters,
+            trained.device_watch.figures(&planned.host.hostname),
+        );
+        let Some(gathered) = self.cluster.gather(&(reports, share, engine_figures))? else {
+            return Ok(if first_error.is_none() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            });
+        };
+        let mut reports = Vec::new();
+        let mut shares = Vec::new();
+        let mut per_process = Vec::new();
+        for (r, s, e) in gathered {
+            reports.extend(r);
+            shares.push(s);
+            per_process.push(e);
+        }
+        let device_reads: Vec<(serde_json::Value, u64)> = per_process
+            .iter()
+            .map(|e| (e["device"].clone(), e["bytes_read"].as_u64().unwrap_or(0)))
+            .collect();
+        let (page_cache, page_cache_line, page_cache_warning) =
+            crate::device_check::page_cache_verdict(&device_reads);
+        reports.sort_by_key(|r| r.rank);
+        let metrics = dlio_metrics::aggregate(&reports, &planned.params);
+        let (memory, trim) = (&planned.memory, &planned.trim);
+        let run = RunInfo {
+            start: self.run_start,
+            end: SystemTime::now(),
+            num_files_train: planned.train_files.len() as u64,
+            num_files_eval: planned.eval_files.len() as u64,
+            num_samples_per_file: config.dataset.num_samples_per_file,
+            data_bytes_total: planned.data_size.bytes,
+            complete: first_error.is_none(),
+            hosts: dlio_metrics::group_hosts(shares),
+            ours: serde_json::json!({
+                "format": prepared.format.as_ref().map(|f| f.name()),
+                "workload": self.loaded.workload,
+                "config_source": self.loaded.source,
+                "config_warnings": self.loaded.warnings,
+                "semantics": config.semantics.as_str(),
+                "seed": config.train.seed,
+                "random_shuffle_seed": planned.random_seed,
+                "trimmed_samples_per_epoch": trim.used_samples,
+                "total_samples_per_epoch": trim.total_samples,
+                "steps_per_epoch": trim.steps_per_rank,
+                "io_engine": {
+                    "name": prepared.engine.name(),
+                    "transfer_size": prepared.engine.transfer_size(),
+                    "io_depth": config.storage.io_depth,
+                    "read_bytes_per_second": config.storage.read_bytes_per_second,
+                    "drop_page_cache": config.storage.drop_page_cache,
+                    "per_process": per_process,
+                },
+                "page_cache": page_cache,
+                "profiler": trained.profiled,
+                "memory_check": {
+                    "dataset_bytes": memory.dataset_bytes,
+                    "dataset_bytes_from_files": planned.data_size.sized_files,
+                    "memory_bytes": memory.memory_bytes,
+                    "ratio": memory.ratio(),
+                    "meets_5x_rule": memory.meets_rule(),
+                },
+            }),
+        };
+        if !reports.is_empty() {
+            dlio_metrics::write_outputs(out, &run, &planned.host, &metrics, &reports)
+                .with_context(|| format!("writing the outputs to {}", out.display()))?;
+        }
+        if let Some(e) = first_error {
+            if interrupted && e.is_interruption() {
+                log.warn(&format!(
+                    "run interrupted; the summary in {} is marked incomplete",
+                    out.display()
+                ));
+                return Ok(ExitCode::from(crate::EXIT_INTERRUPTED));
+            }
+            return Err(anyhow!(e)).context(format!(
+                "the run failed; partial results are in {}",
+                out.display()
+            ));
+        }
+        for line in metrics.metric_lines() {
+            log.metric(&line);
+        }
+        match page_cache_line {
+            Some(line) if page_cache_warning => log.warn(&line),
+            Some(line) => log.output(&line),
+            None => {}
+        }
+        log.output(&format!("Outputs written to {}", out.display()));
+        if !config.dataset.keep_files && self.cluster.is_root() {
+            let root = dataset::data_root(config);
+            prepared.storage.remove_dir_all(&root).with_context(|| {
+                format!(
+                    "removing the data set {} (dataset.keep_files is False)",
+                    root.display()
+                )
+            })?;
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// This process's engine figures: requests, bytes and read latencies of all its ranks, and
+/// what the data folder's device delivered.
+fn engine_figures(
+    cluster: &Cluster,
+    counters: &[Arc<IoCounters>],
+    device: serde_json::Value,
+) -> serde_json::Value {
     let mut latency = dlio_storage::LatencySnapshot::default();
     let mut io = dlio_storage::IoCountersSnapshot::default();
-    for c in &counters {
+    for c in counters {
         latency.merge(&c.read_latency());
         io = io + c.snapshot();
     }
     let us = |ns: u64| ns as f64 / 1000.0;
-    let engine_figures = serde_json::json!({
+    serde_json::json!({
         "process": cluster.process(),
         "read_requests": io.read_requests,
         "bytes_read": io.bytes_read,
         "write_requests": io.write_requests,
         "bytes_written": io.bytes_written,
         "opens": io.opens,
-        "device": device_watch.figures(&host.hostname),
+        "device": device,
         "read_latency_us": {
             "count": latency.count(),
             "min": us(latency.min_ns()),
@@ -580,106 +875,7 @@ fn drive(
             "p99.9": us(latency.percentile_ns(99.9)),
             "max": us(latency.max_ns()),
         },
-    });
-    let Some(gathered) = cluster.gather(&(reports, share, engine_figures))? else {
-        return Ok(if first_error.is_none() {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::from(1)
-        });
-    };
-    let mut reports = Vec::new();
-    let mut shares = Vec::new();
-    let mut per_process = Vec::new();
-    for (r, s, e) in gathered {
-        reports.extend(r);
-        shares.push(s);
-        per_process.push(e);
-    }
-    let device_reads: Vec<(serde_json::Value, u64)> = per_process
-        .iter()
-        .map(|e| (e["device"].clone(), e["bytes_read"].as_u64().unwrap_or(0)))
-        .collect();
-    let (page_cache, page_cache_line, page_cache_warning) =
-        crate::device_check::page_cache_verdict(&device_reads);
-    reports.sort_by_key(|r| r.rank);
-    let complete = first_error.is_none();
-    let metrics = dlio_metrics::aggregate(&reports, &params);
-    let run = RunInfo {
-        start: run_start,
-        end: SystemTime::now(),
-        num_files_train: train_files.len() as u64,
-        num_files_eval: eval_files.len() as u64,
-        num_samples_per_file: config.dataset.num_samples_per_file,
-        data_bytes_total: data_bytes,
-        complete,
-        hosts: dlio_metrics::group_hosts(shares),
-        ours: serde_json::json!({
-            "format": format.as_ref().map(|f| f.name()),
-            "workload": loaded.workload,
-            "config_source": loaded.source,
-            "config_warnings": loaded.warnings,
-            "semantics": config.semantics.as_str(),
-            "seed": config.train.seed,
-            "random_shuffle_seed": random_seed,
-            "trimmed_samples_per_epoch": trim.used_samples,
-            "total_samples_per_epoch": trim.total_samples,
-            "steps_per_epoch": trim.steps_per_rank,
-            "io_engine": {
-                "name": engine.name(),
-                "transfer_size": engine.transfer_size(),
-                "io_depth": config.storage.io_depth,
-                "read_bytes_per_second": config.storage.read_bytes_per_second,
-                "drop_page_cache": config.storage.drop_page_cache,
-                "per_process": per_process,
-            },
-            "page_cache": page_cache,
-            "profiler": profiled,
-            "memory_check": {
-                "dataset_bytes": memory.dataset_bytes,
-                "dataset_bytes_from_files": data_size.sized_files,
-                "memory_bytes": memory.memory_bytes,
-                "ratio": memory.ratio(),
-                "meets_5x_rule": memory.meets_rule(),
-            },
-        }),
-    };
-    if reports.len() == world as usize || !reports.is_empty() {
-        dlio_metrics::write_outputs(&out, &run, &host, &metrics, &reports)
-            .with_context(|| format!("writing the outputs to {}", out.display()))?;
-    }
-    if let Some(e) = first_error {
-        if interrupted && e.is_interruption() {
-            log.warn(&format!(
-                "run interrupted; the summary in {} is marked incomplete",
-                out.display()
-            ));
-            return Ok(ExitCode::from(crate::EXIT_INTERRUPTED));
-        }
-        return Err(anyhow!(e)).context(format!(
-            "the run failed; partial results are in {}",
-            out.display()
-        ));
-    }
-    for line in metrics.metric_lines() {
-        log.metric(&line);
-    }
-    match page_cache_line {
-        Some(line) if page_cache_warning => log.warn(&line),
-        Some(line) => log.output(&line),
-        None => {}
-    }
-    log.output(&format!("Outputs written to {}", out.display()));
-    if !config.dataset.keep_files && cluster.is_root() {
-        let root = dataset::data_root(config);
-        storage.remove_dir_all(&root).with_context(|| {
-            format!(
-                "removing the data set {} (dataset.keep_files is False)",
-                root.display()
-            )
-        })?;
-    }
-    Ok(ExitCode::SUCCESS)
+    })
 }
 
 /// Ctrl-C during generation (or the settle wait after it): complete files are kept (a rerun

@@ -554,8 +554,12 @@ fn trace_flag_writes_dftracer_events_for_every_step_and_io_call() {
                 .unwrap_or(0)
         };
         // 12 files, batch 2, 2 ranks: 3 steps per epoch, 2 epochs.
-        assert_eq!(n("pipeline", "train"), 1);
+        // One train span per epoch, as DLIO's `_train`.
+        assert_eq!(n("pipeline", "train"), 2);
         assert_eq!(n("pipeline", "epoch.block"), 2);
+        // A preprocess span after every sample, as DLIO's readers have.
+        assert_eq!(n("data", "preprocess"), n("data", "item"));
+        assert_eq!(n("data", "item"), 12);
         assert_eq!(n("dataloader", "fetch.iter"), 6);
         assert_eq!(n("compute", "compute"), 6);
         assert_eq!(n("comm", "barrier"), 6);

@@ -35,7 +35,7 @@ fn new_bucket(moto: &Moto) -> String {
 }
 
 /// Upstream's `s3_overrides` for `bucket`, then where the server is.
-fn s3_overrides(moto: &Moto, bucket: &str, checkpoints: bool) -> Vec<String> {
+fn s3_overrides(bucket: &str, checkpoints: bool) -> Vec<String> {
     let mut o = vec![
         "++workload.storage.storage_type=s3".to_string(),
         format!("++workload.storage.storage_root={bucket}"),
@@ -102,7 +102,7 @@ fn with_moto(test: impl FnOnce(&Moto)) {
 }
 
 fn words(moto: &Moto, bucket: &str, checkpoints: bool, rest: &[&str]) -> Vec<String> {
-    let mut w = s3_overrides(moto, bucket, checkpoints);
+    let mut w = s3_overrides(bucket, checkpoints);
     w.extend(rest.iter().map(|s| s.to_string()));
     w.extend(server(moto));
     w
@@ -238,16 +238,30 @@ fn test_s3_multi_threads_and_multiprocessing_context() {
     });
 }
 
+/// A case of `test_s3_train` or of `test_s3_checkpoint_epoch` (pytorch, model size 1024,
+/// layer parameters [16]).
+enum TrainOrCheckpoint {
+    Train {
+        fmt: &'static str,
+        even: bool,
+    },
+    CheckpointEpoch {
+        optimizers: &'static [u64],
+        layers: u64,
+        zero: u64,
+        randomize: bool,
+    },
+}
+
 #[test]
 fn test_s3_train_and_checkpoint_epoch() {
     with_moto(|moto| {
-        // (format, is_even) for test_s3_train; None for a test_s3_checkpoint_epoch case.
-        let mut cases: Vec<Case<Result<(&str, bool), (&[u64], u64, u64, bool)>>> = Vec::new();
+        let mut cases: Vec<Case<TrainOrCheckpoint>> = Vec::new();
         for (fmt, even) in [("npz", true), ("npz", false), ("npy", true), ("npy", false)] {
             let e = if even { "True" } else { "False" };
             cases.push(Case {
                 id: format!("test_s3_train[{fmt}-pytorch-pytorch-{e}]"),
-                params: Ok((fmt, even)),
+                params: TrainOrCheckpoint::Train { fmt, even },
             });
         }
         for randomize in [true, false] {
@@ -259,14 +273,19 @@ fn test_s3_train_and_checkpoint_epoch() {
                 let i = cases.len() - 4;
                 cases.push(Case {
                     id: format!("test_s3_checkpoint_epoch[pytorch-1024-optimizers{i}-{layers}-layer_params{i}-{zero}-{randomize}]"),
-                    params: Err((optimizers, layers, zero, randomize)),
+                    params: TrainOrCheckpoint::CheckpointEpoch {
+                        optimizers,
+                        layers,
+                        zero,
+                        randomize,
+                    },
                 });
             }
         }
         run_matrix(cases, |cwd, params| {
             let bucket = new_bucket(moto);
             match *params {
-                Ok((fmt, even)) => {
+                TrainOrCheckpoint::Train { fmt, even } => {
                     let num_files = if even { 16 } else { 17 };
                     let rest = [
                         "++workload.workflow.train=True".to_string(),
@@ -283,7 +302,12 @@ fn test_s3_train_and_checkpoint_epoch() {
                     let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
                     run_benchmark(cwd, &words(moto, &bucket, false, &rest), true)
                 }
-                Err((optimizers, layers, zero, randomize)) => {
+                TrainOrCheckpoint::CheckpointEpoch {
+                    optimizers,
+                    layers,
+                    zero,
+                    randomize,
+                } => {
                     let (epochs, per) = (8u64, 2u64);
                     let list = |v: &[u64]| {
                         format!(
