@@ -111,6 +111,31 @@ fn eq(rank: u64, what: &str, actual: u64, expected: u64) -> Result<(), String> {
     })
 }
 
+/// The counts upstream asserts on every rank of a training run: one root, `epochs` epoch and
+/// train spans, `evals` evaluation spans, `iters` fetches and computations, no checkpoint
+/// restart, and (when `captures` is given) that many checkpoint captures.
+fn check_ranks(
+    t: &Traces,
+    epochs: u64,
+    evals: u64,
+    iters: u64,
+    captures: Option<u64>,
+) -> Result<(), String> {
+    for (&rank, c) in &t.per_rank {
+        eq(rank, "root", c.root, 1)?;
+        eq(rank, "epoch", c.epoch, epochs)?;
+        eq(rank, "train", c.train, epochs)?;
+        eq(rank, "eval", c.eval, evals)?;
+        eq(rank, "fetch_iter", c.fetch_iter, iters)?;
+        eq(rank, "compute", c.compute, iters)?;
+        if let Some(captures) = captures {
+            eq(rank, "ckpt_capture", c.ckpt_capture, captures)?;
+        }
+        eq(rank, "ckpt_restart", c.ckpt_restart, 0)?;
+    }
+    Ok(())
+}
+
 fn at_least(what: &str, actual: u64, expected: u64) -> Result<(), String> {
     ensure(actual >= expected, || {
         format!("expected at least {expected} {what} events globally, got {actual}")
@@ -150,16 +175,7 @@ fn test_ai_logging_train() {
         expect_success(&mut dlio_benchmark(cwd, &o))?;
         let t = traces(&root)?;
         let iters = num_epochs * (num_data / batch_size);
-        for (&rank, c) in &t.per_rank {
-            eq(rank, "root", c.root, 1)?;
-            eq(rank, "epoch", c.epoch, num_epochs)?;
-            eq(rank, "train", c.train, num_epochs)?;
-            eq(rank, "eval", c.eval, 0)?;
-            eq(rank, "fetch_iter", c.fetch_iter, iters)?;
-            eq(rank, "compute", c.compute, iters)?;
-            eq(rank, "ckpt_capture", c.ckpt_capture, 0)?;
-            eq(rank, "ckpt_restart", c.ckpt_restart, 0)?;
-        }
+        check_ranks(&t, num_epochs, 0, iters, Some(0))?;
         at_least("item", t.global_item, NUM_PROCS * iters)?;
         at_least("preprocess", t.global_preprocess, NUM_PROCS * iters)
     });
@@ -199,16 +215,7 @@ fn test_ai_logging_train_with_step() {
         ]);
         expect_success(&mut dlio_benchmark(cwd, &o))?;
         let t = traces(&root)?;
-        for (&rank, c) in &t.per_rank {
-            eq(rank, "root", c.root, 1)?;
-            eq(rank, "epoch", c.epoch, num_epochs)?;
-            eq(rank, "train", c.train, num_epochs)?;
-            eq(rank, "eval", c.eval, 0)?;
-            eq(rank, "fetch_iter", c.fetch_iter, num_epochs * step)?;
-            eq(rank, "compute", c.compute, num_epochs * step)?;
-            eq(rank, "ckpt_capture", c.ckpt_capture, 0)?;
-            eq(rank, "ckpt_restart", c.ckpt_restart, 0)?;
-        }
+        check_ranks(&t, num_epochs, 0, num_epochs * step, Some(0))?;
         at_least("item", t.global_item, NUM_PROCS * num_epochs * step)?;
         at_least(
             "preprocess",
@@ -239,16 +246,7 @@ fn with_eval(cwd: &Path, framework: &str, fmt: Option<&str>) -> Result<(), Strin
     expect_success(&mut dlio_benchmark(cwd, &o))?;
     let t = traces(&root)?;
     let iters = 2 * num_epochs * (num_data_pp / batch_size);
-    for (&rank, c) in &t.per_rank {
-        eq(rank, "root", c.root, 1)?;
-        eq(rank, "epoch", c.epoch, num_epochs)?;
-        eq(rank, "train", c.train, num_epochs)?;
-        eq(rank, "eval", c.eval, num_epochs)?;
-        eq(rank, "fetch_iter", c.fetch_iter, iters)?;
-        eq(rank, "compute", c.compute, iters)?;
-        eq(rank, "ckpt_capture", c.ckpt_capture, 0)?;
-        eq(rank, "ckpt_restart", c.ckpt_restart, 0)?;
-    }
+    check_ranks(&t, num_epochs, num_epochs, iters, Some(0))?;
     let items = NUM_PROCS * 2 * num_epochs * num_data_pp;
     match fmt {
         // tf.data fuses TFRecord parsing into its graph: upstream sees no item spans.
@@ -369,15 +367,8 @@ fn test_ai_logging_train_with_checkpoint() {
             expect_success(&mut dlio_benchmark(cwd, &o))?;
             let t = traces(&root)?;
             let iters = num_epochs * (num_data_pp / batch_size);
-            for (&rank, c) in &t.per_rank {
-                eq(rank, "root", c.root, 1)?;
-                eq(rank, "epoch", c.epoch, num_epochs)?;
-                eq(rank, "train", c.train, num_epochs)?;
-                eq(rank, "eval", c.eval, 0)?;
-                eq(rank, "fetch_iter", c.fetch_iter, iters)?;
-                eq(rank, "compute", c.compute, iters)?;
-                eq(rank, "ckpt_restart", c.ckpt_restart, 0)?;
-            }
+            // Captures are rank 0's only (below).
+            check_ranks(&t, num_epochs, 0, iters, None)?;
             at_least("item", t.global_item, NUM_PROCS * iters)?;
             at_least("preprocess", t.global_preprocess, NUM_PROCS * iters)?;
             // A step interval takes precedence over the epoch one, as in DLIO.

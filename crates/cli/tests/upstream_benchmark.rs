@@ -7,50 +7,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Command;
 
-use common::upstream::{Case, NUM_PROCS, dlio_benchmark, ensure, expect_success, glob, run_matrix};
+use common::upstream::{Case, CheckpointEpoch, NUM_PROCS, ensure, glob, run_benchmark, run_matrix};
 
 fn s(v: &[&str]) -> Vec<String> {
     v.iter().map(|w| w.to_string()).collect()
-}
-
-/// The output folder a run names in its last lines (`Outputs written to DIR`, relative to
-/// the working folder `cwd` unless absolute).
-fn output_folder(cwd: &Path, out: &Output) -> Result<PathBuf, String> {
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text.lines()
-        .rev()
-        .find_map(|l| l.split("Outputs written to ").nth(1))
-        .map(|d| cwd.join(d.trim()))
-        .ok_or_else(|| format!("no `Outputs written to` line in:\n{text}"))
-}
-
-/// Upstream's `run_benchmark(cfg, verify)`: the run must succeed, and with `verify` every
-/// rank's `*_output.json` must be in the output folder, which is returned.
-fn run_benchmark(
-    cwd: &Path,
-    overrides: &[String],
-    verify: bool,
-) -> Result<Option<PathBuf>, String> {
-    let out = expect_success(&mut dlio_benchmark(cwd, overrides))?;
-    if !verify {
-        return Ok(None);
-    }
-    let folder = output_folder(cwd, &out)?;
-    let n = glob(&folder, "_output.json").len() as u64;
-    ensure(n == NUM_PROCS, || {
-        format!(
-            "{n} *_output.json in {}, expected {NUM_PROCS}",
-            folder.display()
-        )
-    })?;
-    Ok(Some(folder))
 }
 
 /// Files with extension `ext` under `dir`, recursively (`rglob("**/*.ext")`).
@@ -236,81 +199,13 @@ impl Arg0 for Command {
     }
 }
 
-/// `test_checkpoint_epoch`'s parameters: framework, model size, optimizer groups, layers,
-/// layer parameters, ZeRO stage, randomize.
-type CheckpointEpoch = (
-    &'static str,
-    u64,
-    &'static [u64],
-    u64,
-    &'static [u64],
-    u64,
-    bool,
-);
-
 #[test]
 fn test_checkpoint_epoch() {
-    let mut params: Vec<(String, CheckpointEpoch)> = Vec::new();
-    for randomize in [true, false] {
-        for (optimizers, num_layers, zero_stage) in [
-            (&[1024u64, 128][..], 2u64, 0u64),
-            (&[1024, 128][..], 2, 3),
-            (&[128][..], 1, 0),
-        ] {
-            for framework in ["tensorflow", "pytorch"] {
-                let i = params.len();
-                let id = format!(
-                    "{framework}-1024-optimizers{i}-{num_layers}-layer_params{i}-{zero_stage}-{}",
-                    if randomize { "True" } else { "False" }
-                );
-                params.push((
-                    id,
-                    (
-                        framework,
-                        1024,
-                        optimizers,
-                        num_layers,
-                        &[16],
-                        zero_stage,
-                        randomize,
-                    ),
-                ));
-            }
-        }
-    }
-    run_matrix(cases("test_checkpoint_epoch", params), |cwd, p| {
-        let &(framework, model_size, optimizers, num_layers, layer_params, zero_stage, randomize) =
-            p;
-        let (epochs, epoch_per_ckp) = (8u64, 2u64);
-        let list = |v: &[u64]| {
-            format!(
-                "[{}]",
-                v.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
-            )
-        };
-        let o = vec![
-            format!("++workload.framework={framework}"),
-            format!("++workload.reader.data_loader={framework}"),
-            "++workload.workflow.train=True".into(),
-            "++workload.workflow.generate_data=True".into(),
-            format!(
-                "++workload.checkpoint.randomize_tensor={}",
-                if randomize { "True" } else { "False" }
-            ),
-            "++workload.train.computation_time=0.01".into(),
-            "++workload.evaluation.eval_time=0.005".into(),
-            format!("++workload.train.epochs={epochs}"),
-            "++workload.workflow.checkpoint=True".into(),
-            format!("++workload.checkpoint.epochs_between_checkpoints={epoch_per_ckp}"),
-            format!("++workload.model.model_size={model_size}"),
-            format!("++workload.model.optimization_groups={}", list(optimizers)),
-            format!("++workload.model.num_layers={num_layers}"),
-            format!("++workload.model.parallelism.zero_stage={zero_stage}"),
-            format!("++workload.model.layer_parameters={}", list(layer_params)),
-            format!("++workload.model.parallelism.tensor={NUM_PROCS}"),
-        ];
+    let cases = CheckpointEpoch::matrix("test_checkpoint_epoch", &["tensorflow", "pytorch"]);
+    assert_eq!(cases.len(), 12);
+    run_matrix(cases, |cwd, case| {
         std::fs::create_dir_all(cwd.join("checkpoints")).map_err(|e| e.to_string())?;
-        run_benchmark(cwd, &o, true)?;
+        run_benchmark(cwd, &case.overrides(), true)?;
         // `checkpoints/*/*`: model, optimizer and layer files per rank (no pipeline
         // parallelism); TensorFlow writes an index and a data file for each, plus one
         // `checkpoint` file per checkpoint.
@@ -325,9 +220,10 @@ fn test_checkpoint_epoch() {
             })
             .sum();
         let files_per_checkpoint = 3 * NUM_PROCS;
-        let expected = match framework {
-            "tensorflow" => epochs / epoch_per_ckp * (files_per_checkpoint * 2 + 1),
-            _ => epochs / epoch_per_ckp * files_per_checkpoint,
+        let checkpoints = CheckpointEpoch::EPOCHS / CheckpointEpoch::EPOCHS_PER_CHECKPOINT;
+        let expected = match case.framework {
+            "tensorflow" => checkpoints * (files_per_checkpoint * 2 + 1),
+            _ => checkpoints * files_per_checkpoint,
         };
         expect_count("checkpoints/*/*", load_bin, expected)
     });

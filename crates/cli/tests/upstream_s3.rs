@@ -13,10 +13,9 @@
 
 mod common;
 
-use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use common::upstream::{Case, NUM_PROCS, dlio_benchmark, ensure, expect_success, glob, run_matrix};
+use common::upstream::{Case, CheckpointEpoch, NUM_PROCS, ensure, run_benchmark, run_matrix};
 
 #[path = "../../storage/tests/support/moto.rs"]
 mod moto;
@@ -74,26 +73,6 @@ fn keys(moto: &Moto, bucket: &str, prefix: &str, suffix: &str) -> usize {
     listing.lines().filter(|k| k.ends_with(suffix)).count()
 }
 
-/// Upstream's `run_benchmark(cfg, verify)`: success, and with `verify` one `*_output.json`
-/// per rank in the output folder (Hydra's run folder under `cwd`).
-fn run_benchmark(cwd: &Path, words: &[String], verify: bool) -> Result<(), String> {
-    let out = expect_success(&mut dlio_benchmark(cwd, words))?;
-    if !verify {
-        return Ok(());
-    }
-    let text = String::from_utf8_lossy(&out.stderr);
-    let folder = text
-        .lines()
-        .rev()
-        .find_map(|l| l.split("Outputs written to ").nth(1))
-        .map(|d| cwd.join(d.trim()))
-        .ok_or_else(|| format!("no `Outputs written to` line:\n{text}"))?;
-    let n = glob(&folder, "_output.json").len() as u64;
-    ensure(n == NUM_PROCS, || {
-        format!("{n} *_output.json in {}", folder.display())
-    })
-}
-
 fn with_moto(test: impl FnOnce(&Moto)) {
     match Moto::start() {
         Ok(moto) => test(&moto),
@@ -139,7 +118,7 @@ fn upstream_s3_cases() {
                         "++workload.dataset.num_files_train=8",
                         "++workload.train.computation_time=0.01",
                     ];
-                    run_benchmark(cwd, &words(moto, &bucket, false, &train), true)
+                    run_benchmark(cwd, &words(moto, &bucket, false, &train), true).map(drop)
                 }
                 "test_s3_eval" => {
                     let w = [
@@ -150,7 +129,7 @@ fn upstream_s3_cases() {
                         "++workload.train.epochs=4",
                         "++workload.workflow.evaluation=True",
                     ];
-                    run_benchmark(cwd, &words(moto, &bucket, false, &w), true)
+                    run_benchmark(cwd, &words(moto, &bucket, false, &w), true).map(drop)
                 }
                 "test_s3_checkpoint_step" => {
                     let w = [
@@ -233,118 +212,61 @@ fn test_s3_multi_threads_and_multiprocessing_context() {
                 .map(String::from),
             );
             let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
-            run_benchmark(cwd, &words(moto, &bucket, false, &rest), true)
+            run_benchmark(cwd, &words(moto, &bucket, false, &rest), true).map(drop)
         });
     });
 }
 
-/// A case of `test_s3_train` or of `test_s3_checkpoint_epoch` (pytorch, model size 1024,
-/// layer parameters [16]).
-enum TrainOrCheckpoint {
-    Train {
-        fmt: &'static str,
-        even: bool,
-    },
-    CheckpointEpoch {
-        optimizers: &'static [u64],
-        layers: u64,
-        zero: u64,
-        randomize: bool,
-    },
+#[test]
+fn test_s3_train() {
+    with_moto(|moto| {
+        let cases = [("npz", true), ("npz", false), ("npy", true), ("npy", false)]
+            .into_iter()
+            .map(|(fmt, even)| Case {
+                id: format!(
+                    "test_s3_train[{fmt}-pytorch-pytorch-{}]",
+                    if even { "True" } else { "False" }
+                ),
+                params: (fmt, even),
+            })
+            .collect();
+        run_matrix(cases, |cwd, &(fmt, even)| {
+            let bucket = new_bucket(moto);
+            let num_files = if even { 16 } else { 17 };
+            let rest = [
+                "++workload.workflow.train=True".to_string(),
+                "++workload.workflow.generate_data=True".into(),
+                "++workload.framework=pytorch".into(),
+                "++workload.reader.data_loader=pytorch".into(),
+                format!("++workload.dataset.format={fmt}"),
+                "workload.train.computation_time=0.01".into(),
+                "workload.evaluation.eval_time=0.005".into(),
+                "++workload.train.epochs=1".into(),
+                format!("++workload.dataset.num_files_train={num_files}"),
+                "++workload.reader.read_threads=1".into(),
+            ];
+            let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
+            run_benchmark(cwd, &words(moto, &bucket, false, &rest), true).map(drop)
+        });
+    });
 }
 
 #[test]
-fn test_s3_train_and_checkpoint_epoch() {
+fn test_s3_checkpoint_epoch() {
     with_moto(|moto| {
-        let mut cases: Vec<Case<TrainOrCheckpoint>> = Vec::new();
-        for (fmt, even) in [("npz", true), ("npz", false), ("npy", true), ("npy", false)] {
-            let e = if even { "True" } else { "False" };
-            cases.push(Case {
-                id: format!("test_s3_train[{fmt}-pytorch-pytorch-{e}]"),
-                params: TrainOrCheckpoint::Train { fmt, even },
-            });
-        }
-        for randomize in [true, false] {
-            for (optimizers, layers, zero) in [
-                (&[1024u64, 128][..], 2u64, 0u64),
-                (&[1024, 128][..], 2, 3),
-                (&[128][..], 1, 0),
-            ] {
-                let i = cases.len() - 4;
-                cases.push(Case {
-                    id: format!("test_s3_checkpoint_epoch[pytorch-1024-optimizers{i}-{layers}-layer_params{i}-{zero}-{randomize}]"),
-                    params: TrainOrCheckpoint::CheckpointEpoch {
-                        optimizers,
-                        layers,
-                        zero,
-                        randomize,
-                    },
-                });
-            }
-        }
-        run_matrix(cases, |cwd, params| {
+        let cases = CheckpointEpoch::matrix("test_s3_checkpoint_epoch", &["pytorch"]);
+        assert_eq!(cases.len(), 6);
+        run_matrix(cases, |cwd, case| {
             let bucket = new_bucket(moto);
-            match *params {
-                TrainOrCheckpoint::Train { fmt, even } => {
-                    let num_files = if even { 16 } else { 17 };
-                    let rest = [
-                        "++workload.workflow.train=True".to_string(),
-                        "++workload.workflow.generate_data=True".into(),
-                        "++workload.framework=pytorch".into(),
-                        "++workload.reader.data_loader=pytorch".into(),
-                        format!("++workload.dataset.format={fmt}"),
-                        "workload.train.computation_time=0.01".into(),
-                        "workload.evaluation.eval_time=0.005".into(),
-                        "++workload.train.epochs=1".into(),
-                        format!("++workload.dataset.num_files_train={num_files}"),
-                        "++workload.reader.read_threads=1".into(),
-                    ];
-                    let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
-                    run_benchmark(cwd, &words(moto, &bucket, false, &rest), true)
-                }
-                TrainOrCheckpoint::CheckpointEpoch {
-                    optimizers,
-                    layers,
-                    zero,
-                    randomize,
-                } => {
-                    let (epochs, per) = (8u64, 2u64);
-                    let list = |v: &[u64]| {
-                        format!(
-                            "[{}]",
-                            v.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
-                        )
-                    };
-                    let rest = [
-                        "++workload.framework=pytorch".to_string(),
-                        "++workload.reader.data_loader=pytorch".into(),
-                        "++workload.workflow.train=True".into(),
-                        "++workload.workflow.generate_data=True".into(),
-                        format!(
-                            "++workload.checkpoint.randomize_tensor={}",
-                            if randomize { "True" } else { "False" }
-                        ),
-                        "++workload.train.computation_time=0.01".into(),
-                        "++workload.evaluation.eval_time=0.005".into(),
-                        format!("++workload.train.epochs={epochs}"),
-                        "++workload.workflow.checkpoint=True".into(),
-                        format!("++workload.checkpoint.epochs_between_checkpoints={per}"),
-                        "++workload.model.model_size=1024".into(),
-                        format!("++workload.model.optimization_groups={}", list(optimizers)),
-                        format!("++workload.model.num_layers={layers}"),
-                        format!("++workload.model.parallelism.zero_stage={zero}"),
-                        "++workload.model.layer_parameters=[16]".into(),
-                        format!("++workload.model.parallelism.tensor={NUM_PROCS}"),
-                    ];
-                    let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
-                    run_benchmark(cwd, &words(moto, &bucket, true, &rest), true)?;
-                    let found = keys(moto, &bucket, "checkpoints/", "");
-                    let expected = (epochs / per * 3 * NUM_PROCS) as usize;
-                    ensure(found == expected, || {
-                        format!("{found} checkpoint objects, expected {expected}")
-                    })
-                }
-            }
+            let overrides = case.overrides();
+            let rest: Vec<&str> = overrides.iter().map(String::as_str).collect();
+            run_benchmark(cwd, &words(moto, &bucket, true, &rest), true)?;
+            let found = keys(moto, &bucket, "checkpoints/", "");
+            let checkpoints = CheckpointEpoch::EPOCHS / CheckpointEpoch::EPOCHS_PER_CHECKPOINT;
+            let expected = (checkpoints * 3 * NUM_PROCS) as usize;
+            ensure(found == expected, || {
+                format!("{found} checkpoint objects, expected {expected}")
+            })
         });
     });
 }

@@ -10,6 +10,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
 use std::sync::Mutex;
 
 /// Upstream's `NUM_PROCS` where `mpirun` exists.
@@ -117,4 +118,128 @@ pub fn glob(dir: &Path, suffix: &str) -> Vec<PathBuf> {
         .unwrap_or_default();
     found.sort();
     found
+}
+
+/// The output folder a run names in its last lines (`Outputs written to DIR`, relative to
+/// the working folder `cwd` unless absolute).
+fn output_folder(cwd: &Path, out: &Output) -> Result<PathBuf, String> {
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text.lines()
+        .rev()
+        .find_map(|l| l.split("Outputs written to ").nth(1))
+        .map(|d| cwd.join(d.trim()))
+        .ok_or_else(|| format!("no `Outputs written to` line in:\n{text}"))
+}
+
+/// Upstream's `run_benchmark(cfg, verify)` of its in-process tests: the run must succeed, and
+/// with `verify` every rank's `*_output.json` must be in the output folder, which is returned.
+pub fn run_benchmark(
+    cwd: &Path,
+    overrides: &[String],
+    verify: bool,
+) -> Result<Option<PathBuf>, String> {
+    let out = expect_success(&mut dlio_benchmark(cwd, overrides))?;
+    if !verify {
+        return Ok(None);
+    }
+    let folder = output_folder(cwd, &out)?;
+    let n = glob(&folder, "_output.json").len() as u64;
+    ensure(n == NUM_PROCS, || {
+        format!(
+            "{n} *_output.json in {}, expected {NUM_PROCS}",
+            folder.display()
+        )
+    })?;
+    Ok(Some(folder))
+}
+
+/// `test_checkpoint_epoch`'s case (and `test_s3_checkpoint_epoch`'s): model size 1024, layer
+/// parameters [16], tensor parallelism over the ranks, 8 epochs with a checkpoint every 2.
+pub struct CheckpointEpoch {
+    pub framework: &'static str,
+    pub optimizers: &'static [u64],
+    pub num_layers: u64,
+    pub zero_stage: u64,
+    pub randomize: bool,
+}
+
+impl CheckpointEpoch {
+    pub const EPOCHS: u64 = 8;
+    pub const EPOCHS_PER_CHECKPOINT: u64 = 2;
+
+    /// Upstream's overrides for the case.
+    pub fn overrides(&self) -> Vec<String> {
+        let list = |v: &[u64]| {
+            format!(
+                "[{}]",
+                v.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+            )
+        };
+        let framework = self.framework;
+        vec![
+            format!("++workload.framework={framework}"),
+            format!("++workload.reader.data_loader={framework}"),
+            "++workload.workflow.train=True".into(),
+            "++workload.workflow.generate_data=True".into(),
+            format!(
+                "++workload.checkpoint.randomize_tensor={}",
+                if self.randomize { "True" } else { "False" }
+            ),
+            "++workload.train.computation_time=0.01".into(),
+            "++workload.evaluation.eval_time=0.005".into(),
+            format!("++workload.train.epochs={}", Self::EPOCHS),
+            "++workload.workflow.checkpoint=True".into(),
+            format!(
+                "++workload.checkpoint.epochs_between_checkpoints={}",
+                Self::EPOCHS_PER_CHECKPOINT
+            ),
+            "++workload.model.model_size=1024".into(),
+            format!(
+                "++workload.model.optimization_groups={}",
+                list(self.optimizers)
+            ),
+            format!("++workload.model.num_layers={}", self.num_layers),
+            format!(
+                "++workload.model.parallelism.zero_stage={}",
+                self.zero_stage
+            ),
+            "++workload.model.layer_parameters=[16]".into(),
+            format!("++workload.model.parallelism.tensor={NUM_PROCS}"),
+        ]
+    }
+
+    /// Upstream's matrix for `frameworks`, in its order, with its pytest ids
+    /// (`tensorflow-1024-optimizers0-2-layer_params0-0-True`).
+    pub fn matrix(test: &str, frameworks: &[&'static str]) -> Vec<Case<CheckpointEpoch>> {
+        let mut cases = Vec::new();
+        for randomize in [true, false] {
+            for (optimizers, num_layers, zero_stage) in [
+                (&[1024u64, 128][..], 2u64, 0u64),
+                (&[1024, 128][..], 2, 3),
+                (&[128][..], 1, 0),
+            ] {
+                for &framework in frameworks {
+                    let i = cases.len();
+                    let r = if randomize { "True" } else { "False" };
+                    cases.push(Case {
+                        id: format!(
+                            "{test}[{framework}-1024-optimizers{i}-{num_layers}-layer_params{i}-{zero_stage}-{r}]"
+                        ),
+                        params: CheckpointEpoch {
+                            framework,
+                            optimizers,
+                            num_layers,
+                            zero_stage,
+                            randomize,
+                        },
+                    });
+                }
+            }
+        }
+        cases
+    }
 }
