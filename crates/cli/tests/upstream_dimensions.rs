@@ -413,3 +413,21 @@ fn test_dim_based_csv() {
         },
     );
 }
+
+/// The unknown key upstream's own tests pass is a warning, as upstream ignores it; under
+/// `--strict` it is a usage error (exit 2) that names the key and the one meant.
+#[test]
+fn strict_refuses_the_unknown_key_of_upstreams_tests_and_names_the_known_one() {
+    let cwd = tempfile::tempdir().unwrap();
+    let root = storage_root(cwd.path());
+    let mut o = vec!["--strict".to_string()];
+    o.extend(generate_dlio_param("pytorch", &root, "npz", TOTAL_DATA));
+    let out = dlio_benchmark(cwd.path(), &o).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("workflow.evaluate") && stderr.contains("workflow.evaluation"),
+        "{stderr}"
+    );
+    assert!(!root.join("data").exists(), "nothing runs under --strict");
+}

@@ -125,6 +125,21 @@ pub(crate) fn suggest(path: &str) -> Option<String> {
     {
         return Some(prefixed(parent, s));
     }
+    // 3b. Another form of the same word (`evaluate` → `evaluation`): most of what was typed
+    // begins the key.
+    let common = |s: &str| {
+        leaf.chars()
+            .zip(s.chars())
+            .take_while(|(a, b)| a == b)
+            .count()
+    };
+    if let Some(s) = siblings
+        .iter()
+        .filter(|s| common(s) >= (leaf.chars().count() * 3 / 4).max(4))
+        .max_by_key(|s| common(s))
+    {
+        return Some(prefixed(parent, s));
+    }
     // 4. A typo of a key in another section.
     let mut others = all_keys().iter().filter_map(|k| {
         let name = k.rsplit('.').next()?;
@@ -159,6 +174,14 @@ pub(crate) fn distance(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn another_form_of_the_word_is_suggested() {
+        assert_eq!(
+            suggest("workflow.evaluate").as_deref(),
+            Some("workflow.evaluation")
+        );
+    }
 
     #[test]
     fn distance_counts_edits_and_transpositions() {
