@@ -555,14 +555,20 @@ impl Config {
             .unwrap_or(self.semantics.decodes())
     }
 
-    /// Whole-object reads a reader thread keeps in flight on object storage, as the fork's
+    /// Whole-object reads a reader thread keeps in flight. On object storage, as the fork's
     /// client does: s3dlio (and no library) a sliding window of
     /// `storage_options.prefetch_window` (64), minio up to 16 at a time (its thread pool) out
-    /// of chunks of `prefetch_window` (256), s3torchconnector one at a time. 0 off object
-    /// storage (local files are read in the foreground, as the fork's map-style readers do).
+    /// of chunks of `prefetch_window` (256), s3torchconnector one at a time. With the
+    /// `io_uring` engine on local files, `storage.io_depth`: its requests stay in flight
+    /// across sample boundaries, not only within one sample. 0 otherwise (local files are
+    /// read in the foreground, as the fork's map-style readers do).
     pub fn object_read_window(&self) -> u32 {
         if self.storage.storage_type != StorageType::S3 {
-            return 0;
+            return if self.storage.io_engine == IoEngine::IoUring {
+                self.storage.io_depth.max(1)
+            } else {
+                0
+            };
         }
         let window = self
             .storage

@@ -200,7 +200,13 @@ pub fn engine_for(settings: &EngineSettings) -> Result<Engine, StorageError> {
         EngineKind::Posix => Arc::new(PosixStorage::new()),
         EngineKind::Direct => Arc::new(DirectStorage::new()),
         EngineKind::Mmap => Arc::new(MmapStorage::new()),
-        EngineKind::IoUring => Arc::new(UringStorage::new(settings.io_depth, settings.odirect)?),
+        EngineKind::IoUring => {
+            let uring = UringStorage::new(settings.io_depth, settings.odirect)?;
+            Arc::new(match transfer_size {
+                Some(size) => uring.with_whole_read_request(size),
+                None => uring,
+            })
+        }
         EngineKind::S3 => {
             let s3 = settings.s3.as_ref().ok_or_else(|| {
                 invalid("the s3 engine needs storage.storage_root (the bucket) and storage_options")

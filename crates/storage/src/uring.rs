@@ -19,6 +19,13 @@
 //!   queue drains only when the caller's requests run out, as fio's does. Requests are
 //!   consumed in completion order.
 //!
+//!
+//! A third path keeps requests in flight across samples: [`Storage::start_whole_read`]
+//! submits a file's first request on a one-entry ring of its own and returns, so a reader
+//! that keeps `io_depth` such reads open (the loader's window) has that many requests at the
+//! device between samples; `wait` reaps it and streams the rest of a longer file. Rings and
+//! first-request buffers are kept per thread for the next reads.
+//!
 //! Soundness: the kernel writes into the caller's memory until a request's completion is
 //! reaped, long after it was pushed, so [`run`] never returns (nor unwinds) while a request
 //! is in flight: a guard ([`Flight`]) waits for every outstanding completion before the
@@ -37,8 +44,9 @@ use crate::direct::{
 };
 use crate::posix::{open_for_reading, regular_file_len};
 use crate::{
-    Capabilities, Consume, DirectStorage, Extent, ForwardStorage, IoBuffer, PosixStorage,
-    ReadHandle, ReadRequest, Storage, StorageError, WriteHandle, check_extent, stream_slots,
+    Capabilities, Consume, DirectStorage, Extent, ForwardStorage, IoBuffer, PendingRead,
+    PosixStorage, ReadHandle, ReadRequest, Storage, StorageError, WholeRead, WriteHandle,
+    check_extent, stream_slots,
 };
 
 /// Largest single submission; longer requests complete in several (the kernel takes a u32).
@@ -48,6 +56,15 @@ thread_local! {
     /// This thread's ring, made on first use. A run takes it out for its duration (see
     /// [`with_ring`]).
     static RING: RefCell<Option<IoUring>> = const { RefCell::new(None) };
+
+    /// Rings of one entry for this thread's background whole-file reads, one per read in
+    /// flight, kept for the next reads.
+    static SPARE_RINGS: RefCell<Vec<IoUring>> = const { RefCell::new(Vec::new()) };
+
+    /// The first-request buffers of this thread's background whole-file reads, kept for the
+    /// next reads: a fresh allocation of a request's size is a new mapping whose pages the
+    /// kernel faults in for every read, and unmaps after.
+    static SPARE_BUFFERS: RefCell<Vec<IoBuffer>> = const { RefCell::new(Vec::new()) };
 }
 
 /// io_uring reads with `io_depth` requests in flight per thread.
@@ -55,7 +72,13 @@ thread_local! {
 pub struct UringStorage {
     io_depth: u32,
     odirect: bool,
+    /// The request size of a background whole-file read ([`Storage::start_whole_read`]).
+    whole_read_request: usize,
 }
+
+/// The request size of a background whole-file read unless `reader.transfer_size` sets one:
+/// the 4 MiB in which readers that decode nothing read a whole file in the foreground.
+pub const WHOLE_READ_REQUEST: usize = 4 << 20;
 
 impl UringStorage {
     /// The engine, after checking that the kernel allows io_uring (a ring of `io_depth`
@@ -63,7 +86,20 @@ impl UringStorage {
     pub fn new(io_depth: u32, odirect: bool) -> Result<UringStorage, StorageError> {
         let io_depth = io_depth.clamp(1, 4096);
         IoUring::new(io_depth).map_err(uring_refused)?;
-        Ok(UringStorage { io_depth, odirect })
+        Ok(UringStorage {
+            io_depth,
+            odirect,
+            whole_read_request: WHOLE_READ_REQUEST,
+        })
+    }
+
+    /// The same engine with background whole-file reads in requests of `bytes` (rounded up
+    /// to the O_DIRECT alignment; `reader.transfer_size`).
+    pub fn with_whole_read_request(self, bytes: usize) -> UringStorage {
+        UringStorage {
+            whole_read_request: bytes.max(1).next_multiple_of(DIRECT_ALIGNMENT),
+            ..self
+        }
     }
 
     /// Requests in flight per reader thread.
@@ -153,6 +189,14 @@ impl Storage for UringStorage {
         } else {
             PosixStorage.create(path)
         }
+    }
+
+    /// Submits the file's first request on a ring of its own and returns at once, so that a
+    /// reader keeping several of these in flight keeps that many requests at the device
+    /// across sample boundaries; [`PendingRead::wait`] reaps it and reads the rest of a
+    /// longer file with `io_depth` requests in flight. The bytes are counted, not kept.
+    fn start_whole_read(&self, path: &Path) -> Option<Box<dyn PendingRead>> {
+        Some(Box::new(UringWholeRead::start(*self, path)))
     }
 
     crate::forward_storage!(
@@ -737,6 +781,189 @@ fn read_exact_bounced(
     Ok(())
 }
 
+/// A background whole-file read ([`UringStorage::start_whole_read`]): the first request is
+/// on `ring` from `start` until `wait` (or the drop) reaps it.
+struct UringWholeRead {
+    engine: UringStorage,
+    path: PathBuf,
+    started: std::time::Instant,
+    /// The open file, or why it could not be opened or read (reported by `wait`); taken by
+    /// `wait`.
+    state: Option<Result<Opened, StorageError>>,
+}
+
+struct Opened {
+    file: File,
+    len: u64,
+    /// The first request's memory: the kernel writes into it while `ring` holds the request,
+    /// and nothing reads it (the bytes are counted, not kept). Back to the spares once reaped.
+    first: Option<IoBuffer>,
+    /// The ring the first request is on; `None` once it is reaped (or when there is none).
+    ring: Option<IoUring>,
+}
+
+impl UringWholeRead {
+    fn start(engine: UringStorage, path: &Path) -> UringWholeRead {
+        UringWholeRead {
+            engine,
+            path: path.to_path_buf(),
+            started: std::time::Instant::now(),
+            state: Some(Self::open_and_submit(engine, path)),
+        }
+    }
+
+    fn open_and_submit(engine: UringStorage, path: &Path) -> Result<Opened, StorageError> {
+        let file = if engine.odirect {
+            open_direct(path, OpenOptions::new().read(true))?
+        } else {
+            open_for_reading(path)?
+        };
+        let len = regular_file_len(&file, path)?;
+        // The first request: the whole file up to one request, its length rounded up to the
+        // O_DIRECT alignment (a read past the end stops at the end).
+        let want =
+            (len.min(engine.whole_read_request as u64) as usize).next_multiple_of(DIRECT_ALIGNMENT);
+        let mut first = match SPARE_BUFFERS.with(|b| b.borrow_mut().pop()) {
+            Some(buffer) => buffer,
+            None => IoBuffer::new(DIRECT_ALIGNMENT)?,
+        };
+        if len == 0 {
+            SPARE_BUFFERS.with(|b| b.borrow_mut().push(first));
+            return Ok(Opened {
+                file,
+                len,
+                first: None,
+                ring: None,
+            });
+        }
+        if first.len() < want {
+            first.resize(want)?;
+        }
+        let mut ring = match SPARE_RINGS.with(|r| r.borrow_mut().pop()) {
+            Some(ring) => ring,
+            None => new_ring(1).map_err(uring_refused)?,
+        };
+        let entry = opcode::Read::new(types::Fd(file.as_raw_fd()), first.as_mut_ptr(), want as u32)
+            .offset(0)
+            .build()
+            .user_data(0);
+        // SAFETY: the entry points into `first`, a heap allocation owned by the returned
+        // `Opened` that nothing reads or frees until the completion is reaped: `wait` reaps
+        // it before touching `first`, and `UringWholeRead`'s drop reaps it before the fields
+        // (and so `first`) are dropped. Moving the `Opened` does not move the allocation.
+        if unsafe { ring.submission().push(&entry) }.is_err() {
+            return Err(StorageError::io(
+                "read",
+                path,
+                io::Error::other("the io_uring submission queue is full"),
+            ));
+        }
+        if let Err(e) = ring.submit() {
+            // Not submitted: nothing is in flight, the entry is dropped with the ring.
+            return Err(StorageError::io("read", path, e));
+        }
+        Ok(Opened {
+            file,
+            len,
+            first: Some(first),
+            ring: Some(ring),
+        })
+    }
+}
+
+impl Opened {
+    /// Reaps the first request; its result (bytes read, or the error). The ring and the
+    /// buffer go back to this thread's spares.
+    fn reap_first(&mut self, path: &Path) -> Option<Result<usize, StorageError>> {
+        let mut ring = self.ring.take()?;
+        wait(&mut ring, path, 1);
+        let result = ring.completion().next().map(|cqe| cqe.result());
+        SPARE_RINGS.with(|r| r.borrow_mut().push(ring));
+        // Off the ring: the kernel holds no reference to the buffer any more.
+        if let Some(buffer) = self.first.take() {
+            SPARE_BUFFERS.with(|b| b.borrow_mut().push(buffer));
+        }
+        Some(match result {
+            Some(r) if r < 0 => Err(StorageError::io(
+                "read",
+                path,
+                io::Error::from_raw_os_error(-r),
+            )),
+            Some(r) => Ok(r as usize),
+            None => Err(StorageError::io(
+                "read",
+                path,
+                io::Error::other("io_uring lost a completion"),
+            )),
+        })
+    }
+}
+
+impl PendingRead for UringWholeRead {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn wait(mut self: Box<Self>) -> Result<WholeRead, StorageError> {
+        let path = std::mem::take(&mut self.path);
+        let started = self.started;
+        let engine = self.engine;
+        let mut opened = self.state.take().expect("a read is waited for once")?;
+        let first = match opened.reap_first(&path) {
+            Some(result) => result?,
+            None => 0,
+        };
+        let done = (first as u64).min(opened.len);
+        if done == 0 && opened.len > 0 {
+            return Err(StorageError::Truncated {
+                path,
+                offset: 0,
+                wanted: opened.len,
+            });
+        }
+        if done < opened.len {
+            // The rest of a file longer than one request, `io_depth` requests in flight.
+            let block = engine.whole_read_request;
+            let mut rest = UringRead {
+                file: opened.file,
+                path: path.clone(),
+                len: opened.len,
+                io_depth: engine.io_depth,
+                bounce: if engine.odirect {
+                    Some(IoBuffer::new(DIRECT_ALIGNMENT)?)
+                } else {
+                    None
+                },
+                scratch: Scratch::default(),
+                free_slots: Vec::new(),
+            };
+            let blocks = (opened.len - done).div_ceil(block as u64) as usize;
+            let slots = blocks.min(engine.io_depth as usize).max(1);
+            let mut window = IoBuffer::new(DIRECT_ALIGNMENT)?;
+            window.resize(slots * block)?;
+            let len = opened.len;
+            let mut extents = (0..blocks).map(|i| {
+                let offset = done + (i * block) as u64;
+                Extent::new(offset, (len - offset).min(block as u64) as usize)
+            });
+            rest.read_stream(&mut window, block, &mut extents, &mut |_, _| Ok(()))?;
+        }
+        Ok(WholeRead {
+            bytes: opened.len,
+            took: started.elapsed(),
+        })
+    }
+}
+
+impl Drop for UringWholeRead {
+    fn drop(&mut self) {
+        // An abandoned read: its request must be off the ring before `first` is freed.
+        if let Some(Ok(opened)) = &mut self.state {
+            let _ = opened.reap_first(&self.path);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -803,5 +1030,71 @@ mod tests {
                 Ok(())
             })
             .unwrap();
+    }
+
+    #[test]
+    fn whole_reads_stay_in_flight_together_and_count_every_byte() {
+        let Some(storage) = uring(4) else { return };
+        // Requests of 8 KiB: the last file takes four, read with `io_depth` in flight.
+        let storage = storage.with_whole_read_request(8192);
+        let dir = tempfile::tempdir().unwrap();
+        let sizes = [0usize, 1, 4095, 4096, 8192, 3 * 8192 + 5];
+        let paths: Vec<PathBuf> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| {
+                let p = dir.path().join(format!("f{i}"));
+                std::fs::write(&p, vec![i as u8; n]).unwrap();
+                p
+            })
+            .collect();
+        // All started before any is waited for, as the loader's window does.
+        let pending: Vec<_> = paths
+            .iter()
+            .map(|p| {
+                storage
+                    .start_whole_read(p)
+                    .expect("io_uring reads in the background")
+            })
+            .collect();
+        for (read, &n) in pending.into_iter().zip(&sizes) {
+            assert_eq!(read.wait().unwrap().bytes, n as u64);
+        }
+        // Each non-empty file's first request had a ring of its own, all at once.
+        assert!(SPARE_RINGS.with(|r| r.borrow().len()) >= sizes.len() - 1);
+    }
+
+    #[test]
+    fn an_abandoned_whole_read_is_reaped_and_its_ring_reused() {
+        let Some(storage) = uring(2) else { return };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, vec![7u8; 65536]).unwrap();
+        for _ in 0..3 {
+            drop(storage.start_whole_read(&path).unwrap());
+        }
+        assert_eq!(
+            storage
+                .start_whole_read(&path)
+                .unwrap()
+                .wait()
+                .unwrap()
+                .bytes,
+            65536
+        );
+        assert!(SPARE_RINGS.with(|r| r.borrow().len()) >= 1);
+    }
+
+    #[test]
+    fn a_missing_file_fails_at_wait_naming_it() {
+        let Some(storage) = uring(2) else { return };
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing.npz");
+        let err = storage
+            .start_whole_read(&missing)
+            .unwrap()
+            .wait()
+            .unwrap_err();
+        assert!(err.to_string().contains("missing.npz"), "{err}");
     }
 }
