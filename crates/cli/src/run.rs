@@ -174,6 +174,8 @@ struct Prepared {
     format: Option<Arc<dyn Format>>,
     engine: dlio_storage::Engine,
     storage: Arc<dyn Storage>,
+    /// The S3 endpoint this process uses (one of `S3_ENDPOINT_URIS`'s, by process), if any.
+    endpoint: Option<String>,
 }
 
 /// What [`Run::plan`] decides before any rank starts: the file lists, the seed, the steps and
@@ -352,12 +354,14 @@ impl Run<'_> {
             ));
         }
         let storage: Arc<dyn Storage> = engine.storage();
+        let endpoint = settings.s3.as_ref().and_then(|s3| s3.endpoint_url.clone());
         Ok(Prepared {
             stop,
             group,
             format,
             engine,
             storage,
+            endpoint,
         })
     }
 
@@ -736,11 +740,13 @@ impl Run<'_> {
                 .map(|r| prepared.group.global_rank(r))
                 .collect(),
         };
-        let engine_figures = engine_figures(
+        let mut engine_figures = engine_figures(
             self.cluster,
             &io.counters,
             trained.device_watch.figures(&planned.host.hostname),
         );
+        // Per process, so per endpoint when S3_ENDPOINT_URIS spreads the processes.
+        engine_figures["endpoint"] = serde_json::json!(prepared.endpoint);
         let Some(gathered) = self.cluster.gather(&(reports, share, engine_figures))? else {
             return Ok(if first_error.is_none() {
                 ExitCode::SUCCESS

@@ -478,3 +478,85 @@ fn capacity_under_a_launcher_runs_each_point_as_that_many_processes() {
         assert_eq!(processes, n, "one process per accelerator");
     }
 }
+
+mod common;
+#[path = "../../storage/tests/support/moto.rs"]
+mod moto;
+
+/// MLPerf v3's multi-endpoint runs (`S3_ENDPOINT_URIS`, spec §3): each process reads through
+/// its own endpoint (process p uses entry p mod N, as the fork picks by MPI rank). Two
+/// counting proxies in front of one S3 server stand for two endpoints of one store: each
+/// sees that process's object GETs, and `summary.json` gives every process's endpoint and
+/// bytes.
+#[test]
+fn multi_endpoint_runs_spread_the_processes_over_the_endpoints() {
+    let moto = match moto::Moto::start() {
+        Ok(m) => m,
+        Err(reason) => {
+            eprintln!("skipped: {reason}");
+            return;
+        }
+    };
+    moto.boto3("s3.create_bucket(Bucket='multi')");
+    let tmp = tempfile::tempdir().unwrap();
+    let proxies: Vec<common::inflight::InflightProxy> = (0..2)
+        .map(|i| {
+            common::inflight::InflightProxy::start(
+                &moto.endpoint,
+                Duration::ZERO,
+                tmp.path().join(format!("proxy{i}.txt")),
+            )
+        })
+        .collect();
+    let uris = format!("{},{}", proxies[0].endpoint, proxies[1].endpoint);
+    let files = 16u64;
+    let args = |extra: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "run",
+            "workload=default",
+            "++workload.storage.storage_type=s3",
+            "++workload.storage.storage_root=multi",
+            "++workload.dataset.data_folder=s3://multi/data",
+            "++workload.storage.storage_options.access_key_id=k",
+            "++workload.storage.storage_options.secret_access_key=s",
+            "++workload.storage.storage_options.s3_force_path_style=True",
+            "++workload.dataset.num_subfolders_train=0",
+            "++workload.dataset.num_files_eval=0",
+            "++workload.workflow.evaluation=False",
+            "++workload.reader.batch_size=2",
+            "++workload.train.computation_time=0",
+            "++workload.train.epochs=1",
+        ]
+        .map(String::from)
+        .to_vec();
+        a.push(format!("++workload.dataset.num_files_train={files}"));
+        a.push(format!(
+            "++workload.output.folder={}",
+            tmp.path().join("out").display()
+        ));
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    check(
+        mpirun(2, &args(&["++workload.workflow.generate_data=True"]))
+            .env("S3_ENDPOINT_URIS", &uris)
+            .output()
+            .unwrap(),
+    );
+    let summary = json(&tmp.path().join("out/summary.json"));
+    let per_process = summary["dlio_rs"]["io_engine"]["per_process"]
+        .as_array()
+        .unwrap();
+    assert_eq!(per_process.len(), 2);
+    for p in per_process {
+        let process = p["process"].as_u64().unwrap() as usize;
+        assert_eq!(p["endpoint"], proxies[process].endpoint.as_str(), "{p}");
+        assert!(p["bytes_read"].as_u64().unwrap() > 0, "{p}");
+    }
+    // Each endpoint carried its process's share of the training GETs (8 of the 16 files each;
+    // generation's GETs, if any, come on top).
+    for (i, proxy) in proxies.iter().enumerate() {
+        let (_, gets) = proxy.most_and_count();
+        assert!(gets >= files / 2, "endpoint {i} saw {gets} GETs");
+    }
+}

@@ -1,6 +1,7 @@
 //! What the end-to-end test files share: starting the binary, checking its exit, reading JSON.
 #![allow(dead_code)] // each test file uses its own subset
 
+pub mod inflight;
 pub mod upstream;
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,61 @@
+//! The HTTP proxy of `crates/storage/tests/support/inflight_proxy.py`, for tests that count
+//! the object GETs a run sends to an endpoint.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The proxy of `support/inflight_proxy.py` in front of `upstream`, holding each object GET
+/// for `delay`; `most()` is the most GETs it has seen in flight at once.
+pub struct InflightProxy {
+    child: Child,
+    pub endpoint: String,
+    report: PathBuf,
+}
+
+impl Drop for InflightProxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl InflightProxy {
+    pub fn start(upstream: &str, delay: Duration, report: PathBuf) -> InflightProxy {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port();
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../storage/tests/support/inflight_proxy.py");
+        let child = Command::new("python3")
+            .arg(script)
+            .args([
+                &port.to_string(),
+                upstream,
+                &delay.as_secs_f64().to_string(),
+            ])
+            .arg(&report)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("python3 starts the proxy");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !report.exists() || std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "the proxy did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        InflightProxy {
+            child,
+            endpoint: format!("http://127.0.0.1:{port}"),
+            report,
+        }
+    }
+
+    /// (most GETs in flight at once, GETs seen).
+    pub fn most_and_count(&self) -> (u64, u64) {
+        let text = std::fs::read_to_string(&self.report).unwrap();
+        let mut parts = text.split_whitespace().map(|w| w.parse().unwrap());
+        (parts.next().unwrap(), parts.next().unwrap())
+    }
+}
