@@ -303,3 +303,95 @@ fn s3_readers_keep_the_forks_window_of_gets_in_flight() {
         assert_eq!(bytes_read(&tmp.path().join(&run)), stored, "{library}");
     }
 }
+
+/// S3's throttling reply (503 SlowDown): a store that throttles every other GET is read to the
+/// last byte through bounded retries; one that throttles every GET fails within the retry
+/// budget with an error that names the endpoint and says what to change, and no credential.
+#[test]
+fn throttled_gets_are_retried_and_a_store_that_always_throttles_fails_clearly() {
+    let moto = match Moto::start() {
+        Ok(m) => m,
+        Err(reason) => {
+            eprintln!("skipped: {reason}");
+            return;
+        }
+    };
+    let bucket = BUCKET;
+    moto.boto3(&format!("s3.create_bucket(Bucket='{bucket}')"));
+    let tmp = tempfile::tempdir().unwrap();
+    let words = |endpoint: &str, run: &str| -> Vec<String> {
+        vec![
+            "run".into(),
+            "workload=unet3d_h100_s3dlio".into(),
+            format!("++workload.storage.storage_root={bucket}"),
+            format!("++workload.storage.storage_options.endpoint_url={endpoint}"),
+            "++workload.storage.storage_options.s3_max_attempts=6".into(),
+            "++workload.dataset.data_folder=throttle/data".into(),
+            "++workload.dataset.num_files_train=8".into(),
+            "++workload.dataset.record_length_bytes=65536".into(),
+            "++workload.dataset.record_length_bytes_stdev=0".into(),
+            "++workload.dataset.record_length_bytes_resize=0".into(),
+            "++workload.train.epochs=1".into(),
+            "++workload.train.computation_time=0".into(),
+            "++workload.reader.batch_size=2".into(),
+            "++workload.reader.read_threads=1".into(),
+            format!("hydra.run.dir={}", tmp.path().join(run).display()),
+        ]
+    };
+    let keyed = |cmd: &mut Command| {
+        cmd.env("AWS_ACCESS_KEY_ID", moto::KEY_ID)
+            .env("AWS_SECRET_ACCESS_KEY", moto::SECRET);
+    };
+    let mut generate = dlio();
+    generate.args(words(&moto.endpoint, "gen")).args([
+        "++workload.workflow.generate_data=True",
+        "++workload.workflow.train=False",
+    ]);
+    keyed(&mut generate);
+    run_ok(&mut generate);
+    let stored: u64 = objects(&moto, "throttle/data/train/")
+        .iter()
+        .map(|(_, l)| l)
+        .sum();
+
+    let proxy = InflightProxy::start_throttling(
+        &moto.endpoint,
+        Duration::ZERO,
+        tmp.path().join("alternate.txt"),
+        "alternate",
+    );
+    let mut cmd = dlio();
+    cmd.args(words(&proxy.endpoint, "alternate"));
+    keyed(&mut cmd);
+    run_ok(&mut cmd);
+    assert!(
+        proxy.throttled() >= 8,
+        "{} GETs throttled",
+        proxy.throttled()
+    );
+    assert_eq!(bytes_read(&tmp.path().join("alternate")), stored);
+
+    let always = InflightProxy::start_throttling(
+        &moto.endpoint,
+        Duration::ZERO,
+        tmp.path().join("always.txt"),
+        "always",
+    );
+    let mut cmd = dlio();
+    cmd.args(words(&always.endpoint, "always"));
+    keyed(&mut cmd);
+    let started = std::time::Instant::now();
+    let err = run_err(&mut cmd);
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(err.contains(&always.endpoint), "{err}");
+    assert!(err.contains("503") && err.contains("SlowDown"), "{err}");
+    assert!(err.contains("s3_max_attempts"), "the fix is named: {err}");
+    assert!(!err.contains(moto::SECRET), "{err}");
+    // Bounded: each object was tried at most s3_max_attempts times.
+    let (_, gets) = always.most_and_count();
+    assert!(gets <= 8 * 6, "{gets} GETs for 8 objects and 6 attempts");
+}

@@ -145,7 +145,16 @@ impl Shared {
                 hint: refusal.hint(),
             };
         }
-        let hint = if ["connect", "timed out", "dns", "Connection refused"]
+        let throttled = matches!(
+            code,
+            Some("SlowDown" | "RequestLimitExceeded" | "Throttling")
+        ) || message.contains("503 Service Unavailable");
+        let hint = if throttled {
+            // The client has retried with backoff up to storage_options.s3_max_attempts.
+            "the store throttled every attempt (503 SlowDown): send fewer requests at once \
+             (fewer ranks, reader.read_threads or storage_options.prefetch_window), allow more \
+             attempts (storage_options.s3_max_attempts), or ask for more request capacity"
+        } else if ["connect", "timed out", "dns", "Connection refused"]
             .iter()
             .any(|s| message.contains(s))
         {

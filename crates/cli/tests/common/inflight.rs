@@ -23,6 +23,17 @@ impl Drop for InflightProxy {
 
 impl InflightProxy {
     pub fn start(upstream: &str, delay: Duration, report: PathBuf) -> InflightProxy {
+        InflightProxy::start_throttling(upstream, delay, report, "none")
+    }
+
+    /// As [`InflightProxy::start`], answering object GETs with 503 SlowDown: `alternate`
+    /// every other one, `always` every one.
+    pub fn start_throttling(
+        upstream: &str,
+        delay: Duration,
+        report: PathBuf,
+        throttle: &str,
+    ) -> InflightProxy {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .unwrap()
@@ -37,6 +48,7 @@ impl InflightProxy {
                 &delay.as_secs_f64().to_string(),
             ])
             .arg(&report)
+            .arg(throttle)
             .stdout(Stdio::null())
             .spawn()
             .expect("python3 starts the proxy");
@@ -54,8 +66,18 @@ impl InflightProxy {
 
     /// (most GETs in flight at once, GETs seen).
     pub fn most_and_count(&self) -> (u64, u64) {
+        let [most, gets, _] = self.report();
+        (most, gets)
+    }
+
+    /// GETs answered with 503 SlowDown.
+    pub fn throttled(&self) -> u64 {
+        self.report()[2]
+    }
+
+    fn report(&self) -> [u64; 3] {
         let text = std::fs::read_to_string(&self.report).unwrap();
         let mut parts = text.split_whitespace().map(|w| w.parse().unwrap());
-        (parts.next().unwrap(), parts.next().unwrap())
+        [(); 3].map(|()| parts.next().unwrap())
     }
 }

@@ -2,9 +2,13 @@
 in flight: each GET of an object is held for DELAY seconds before it is forwarded, and the
 most GETs open at one time is written to REPORT whenever it grows.
 
-usage: inflight_proxy.py PORT UPSTREAM_URL DELAY REPORT
+usage: inflight_proxy.py PORT UPSTREAM_URL DELAY REPORT [THROTTLE]
 The tests start it on a free port and point the client's endpoint at it; moto (the upstream)
 accepts the forwarded requests as they are (it does not check signatures).
+
+THROTTLE answers object GETs with S3's throttling reply (503 SlowDown) instead of forwarding
+them: `alternate` every other one (a client that retries gets each object on its second
+try), `always` every one. REPORT then holds "MOST GETS THROTTLED".
 """
 
 import http.client
@@ -15,14 +19,19 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 PORT, UPSTREAM, DELAY, REPORT = int(sys.argv[1]), sys.argv[2], float(sys.argv[3]), sys.argv[4]
+THROTTLE = sys.argv[5] if len(sys.argv) > 5 else "none"
+SLOWDOWN = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
+    b"<Message>Please reduce your request rate.</Message></Error>"
+)
 upstream = urllib.parse.urlparse(UPSTREAM)
 lock = threading.Lock()
-state = {"open": 0, "most": 0, "gets": 0}
+state = {"open": 0, "most": 0, "gets": 0, "throttled": 0}
 
 
 def report():
     with open(REPORT + ".tmp", "w") as f:
-        f.write(f"{state['most']} {state['gets']}\n")
+        f.write(f"{state['most']} {state['gets']} {state['throttled']}\n")
     import os
 
     os.replace(REPORT + ".tmp", REPORT)
@@ -41,10 +50,21 @@ class Forward(BaseHTTPRequestHandler):
         counted = self.command == "GET" and "list-type" not in self.path and self.path.count("/") > 1
         if counted:
             with lock:
-                state["open"] += 1
                 state["gets"] += 1
-                state["most"] = max(state["most"], state["open"])
+                throttle = THROTTLE == "always" or (THROTTLE == "alternate" and state["gets"] % 2 == 1)
+                if throttle:
+                    state["throttled"] += 1
+                else:
+                    state["open"] += 1
+                    state["most"] = max(state["most"], state["open"])
                 report()
+            if throttle:
+                self.send_response(503)
+                self.send_header("Content-Type", "application/xml")
+                self.send_header("Content-Length", str(len(SLOWDOWN)))
+                self.end_headers()
+                self.wfile.write(SLOWDOWN)
+                return
             time.sleep(DELAY)
         try:
             conn = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=60)
