@@ -1408,7 +1408,7 @@ fn generate(
             storage,
             format,
             files,
-            threads: available_cores(),
+            threads: generation_threads(config, format),
             seed: config.train.seed,
         },
         &|p| crate::progress::generation_update(&bar, &p),
@@ -1435,6 +1435,25 @@ fn generate(
 /// fingerprint. Otherwise (another config's files, or files no manifest vouches for) the files
 /// whose size proves nothing are removed before the manifest is written, so that a generation
 /// interrupted after this point resumes safely: every file it finds is then its own.
+/// Bytes of objects a process keeps in flight while generating on object storage.
+const OBJECT_BYTES_IN_FLIGHT: u64 = 256 << 20;
+
+/// Generation's worker threads: one per core on local storage, where making the bytes and
+/// writing them is CPU work; on object storage, where each PUT waits for the server, as many
+/// as keep [`OBJECT_BYTES_IN_FLIGHT`] of objects in flight (at least one per core, at most
+/// 64; objects above one multipart part already upload several parts at once).
+fn generation_threads(config: &Config, format: &dyn Format) -> usize {
+    let cores = available_cores();
+    if config.storage.storage_type != StorageType::S3 {
+        return cores;
+    }
+    let object = format
+        .expected_size(&dlio_trainer::nominal_layout(config))
+        .unwrap_or(0)
+        .max(1);
+    ((OBJECT_BYTES_IN_FLIGHT / object) as usize).clamp(cores, 16)
+}
+
 fn vouch_for_existing_files(
     cluster: &Cluster,
     storage: &dyn Storage,

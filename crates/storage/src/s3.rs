@@ -4,8 +4,9 @@
 //! Paths map to keys as in DLIO (`data_folder: s3://bucket/prefix`, `storage_root: bucket`):
 //! `s3://bucket/a/b` and `a/b` both name key `a/b` of the configured bucket. Listing a
 //! "directory" is one delimited LIST of `key/`: objects become files, common prefixes
-//! become directories. `create` buffers the object and `commit` publishes it with one PUT,
-//! or with a multipart upload (parts of [`S3_PART_BYTES`], a few in flight) when it is larger;
+//! become directories. `create` buffers the object and `commit` publishes it with one PUT up
+//! to 32 MiB, or with a multipart upload (parts of [`S3_PART_BYTES`], a few in flight) when it
+//! is larger;
 //! either way it becomes visible only when complete. `open` is one HEAD; reads are ranged
 //! GETs (one per transfer with [`crate::SplitReads`]; a whole-object read is one GET of the
 //! whole range); a batch keeps `io_depth` GETs in flight, and so does a stream
@@ -37,6 +38,11 @@ use crate::{
 
 /// Objects larger than this are uploaded in parts of this size (S3's minimum part is 5 MiB).
 pub const S3_PART_BYTES: usize = 8 << 20;
+
+/// Objects up to this size are one PUT: a multipart upload of a few parts costs three more
+/// requests, and a server that assembles parts by copying them (s3s-fs, a file system behind
+/// an S3 API) writes the object twice; s3dlio and the AWS SDKs PUT objects of this size whole.
+const SINGLE_PUT_BYTES: usize = 32 << 20;
 
 /// Parts uploaded at the same time by one writer.
 const PARTS_IN_FLIGHT: usize = 4;
@@ -341,6 +347,12 @@ impl S3Storage {
             max_retries: (attempts - 1) as usize,
             retry_timeout: (connect_timeout + Duration::from_secs(2)) * attempts,
         };
+        // PUT bodies are not hashed into the signature (`UNSIGNED-PAYLOAD`, as the AWS SDKs
+        // send over TLS): hashing costs the client a SHA-256 pass over every byte written,
+        // and the server another to check it. AWS_UNSIGNED_PAYLOAD=false asks for signed bodies.
+        if std::env::var_os("AWS_UNSIGNED_PAYLOAD").is_none() {
+            builder = builder.with_unsigned_payload(true);
+        }
         builder = builder
             .with_virtual_hosted_style_request(!path_style)
             .with_retry(retry)
@@ -863,6 +875,17 @@ impl S3Write {
         }
     }
 
+    /// Starts the multipart upload with the buffered bytes (a single-PUT buffer grown past
+    /// [`SINGLE_PUT_BYTES`]) cut into parts of [`S3_PART_BYTES`].
+    fn start_multipart(&mut self) -> Result<(), StorageError> {
+        let buffered = std::mem::take(&mut self.buffer);
+        for part in buffered.chunks(S3_PART_BYTES) {
+            self.buffer = part.to_vec();
+            self.send_part()?;
+        }
+        Ok(())
+    }
+
     /// Sends the buffered part (exactly `S3_PART_BYTES`) as the next part of the upload.
     fn send_part(&mut self) -> Result<(), StorageError> {
         if self.upload.is_none() {
@@ -892,16 +915,26 @@ impl WriteHandle for S3Write {
 
     fn write_all(&mut self, mut data: &[u8]) -> Result<(), StorageError> {
         while !data.is_empty() {
+            // Up to SINGLE_PUT_BYTES the object is one PUT; beyond, parts of S3_PART_BYTES.
+            let limit = if self.upload.is_none() {
+                SINGLE_PUT_BYTES
+            } else {
+                S3_PART_BYTES
+            };
             if self.buffer.capacity() == 0 {
                 self.buffer
                     .reserve_exact(S3_PART_BYTES.min(data.len().max(1 << 16)));
             }
-            let take = data.len().min(S3_PART_BYTES - self.buffer.len());
+            let take = data.len().min(limit - self.buffer.len());
             self.buffer.extend_from_slice(&data[..take]);
             self.written += take as u64;
             data = &data[take..];
-            if self.buffer.len() == S3_PART_BYTES && !data.is_empty() {
-                self.send_part()?;
+            if self.buffer.len() == limit && !data.is_empty() {
+                if self.upload.is_none() {
+                    self.start_multipart()?;
+                } else {
+                    self.send_part()?;
+                }
             }
         }
         Ok(())

@@ -173,9 +173,10 @@ fn a_dataset_and_a_checkpoint_live_in_a_bucket_and_read_back_identically() {
         assert_eq!(counts.bytes_read, expected_bytes[rank], "rank {rank}");
     }
 
-    // A checkpoint larger than a part goes up as a multipart upload and reads back.
+    // A checkpoint larger than one PUT (32 MiB) goes up as a multipart upload (the first
+    // 32 MiB as four parts, then a last part of 123 bytes) and reads back.
     let checkpoint = Path::new("s3://dlio-data/checkpoints/global_epoch1_step2/model.pt");
-    let data: Vec<u8> = (0..(20 << 20) + 123)
+    let data: Vec<u8> = (0..(32 << 20) + 123)
         .map(|i: usize| (i * 7 % 251) as u8)
         .collect();
     let mut writer = storage.create(checkpoint).unwrap();
