@@ -1441,7 +1441,8 @@ const OBJECT_BYTES_IN_FLIGHT: u64 = 256 << 20;
 /// Generation's worker threads: one per core on local storage, where making the bytes and
 /// writing them is CPU work; on object storage, where each PUT waits for the server, as many
 /// as keep [`OBJECT_BYTES_IN_FLIGHT`] of objects in flight (at least one per core, at most
-/// 64; objects above one multipart part already upload several parts at once).
+/// 16: on a 2-core client beside the server, 64 writer threads were slower than 16; an object
+/// above one PUT already uploads several parts at once).
 fn generation_threads(config: &Config, format: &dyn Format) -> usize {
     let cores = available_cores();
     if config.storage.storage_type != StorageType::S3 {
