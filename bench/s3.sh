@@ -5,7 +5,8 @@
 # whole-object GETs, the fork's window of 64 in flight) against s3dlio `get_many_stats` with 64
 # in flight (dlio's MiB/s over its training block, s3dlio's over the get_many call). Writes:
 # dlio's generation of the objects (random bytes made per object, as DLIO does) against
-# s3dlio `put_many` of as many objects of one payload. Client CPU (user + system of the whole
+# s3dlio `put_many` of as many objects of one payload. A raw GET loop (curl, signed, 64 at
+# once, bytes dropped) shows what the server gives a client with no logic at all. Client CPU (user + system of the whole
 # client process, start-up included) per GiB moved.
 #
 #   bash bench/s3.sh            # REPS=3 SIZES="16M 256K"
@@ -106,6 +107,24 @@ print(open(f"{work}/s3dlio.out").read().split()[0], f"{(user + sys_) / (nbytes *
 PY
 }
 
+raw_run() { # SIZE -> MiB/s of curl's signed GETs of every object, 64 at once (no client logic)
+  local size=$1 count last cfg=$WORK/curl.cfg
+  count=$(count_of "$size"); last=$((count - 1)); : >"$cfg"
+  for i in $(seq 0 "$last"); do
+    printf 'url = "%s/bench/d%s/train/img_%0*d_of_%d.npy"\noutput = /dev/null\n' \
+      "$AWS_ENDPOINT_URL" "$size" "${#last}" "$i" "$count" >>"$cfg"
+  done
+  local start end
+  start=$(date +%s.%N)
+  curl -s --parallel --parallel-max 64 --aws-sigv4 "aws:amz:us-east-1:s3" \
+    --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
+    -H "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" \
+    -K "$cfg" -w '%{http_code}\n' 2>/dev/null >"$WORK/codes"
+  end=$(date +%s.%N)
+  [ "$(grep -vc '^200$' "$WORK/codes")" = 0 ] || { echo "curl: $(sort "$WORK/codes" | uniq -c)"; exit 1; }
+  python3 -c "print(f'{$(bytes_of "$size") * $count / 2**20 / ($end - $start):.1f}')"
+}
+
 median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo "== dlio $(git rev-parse --short HEAD), s3dlio $(python3 -c 'import importlib.metadata as m; print(m.version("s3dlio"))'), s3s-fs 0.14.1, $(nproc) cores, $(date -u '+%Y-%m-%d %H:%M') UTC"
 printf '| objects | op | dlio MiB/s | s3dlio MiB/s | dlio/s3dlio | dlio CPU s/GiB | s3dlio CPU s/GiB | dlio runs | s3dlio runs |\n|---|---|---:|---:|---:|---:|---:|---|---|\n'
@@ -122,7 +141,9 @@ for size in $SIZES; do
     r[sr]+="$mib "; r[src]+="$cpu "
     read -r mib cpu <<<"$(dlio_run read "$size")"
     r[dr]+="$mib "; r[drc]+="$cpu "
+    r[raw]+="$(raw_run "$size") "
   done
+  echo "raw signed GET loop (curl --parallel-max 64), $(count_of "$size") x $size: $(echo "${r[raw]}" | median) MiB/s (runs ${r[raw]})"
   for op in r w; do
     d=$(echo "${r[d$op]}" | median); s=$(echo "${r[s$op]}" | median)
     printf '| %s x %s | %s | %s | %s | %s | %s | %s | %s| %s|\n' "$(count_of "$size")" "$size" \

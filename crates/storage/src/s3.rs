@@ -526,10 +526,18 @@ impl Drop for S3PendingRead {
 
 fn scrub(mut message: String, secrets: &[String]) -> String {
     for secret in secrets {
-        message = message.replace(secret.as_str(), "<redacted>");
+        // A credential of a few characters (`k`, `s` in a test) would match inside ordinary
+        // words and garble the message (`li<redacted>t`) without hiding anything: a string that
+        // short is found by guessing. Real keys are 20 (id) and 40 (secret) characters.
+        if secret.chars().count() >= MIN_SCRUBBED_CREDENTIAL {
+            message = message.replace(secret.as_str(), "<redacted>");
+        }
     }
     message
 }
+
+/// Credentials shorter than this are not scrubbed from messages (see [`scrub`]).
+const MIN_SCRUBBED_CREDENTIAL: usize = 6;
 
 impl Storage for S3Storage {
     fn engine(&self) -> &'static str {
@@ -985,6 +993,16 @@ impl Drop for S3Write {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn short_credentials_do_not_garble_messages_and_real_ones_are_hidden() {
+        let secrets = vec!["s".to_string(), "wJalrXUtnFEMI/K7MDENG".to_string()];
+        let message = super::scrub(
+            "list request failed; signed with wJalrXUtnFEMI/K7MDENG".into(),
+            &secrets,
+        );
+        assert_eq!(message, "list request failed; signed with <redacted>");
+    }
+
     use super::*;
 
     const REFUSED: &str = "Generic S3 error: Error performing list request: Error performing GET \
