@@ -15,68 +15,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use dlio_storage::{DiskCounters, disk_counters};
 use serde_json::{Value, json};
-
-/// One line of `/proc/diskstats`: the counters since boot (kernel's
-/// Documentation/admin-guide/iostats.rst; discard and flush fields are 0 on old kernels).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub(crate) struct DiskCounters {
-    reads: u64,
-    reads_merged: u64,
-    sectors_read: u64,
-    ms_reading: u64,
-    writes: u64,
-    writes_merged: u64,
-    sectors_written: u64,
-    ms_writing: u64,
-    ms_doing_io: u64,
-    weighted_ms: u64,
-    discards: u64,
-    discards_merged: u64,
-    sectors_discarded: u64,
-    ms_discarding: u64,
-    flushes: u64,
-    ms_flushing: u64,
-}
-
-/// The counters of every device in a `/proc/diskstats` text, by name.
-pub(crate) fn parse_diskstats(text: &str) -> BTreeMap<String, DiskCounters> {
-    let mut out = BTreeMap::new();
-    for line in text.lines() {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        if fields.len() < 14 {
-            continue;
-        }
-        let n = |i: usize| {
-            fields
-                .get(i)
-                .and_then(|f| f.parse::<u64>().ok())
-                .unwrap_or(0)
-        };
-        out.insert(
-            fields[2].to_string(),
-            DiskCounters {
-                reads: n(3),
-                reads_merged: n(4),
-                sectors_read: n(5),
-                ms_reading: n(6),
-                writes: n(7),
-                writes_merged: n(8),
-                sectors_written: n(9),
-                ms_writing: n(10),
-                ms_doing_io: n(12),
-                weighted_ms: n(13),
-                discards: n(14),
-                discards_merged: n(15),
-                sectors_discarded: n(16),
-                ms_discarding: n(17),
-                flushes: n(18),
-                ms_flushing: n(19),
-            },
-        );
-    }
-    out
-}
 
 /// The `cpu` line of `/proc/stat` (clock ticks since boot).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -206,7 +146,7 @@ fn sample() -> Result<Sample> {
     Ok(Sample {
         at: Instant::now(),
         wall: chrono::Local::now(),
-        disks: parse_diskstats(&disks),
+        disks: disk_counters(&disks),
         cpu: parse_cpu(&stat).context("/proc/stat has no `cpu` line")?,
     })
 }
@@ -359,8 +299,8 @@ mod tests {
 
     #[test]
     fn device_figures_are_iostats_arithmetic_over_the_deltas() {
-        let a = parse_diskstats(BEFORE)["sda"];
-        let b = parse_diskstats(AFTER)["sda"];
+        let a = disk_counters(BEFORE)["sda"];
+        let b = disk_counters(AFTER)["sda"];
         let v = disk_figures("sda", &a, &b, 2.0);
         // 100 reads of 20480 sectors (10 MiB) in 2 s, 200 ms of read time.
         assert_eq!(v["r/s"], 50.0);
@@ -397,7 +337,7 @@ mod tests {
 
     #[test]
     fn an_unknown_device_is_refused_with_the_known_ones() {
-        let first = parse_diskstats(BEFORE);
+        let first = disk_counters(BEFORE);
         let err = chosen_devices(&["nvme9n1".into()], &first)
             .unwrap_err()
             .to_string();

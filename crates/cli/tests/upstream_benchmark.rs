@@ -7,9 +7,11 @@
 
 mod common;
 
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Command;
 
+use common::run_ok;
 use common::upstream::{Case, CheckpointEpoch, NUM_PROCS, ensure, glob, run_benchmark, run_matrix};
 
 fn s(v: &[&str]) -> Vec<String> {
@@ -159,15 +161,10 @@ fn test_iostat_profiling() {
     );
     // Upstream then runs `dlio_postprocessor --output-folder=...` and ignores its result;
     // here it must succeed and write its report.
-    let post = Command::new(env!("CARGO_BIN_EXE_dlio"))
-        .arg0_as("dlio_postprocessor")
-        .arg(format!("--output-folder={}", out.display()))
-        .output()
-        .unwrap();
-    assert!(
-        post.status.success(),
-        "dlio_postprocessor: {}",
-        String::from_utf8_lossy(&post.stderr)
+    run_ok(
+        Command::new(env!("CARGO_BIN_EXE_dlio"))
+            .arg0("dlio_postprocessor")
+            .arg(format!("--output-folder={}", out.display())),
     );
     let report = std::fs::read_to_string(out.join("DLIO_default_report.txt")).unwrap();
     let num_ranks = report
@@ -184,18 +181,6 @@ fn test_iostat_profiling() {
         "Block 1",
     ] {
         assert!(report.contains(section), "no `{section}` in:\n{report}");
-    }
-}
-
-/// Starting a binary under another name, as a symlink does (`argv[0]` dispatch).
-trait Arg0 {
-    fn arg0_as(&mut self, name: &str) -> &mut Self;
-}
-
-impl Arg0 for Command {
-    fn arg0_as(&mut self, name: &str) -> &mut Self {
-        use std::os::unix::process::CommandExt;
-        self.arg0(name)
     }
 }
 
@@ -258,16 +243,11 @@ fn test_checkpoint_step() {
 /// `dlio_benchmark_query`'s view of `key` with `overrides` (upstream's test reads the same
 /// values from `ConfigArguments` after `initialize()`).
 fn query(overrides: &[&str], key: &str) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_dlio"))
-        .arg0_as("dlio_benchmark_query")
-        .args(overrides)
-        .arg(format!("++workload.workflow.query={key}"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_ok(
+        Command::new(env!("CARGO_BIN_EXE_dlio"))
+            .arg0("dlio_benchmark_query")
+            .args(overrides)
+            .arg(format!("++workload.workflow.query={key}")),
     );
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }

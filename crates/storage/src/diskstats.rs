@@ -49,18 +49,82 @@ fn split_dev(dev: u64) -> (u32, u32) {
     (major as u32, minor as u32)
 }
 
-/// The name and sectors read of device `major:minor` in a `/proc/diskstats` text (fields:
-/// major, minor, name, reads completed, reads merged, sectors read, ...).
+/// The name and sectors read of device `major:minor` in a `/proc/diskstats` text.
 fn sectors_read(text: &str, major: u32, minor: u32) -> Option<(String, u64)> {
     text.lines().find_map(|line| {
-        let mut fields = line.split_whitespace();
-        let (ma, mi, name) = (fields.next()?, fields.next()?, fields.next()?);
-        if ma.parse::<u32>().ok()? != major || mi.parse::<u32>().ok()? != minor {
-            return None;
-        }
-        let sectors = fields.nth(2)?.parse().ok()?;
-        Some((name.to_owned(), sectors))
+        let (ma, mi, name, counters) = parse_line(line)?;
+        (ma == major && mi == minor).then(|| (name.to_owned(), counters.sectors_read))
     })
+}
+
+/// One device's counters in `/proc/diskstats`, since boot (the kernel's
+/// Documentation/admin-guide/iostats.rst; the discard and flush fields are 0 on kernels that
+/// do not have them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[allow(missing_docs)] // the kernel's field names
+pub struct DiskCounters {
+    pub reads: u64,
+    pub reads_merged: u64,
+    pub sectors_read: u64,
+    pub ms_reading: u64,
+    pub writes: u64,
+    pub writes_merged: u64,
+    pub sectors_written: u64,
+    pub ms_writing: u64,
+    pub ms_doing_io: u64,
+    pub weighted_ms: u64,
+    pub discards: u64,
+    pub discards_merged: u64,
+    pub sectors_discarded: u64,
+    pub ms_discarding: u64,
+    pub flushes: u64,
+    pub ms_flushing: u64,
+}
+
+/// Every device's counters in a `/proc/diskstats` text, by name.
+pub fn disk_counters(text: &str) -> std::collections::BTreeMap<String, DiskCounters> {
+    text.lines()
+        .filter_map(parse_line)
+        .map(|(_, _, name, counters)| (name.to_owned(), counters))
+        .collect()
+}
+
+/// Major, minor, name and counters of one `/proc/diskstats` line.
+fn parse_line(line: &str) -> Option<(u32, u32, &str, DiskCounters)> {
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    if fields.len() < 14 {
+        return None;
+    }
+    let n = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let counters = DiskCounters {
+        reads: n(3),
+        reads_merged: n(4),
+        sectors_read: n(5),
+        ms_reading: n(6),
+        writes: n(7),
+        writes_merged: n(8),
+        sectors_written: n(9),
+        ms_writing: n(10),
+        ms_doing_io: n(12),
+        weighted_ms: n(13),
+        discards: n(14),
+        discards_merged: n(15),
+        sectors_discarded: n(16),
+        ms_discarding: n(17),
+        flushes: n(18),
+        ms_flushing: n(19),
+    };
+    Some((
+        fields[0].parse().ok()?,
+        fields[1].parse().ok()?,
+        fields[2],
+        counters,
+    ))
 }
 
 #[cfg(test)]

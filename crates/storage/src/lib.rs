@@ -106,7 +106,7 @@ pub use cache::{
     resident_pages,
 };
 pub use direct::{DIRECT_ALIGNMENT, DirectStorage};
-pub use diskstats::BlockDevice;
+pub use diskstats::{BlockDevice, DiskCounters, disk_counters};
 pub use engine::{ENGINES, Engine, EngineInfo, EngineKind, EngineSettings, engine_for};
 pub use error::StorageError;
 pub use forward::ForwardStorage;

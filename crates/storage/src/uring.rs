@@ -106,6 +106,34 @@ impl UringStorage {
     pub fn io_depth(&self) -> u32 {
         self.io_depth
     }
+
+    /// `path` opened for reading (with O_DIRECT when asked) and its length.
+    fn open_file(&self, path: &Path) -> Result<(File, u64), StorageError> {
+        let file = if self.odirect {
+            open_direct(path, OpenOptions::new().read(true))?
+        } else {
+            open_for_reading(path)?
+        };
+        let len = regular_file_len(&file, path)?;
+        Ok((file, len))
+    }
+
+    /// A read handle over an open file.
+    fn handle(&self, file: File, path: PathBuf, len: u64) -> Result<UringRead, StorageError> {
+        Ok(UringRead {
+            file,
+            path,
+            len,
+            io_depth: self.io_depth,
+            bounce: if self.odirect {
+                Some(IoBuffer::new(DIRECT_ALIGNMENT)?)
+            } else {
+                None
+            },
+            scratch: Scratch::default(),
+            free_slots: Vec::new(),
+        })
+    }
 }
 
 /// A ring of `depth` entries for this thread only. Like fio, it asks the kernel not to
@@ -162,25 +190,8 @@ impl Storage for UringStorage {
     }
 
     fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {
-        let file = if self.odirect {
-            open_direct(path, OpenOptions::new().read(true))?
-        } else {
-            open_for_reading(path)?
-        };
-        let len = regular_file_len(&file, path)?;
-        Ok(Box::new(UringRead {
-            file,
-            path: path.to_path_buf(),
-            len,
-            io_depth: self.io_depth,
-            bounce: if self.odirect {
-                Some(IoBuffer::new(DIRECT_ALIGNMENT)?)
-            } else {
-                None
-            },
-            scratch: Scratch::default(),
-            free_slots: Vec::new(),
-        }))
+        let (file, len) = self.open_file(path)?;
+        Ok(Box::new(self.handle(file, path.to_path_buf(), len)?))
     }
 
     fn create(&self, path: &Path) -> Result<Box<dyn WriteHandle>, StorageError> {
@@ -813,12 +824,7 @@ impl UringWholeRead {
     }
 
     fn open_and_submit(engine: UringStorage, path: &Path) -> Result<Opened, StorageError> {
-        let file = if engine.odirect {
-            open_direct(path, OpenOptions::new().read(true))?
-        } else {
-            open_for_reading(path)?
-        };
-        let len = regular_file_len(&file, path)?;
+        let (file, len) = engine.open_file(path)?;
         // The first request: the whole file up to one request, its length rounded up to the
         // O_DIRECT alignment (a read past the end stops at the end).
         let want =
@@ -924,19 +930,7 @@ impl PendingRead for UringWholeRead {
         if done < opened.len {
             // The rest of a file longer than one request, `io_depth` requests in flight.
             let block = engine.whole_read_request;
-            let mut rest = UringRead {
-                file: opened.file,
-                path: path.clone(),
-                len: opened.len,
-                io_depth: engine.io_depth,
-                bounce: if engine.odirect {
-                    Some(IoBuffer::new(DIRECT_ALIGNMENT)?)
-                } else {
-                    None
-                },
-                scratch: Scratch::default(),
-                free_slots: Vec::new(),
-            };
+            let mut rest = engine.handle(opened.file, path.clone(), opened.len)?;
             let blocks = (opened.len - done).div_ceil(block as u64) as usize;
             let slots = blocks.min(engine.io_depth as usize).max(1);
             let mut window = IoBuffer::new(DIRECT_ALIGNMENT)?;
