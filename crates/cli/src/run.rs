@@ -15,7 +15,7 @@ use dlio_storage::{
     EngineKind, EngineSettings, IoCounters, PathTable, S3Settings, SplitReads, Storage,
 };
 use dlio_trace::Tracer;
-use dlio_trainer::{CheckpointSetup, Comm, LocalGroup, RankSetup, TrainError};
+use dlio_trainer::{CheckpointSetup, Comm, LocalGroup, RankSetup, SideRead, TrainError};
 use indicatif::MultiProgress;
 
 use crate::args::{Entry, RunArgs};
@@ -570,8 +570,8 @@ impl Run<'_> {
             };
             let metered =
                 dlio_trace::metered_and_traced(raw, tracer.clone(), Arc::clone(&counters));
-            let storage: Arc<dyn Storage> = match prepared.engine.transfer_size() {
-                Some(size) => Arc::new(SplitReads::new(metered, size)),
+            let storage: Arc<dyn Storage> = match prepared.engine.request_sizes() {
+                Some(sizes) => Arc::new(SplitReads::with_sizes(metered, sizes.clone())),
                 None => Arc::new(metered),
             };
             io.counters.push(counters);
@@ -623,6 +623,15 @@ impl Run<'_> {
                                 stop,
                                 observer: progress,
                                 checkpoint: planned.checkpoint.as_ref(),
+                                side_files: config
+                                    .dataset
+                                    .side_files
+                                    .iter()
+                                    .map(|f| SideRead {
+                                        path: dataset::data_root(config).join(&f.name),
+                                        every_steps: f.every_steps,
+                                    })
+                                    .collect(),
                                 tracer,
                             };
                             let rank_stop = Arc::clone(&setup.stop);
@@ -794,6 +803,9 @@ impl Run<'_> {
                 "io_engine": {
                     "name": prepared.engine.name(),
                     "transfer_size": prepared.engine.transfer_size(),
+                    "transfer_size_distribution": config.reader.transfer_size_distribution.iter()
+                        .map(|e| serde_json::json!({"size": e.size, "weight": e.weight}))
+                        .collect::<Vec<_>>(),
                     "io_depth": config.storage.io_depth,
                     "read_bytes_per_second": config.storage.read_bytes_per_second,
                     "drop_page_cache": config.storage.drop_page_cache,
@@ -1163,6 +1175,23 @@ fn engine_settings(config: &Config, process: usize) -> (EngineSettings, Option<S
         engine,
         odirect: config.reader.odirect,
         transfer_size: config.reader.transfer_size,
+        transfer_size_distribution: config
+            .reader
+            .transfer_size_distribution
+            .iter()
+            .map(|e| (e.size, e.weight))
+            .collect(),
+        seed: config.train.seed,
+        sample_requests: config
+            .reader
+            .sample_requests
+            .iter()
+            .map(|r| dlio_storage::PatternRequest {
+                from_end: r.from == dlio_config::RequestAnchor::End,
+                offset: r.offset,
+                size: r.size,
+            })
+            .collect(),
         io_depth: config.storage.io_depth,
         s3,
         read_bytes_per_second: config.storage.read_bytes_per_second,
@@ -1177,7 +1206,7 @@ fn unused_prefetch_window(config: &Config, format: Option<&dyn Format>) -> Optio
     let window = config.storage.storage_options.as_ref()?.prefetch_window?;
     let used = config.object_read_window() > 0
         && format.is_some_and(|f| f.reads_whole_files_undecoded())
-        && config.reader.transfer_size.is_none();
+        && !config.shapes_requests();
     (config.workflow.train && !used).then(|| {
         format!(
             "storage.storage_options.prefetch_window: {window} has no effect here: the window \
@@ -1276,10 +1305,11 @@ fn check_collective(config: &Config, local_ranks: u32) -> Result<()> {
             config.dataset.num_files_train
         );
     }
-    if config.reader.transfer_size.is_some() {
+    if config.shapes_requests() {
         bail!(
             "reader.collective_io leaves the request sizes to MPI-IO (its two-phase I/O \
-             aggregates them); unset reader.transfer_size, {fix}"
+             aggregates them); unset reader.transfer_size, reader.transfer_size_distribution and \
+             reader.sample_requests, {fix}"
         );
     }
     if config.storage.io_engine != IoEngine::Posix
@@ -1351,6 +1381,27 @@ fn metric_params(config: &Config, world: u32, files: u64, eval_files: u64) -> Me
     }
 }
 
+/// `dataset.side_files`: each written whole (random bytes) under the data folder.
+fn write_side_files(config: &Config, storage: &dyn Storage) -> Result<()> {
+    for (i, side) in config.dataset.side_files.iter().enumerate() {
+        let path = dataset::data_root(config).join(&side.name);
+        if let Some(dir) = path.parent() {
+            storage
+                .create_dir_all(dir)
+                .with_context(|| format!("creating {}", dir.display()))?;
+        }
+        let mut bytes = vec![0u8; usize::try_from(side.size_bytes).context("side file size")?];
+        dlio_format::DataRng::for_file(config.train.seed, 2, i as u64).fill(&mut bytes);
+        let mut w = storage
+            .create(&path)
+            .with_context(|| format!("creating the side file {}", path.display()))?;
+        w.write_all(&bytes)
+            .and_then(|()| w.commit().map(|_| ()))
+            .with_context(|| format!("writing the side file {}", path.display()))?;
+    }
+    Ok(())
+}
+
 fn generate(
     cluster: &Cluster,
     config: &Config,
@@ -1416,6 +1467,9 @@ fn generate(
     )
     .context("generating the data set")?;
     bar.finish_and_clear();
+    if process == 0 {
+        write_side_files(config, storage)?;
+    }
     let secs = started.elapsed().as_secs_f64();
     log.output(&format!(
         "Generation done: {} files written ({:.1} MiB, {:.1} MiB/s), {} already complete, {} \

@@ -89,8 +89,9 @@ pub use schema::{
     CheckpointConfig, CheckpointMode, Config, DataType, DatasetConfig, EvaluationConfig,
     Hdf5Config, IoEngine, KsmConfig, MetricConfig, ModelConfig, MultiprocessingContext,
     OutputConfig, OutputMetricConfig, ParallelismConfig, ParquetColumn, ParquetCompression,
-    ParquetConfig, ParquetReadMode, Profiler, ProfilingConfig, ReaderConfig, StorageConfig,
-    StorageOptions, StorageType, TrainConfig, TransformerConfig, WorkflowConfig,
+    ParquetConfig, ParquetReadMode, Profiler, ProfilingConfig, ReaderConfig, RequestAnchor,
+    SampleRequest, SideFile, StorageConfig, StorageOptions, StorageType, TrainConfig,
+    TransferSizeWeight, TransformerConfig, WorkflowConfig,
 };
 pub use vocab::{
     Compression, DataLoaderKind, ElementType, FormatKind, Framework, MAX_SECONDS, ReadType,

@@ -80,6 +80,9 @@ impl Config {
         config.storage.storage_options = Some(StorageOptions::default());
         config.checkpoint.ksm = Some(KsmConfig::default());
         config.dataset.parquet.columns = vec![ParquetColumn::default()];
+        config.dataset.side_files = vec![SideFile::default()];
+        config.reader.transfer_size_distribution = vec![TransferSizeWeight::default()];
+        config.reader.sample_requests = vec![SampleRequest::default()];
         config.dataset.parquet.row_group_size = Some(1024);
         config.dataset.parquet.partition_by = Some(String::new());
         config.dataset.data_gen_method = Some(String::new());
@@ -432,6 +435,86 @@ pub struct DatasetConfig {
     /// The fork's generator back end (`dgen` or `numpy`); dlio generates with its own
     /// generator, so this only says which the workload asked for. Default none.
     pub data_gen_method: Option<String>,
+    /// Ours: small files beside the data set that training reads every few steps (metadata,
+    /// vocabularies, shard indexes), as `dlio characterize` finds them in a traced program.
+    /// Generation writes each under `data_folder`; every rank reads each whole at the first
+    /// step of every epoch and then every `every_steps` steps. Default none.
+    pub side_files: Vec<SideFile>,
+}
+
+/// One entry of `dataset.side_files` (ours).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SideFile {
+    /// Path under `dataset.data_folder` (no `..`, not absolute). Default `meta/side.bin`.
+    pub name: String,
+    /// Bytes of the file. Default 4096.
+    pub size_bytes: u64,
+    /// Read at the epoch's step 1, 1 + every_steps, ... (1-based steps). Default 1.
+    pub every_steps: u64,
+}
+
+impl Default for SideFile {
+    fn default() -> Self {
+        SideFile {
+            name: "meta/side.bin".into(),
+            size_bytes: 4096,
+            every_steps: 1,
+        }
+    }
+}
+
+/// One entry of `reader.sample_requests` (ours).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SampleRequest {
+    /// Where `offset` counts from: `start` or `end` of the file. Default `start`.
+    pub from: RequestAnchor,
+    /// Bytes from that end (from the end: the request starts this many bytes before it).
+    /// Default 0.
+    pub offset: u64,
+    /// Bytes asked for. Default 4096.
+    pub size: u64,
+}
+
+impl Default for SampleRequest {
+    fn default() -> Self {
+        SampleRequest {
+            from: RequestAnchor::Start,
+            offset: 0,
+            size: 4096,
+        }
+    }
+}
+
+/// `reader.sample_requests[].from`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RequestAnchor {
+    /// From the file's first byte.
+    #[default]
+    Start,
+    /// Back from the file's end.
+    End,
+}
+
+/// One entry of `reader.transfer_size_distribution` (ours).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TransferSizeWeight {
+    /// Request size in bytes. Default 4096.
+    pub size: u64,
+    /// Relative share of the requests of this size. Default 1.
+    pub weight: f64,
+}
+
+impl Default for TransferSizeWeight {
+    fn default() -> Self {
+        TransferSizeWeight {
+            size: 4096,
+            weight: 1.0,
+        }
+    }
 }
 
 /// `dataset.parquet` (MLPerf Storage's DLIO fork).
@@ -536,6 +619,7 @@ impl Default for DatasetConfig {
             skip_listing: false,
             listing_validation_interval: 1000,
             data_gen_method: None,
+            side_files: Vec::new(),
         }
     }
 }
@@ -612,6 +696,23 @@ pub struct ReaderConfig {
     /// Request size in bytes: every engine splits longer reads of every format into
     /// requests of this size (upstream: TF tfrecord's buffer only). Default none.
     pub transfer_size: Option<u64>,
+    /// Ours: request sizes as a distribution, for programs whose reads a single size cannot
+    /// describe (`dlio characterize` derives it from a trace): every read is split into
+    /// requests whose sizes are drawn from these sizes with these weights (the last request of
+    /// a read is cut to what remains), reproducibly from the seed. Excludes `transfer_size`.
+    /// Default none.
+    pub transfer_size_distribution: Vec<TransferSizeWeight>,
+    /// Ours: the requests every whole-file sample read makes, in order (`dlio characterize`
+    /// derives them when a program's library reads each file the same way, as `np.load` reads
+    /// a zip's directory at the end first): offsets from the file's start or end, sizes cut at
+    /// the file's end; bytes no request covered are read after them. Reads of part of a file
+    /// are made as asked. Excludes `transfer_size` and its distribution. Default none.
+    pub sample_requests: Vec<SampleRequest>,
+    /// Ours: false reads each batch only when the step asks for it, its samples spread over
+    /// the `read_threads` (a thread pool mapped over each batch), so no read overlaps compute;
+    /// with `read_threads: 0` the step's own thread reads. Default true (the frameworks'
+    /// loaders read ahead by `prefetch_size`).
+    pub read_ahead: bool,
     /// Time slept per sample in the reader; legacy sibling `preprocess_time_stdev`.
     /// Default 0.
     #[serde(with = "time_value")]
@@ -653,6 +754,9 @@ impl Default for ReaderConfig {
             shuffle_size: 1024,
             read_type: ReadType::OnDemand,
             transfer_size: None,
+            transfer_size_distribution: Vec::new(),
+            sample_requests: Vec::new(),
+            read_ahead: true,
             preprocess_time: TimeDistribution::default(),
             pin_memory: true,
             multiprocessing_context: MultiprocessingContext::Fork,

@@ -32,7 +32,104 @@ impl Config {
         self.validate_checkpoint()?;
         self.validate_times()?;
         self.validate_storage()?;
+        self.validate_characterized()?;
         Ok(warnings)
+    }
+
+    /// The keys `dlio characterize` writes: `reader.transfer_size_distribution` and
+    /// `dataset.side_files`.
+    fn validate_characterized(&self) -> Result<(), ConfigError> {
+        let sizes = &self.reader.transfer_size_distribution;
+        if !sizes.is_empty() && self.reader.transfer_size.is_some() {
+            return Err(invalid(
+                "reader.transfer_size_distribution",
+                "reader.transfer_size_distribution and reader.transfer_size both set the \
+                 request size."
+                    .into(),
+                "keep one: remove reader.transfer_size, or the distribution",
+            ));
+        }
+        let direct = self.storage.io_engine == IoEngine::Direct || self.reader.odirect;
+        let pattern = &self.reader.sample_requests;
+        if !pattern.is_empty() {
+            if self.reader.transfer_size.is_some() || !sizes.is_empty() {
+                return Err(invalid(
+                    "reader.sample_requests",
+                    "reader.sample_requests sets every request of a sample read, so \
+                     reader.transfer_size and reader.transfer_size_distribution cannot be set \
+                     beside it."
+                        .into(),
+                    "keep one of the three",
+                ));
+            }
+            if direct {
+                return Err(invalid(
+                    "reader.sample_requests",
+                    "reader.sample_requests replays a program's unaligned requests, which \
+                     O_DIRECT refuses."
+                        .into(),
+                    "read without O_DIRECT (reader.odirect=False, storage.io_engine posix or io_uring)",
+                ));
+            }
+            if let Some(i) = pattern.iter().position(|r| r.size == 0) {
+                return Err(invalid(
+                    &format!("reader.sample_requests[{i}]"),
+                    format!("reader.sample_requests[{i}].size is 0."),
+                    "give every request a positive size",
+                ));
+            }
+        }
+        for (i, entry) in sizes.iter().enumerate() {
+            let key = format!("reader.transfer_size_distribution[{i}]");
+            if entry.size == 0 || !(entry.weight.is_finite() && entry.weight > 0.0) {
+                return Err(invalid(
+                    &key,
+                    format!(
+                        "{key} has size {} and weight {}; sizes must be positive and weights \
+                         positive numbers.",
+                        entry.size, entry.weight
+                    ),
+                    "write entries as {size: 4096, weight: 3}",
+                ));
+            }
+            if direct && entry.size % 4096 != 0 {
+                return Err(invalid(
+                    &key,
+                    format!(
+                        "{key} has size {}, not a multiple of 4096, which O_DIRECT needs.",
+                        entry.size
+                    ),
+                    "round the sizes up to multiples of 4096, or read without O_DIRECT",
+                ));
+            }
+        }
+        for (i, side) in self.dataset.side_files.iter().enumerate() {
+            let key = format!("dataset.side_files[{i}]");
+            let path = std::path::Path::new(&side.name);
+            let escapes = path.is_absolute()
+                || side.name.is_empty()
+                || path
+                    .components()
+                    .any(|c| !matches!(c, std::path::Component::Normal(_)));
+            if escapes {
+                return Err(invalid(
+                    &key,
+                    format!(
+                        "{key}.name is `{}`; it must be a relative path inside the data folder.",
+                        side.name
+                    ),
+                    "name it like meta/metadata.json",
+                ));
+            }
+            if side.every_steps == 0 {
+                return Err(invalid(
+                    &key,
+                    format!("{key}.every_steps is 0."),
+                    "set every_steps to 1 (every step) or more",
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn validate_storage(&self) -> Result<(), ConfigError> {
@@ -553,6 +650,15 @@ impl Config {
         self.reader
             .tfrecord_check_crc
             .unwrap_or(self.semantics.decodes())
+    }
+
+    /// Whether reads are shaped into requests (`reader.transfer_size`, its distribution or
+    /// `reader.sample_requests`), which only foreground reads do.
+    pub fn shapes_requests(&self) -> bool {
+        let r = &self.reader;
+        r.transfer_size.is_some()
+            || !r.transfer_size_distribution.is_empty()
+            || !r.sample_requests.is_empty()
     }
 
     /// Whole-object reads a reader thread keeps in flight. On object storage, as the fork's

@@ -13,6 +13,9 @@
 //!   `prefetch_factor`), so at most about `prefetch_size + read_threads` batches are in flight.
 //! - `read_threads: 0` reads on the trainer's own thread when it asks for the batch: no overlap
 //!   of I/O with compute, as a PyTorch `DataLoader` with `num_workers=0`.
+//! - `read_ahead: false` (ours) keeps the reader threads but reads a batch only when the trainer
+//!   asks for it, its samples spread over all of them: a thread pool mapped over each batch, as
+//!   training scripts without a framework loader do.
 //! - `read_type: on_demand` opens, reads and closes the file for every sample (the whole file for
 //!   npz/npy); `memory` keeps files open until the epoch ends; the iterative (tf.data) sampler
 //!   opens a file once and closes it when the thread moves to the next file.
@@ -37,7 +40,7 @@ mod window;
 
 pub use error::LoaderError;
 pub use sleep::TimeSampler;
-pub use stop::{StopCause, StopSignal, Stopped};
+pub use stop::{CompensatedSleep, StopCause, StopSignal, Stopped};
 pub use stream::StreamOptions;
 
 use std::sync::mpsc::{self, Receiver, SyncSender};
@@ -59,6 +62,10 @@ pub struct LoaderSpec {
     pub read_threads: u32,
     /// `reader.prefetch_size`, in batches; 0 means the frameworks' default (2 per thread).
     pub prefetch_size: u32,
+    /// `reader.read_ahead`: false reads each batch only when the step asks for it, its
+    /// samples spread over the reader threads (sample `i` of the batch by thread `i %
+    /// read_threads`), so that no read overlaps compute.
+    pub read_ahead: bool,
     /// `reader.read_type`.
     pub read_type: ReadType,
     /// Index (PyTorch/DALI) or iterative (tf.data) sampling; decides the open/close pattern.
@@ -121,6 +128,8 @@ struct EpochWork {
     files: FileList,
     worker: u32,
     out: SyncSender<Result<LoadedBatch, LoaderError>>,
+    /// Without read-ahead: the steps to read a share of, as the trainer asks for them.
+    demand: Option<Receiver<u64>>,
     stats: Arc<Mutex<EpochReadStats>>,
     /// Signalled once the thread has left the epoch and merged its stats.
     done: mpsc::Sender<()>,
@@ -234,6 +243,7 @@ impl Loader {
                 plan: Arc::new(plan),
                 files,
                 queues: Vec::new(),
+                demand: Vec::new(),
                 next_step: 0,
                 stats: Arc::new(Mutex::new(EpochReadStats::default())),
                 finished,
@@ -244,6 +254,7 @@ impl Loader {
         let stats = Arc::new(Mutex::new(EpochReadStats::default()));
         let threads = self.spec.read_threads;
         let mut queues = Vec::new();
+        let mut demand = Vec::new();
         let (done, finished) = mpsc::channel();
         if threads > 0 {
             let per_thread = if self.spec.prefetch_size == 0 {
@@ -253,11 +264,19 @@ impl Loader {
             };
             for (w, (tx, _)) in self.workers.iter().enumerate() {
                 let (out, rx) = mpsc::sync_channel(per_thread.max(1));
+                let asks = if self.spec.read_ahead {
+                    None
+                } else {
+                    let (ask, asks) = mpsc::channel();
+                    demand.push(ask);
+                    Some(asks)
+                };
                 let work = EpochWork {
                     plan: Arc::clone(&plan),
                     files: Arc::clone(&files),
                     worker: w as u32,
                     out,
+                    demand: asks,
                     stats: Arc::clone(&stats),
                     done: done.clone(),
                 };
@@ -272,6 +291,7 @@ impl Loader {
             plan,
             files,
             queues,
+            demand,
             next_step: 0,
             stats,
             finished,
@@ -296,6 +316,8 @@ pub struct EpochBatches<'a> {
     plan: Arc<EpochPlan>,
     files: FileList,
     queues: Vec<Receiver<Result<LoadedBatch, LoaderError>>>,
+    /// Without read-ahead: one sender per reader thread, asking for its share of a step.
+    demand: Vec<mpsc::Sender<u64>>,
     next_step: u64,
     stats: Arc<Mutex<EpochReadStats>>,
     finished: Receiver<()>,
@@ -332,6 +354,7 @@ impl EpochBatches<'_> {
                 &self.plan,
                 &self.files,
                 step,
+                (0, 1),
                 &mut hist,
             );
             let mut stats = lock(&self.stats);
@@ -341,17 +364,51 @@ impl EpochBatches<'_> {
             }
             return Some(result);
         }
+        if !self.demand.is_empty() {
+            return Some(self.batch_on_demand(step));
+        }
         let worker = (step % self.queues.len() as u64) as usize;
+        Some(self.receive(worker))
+    }
+
+    /// The next result of reader thread `worker`.
+    fn receive(&self, worker: usize) -> Result<LoadedBatch, LoaderError> {
         match self.queues[worker].recv() {
-            Ok(result) => Some(result),
-            Err(_) => Some(Err(if self.loader.stop.is_stopped() {
+            Ok(result) => result,
+            Err(_) => Err(if self.loader.stop.is_stopped() {
                 LoaderError::Interrupted
             } else {
                 LoaderError::ReaderGone {
                     worker: worker as u32,
                 }
-            })),
+            }),
         }
+    }
+
+    /// Without read-ahead: asks every reader thread for its share of `step` and waits for all.
+    fn batch_on_demand(&self, step: u64) -> Result<LoadedBatch, LoaderError> {
+        for ask in &self.demand {
+            // A thread that is gone shows as a disconnected queue below.
+            let _ = ask.send(step);
+        }
+        let mut batch = LoadedBatch {
+            step,
+            samples: 0,
+            sample_bytes: 0,
+        };
+        let mut first_error = None;
+        for worker in 0..self.queues.len() {
+            match self.receive(worker) {
+                Ok(part) => {
+                    batch.samples += part.samples;
+                    batch.sample_bytes += part.sample_bytes;
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(batch), Err)
     }
 
     /// Ends the epoch: stops the reader threads' work on it and returns what reading cost.
@@ -361,7 +418,9 @@ impl EpochBatches<'_> {
             read.samples = lock(&self.stats).samples;
             return read;
         }
-        // Dropping the queues makes reader threads that are still ahead stop sending.
+        // Dropping the queues makes reader threads that are still ahead stop sending (and the
+        // demand senders those waiting for a step stop waiting).
+        self.demand.clear();
         self.queues.clear();
         if let Some(reader) = self.loader.inline.as_mut() {
             reader.end_epoch();

@@ -14,8 +14,8 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use rustc_hash::FxHashSet;
 
 use crate::{
-    EpochWork, FileList, LoadedBatch, LoaderError, LoaderSpec, StopSignal, TimeSampler, collate,
-    lock,
+    CompensatedSleep, EpochWork, FileList, LoadedBatch, LoaderError, LoaderSpec, StopSignal,
+    TimeSampler, collate, lock,
 };
 
 /// A format reader plus the open/close policy of the configured loader.
@@ -27,6 +27,8 @@ pub(crate) struct SampleReader {
     /// The file the iterative sampler has open.
     current: Option<FileKey>,
     preprocess: TimeSampler,
+    /// The preprocess sleeps, kept to their drawn length on average.
+    preprocess_sleep: CompensatedSleep,
     rng: Xoshiro256PlusPlus,
     /// Reader threads of the loader: this thread owns every `threads`-th batch.
     pub(crate) threads: u64,
@@ -86,6 +88,7 @@ impl SampleReader {
             open: FxHashSet::default(),
             current: None,
             preprocess,
+            preprocess_sleep: CompensatedSleep::default(),
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
             threads: u64::from(spec.read_threads.max(1)),
             tracer: spec.tracer.clone(),
@@ -115,6 +118,7 @@ impl SampleReader {
             files,
             worker,
             out,
+            demand,
             stats,
             done,
         } = work;
@@ -123,7 +127,24 @@ impl SampleReader {
         let threads = self.threads;
         let mut step = u64::from(worker);
         self.stagger_start();
-        if self.window > 0 && !self.window_unsupported {
+        if let Some(asks) = demand {
+            // Without read-ahead: this thread's share of each step, when the trainer asks.
+            while let Ok(asked) = asks.recv() {
+                if self.stop.is_stopped() {
+                    break;
+                }
+                let share = (u64::from(worker), threads);
+                let result = self.read_batch(storage, &plan, &files, asked, share, &mut hist);
+                let failed = result.is_err();
+                if let Ok(b) = &result {
+                    samples += b.samples;
+                }
+                if out.send(result).is_err() || failed {
+                    break;
+                }
+            }
+            step = plan.steps();
+        } else if self.window > 0 && !self.window_unsupported {
             let mut send = |result: Result<LoadedBatch, LoaderError>| {
                 if let Ok(b) = &result {
                     samples += b.samples;
@@ -149,7 +170,7 @@ impl SampleReader {
             if self.stop.is_stopped() {
                 break;
             }
-            let result = self.read_batch(storage, &plan, &files, step, &mut hist);
+            let result = self.read_batch(storage, &plan, &files, step, (0, 1), &mut hist);
             let failed = result.is_err();
             if let Ok(b) = &result {
                 samples += b.samples;
@@ -168,18 +189,26 @@ impl SampleReader {
         let _ = done.send(());
     }
 
-    /// Reads the samples of batch `step`.
+    /// Reads the samples of batch `step`, or with `share` `(i, n)` the `i`-th of every `n` of
+    /// them (`(0, 1)`: all).
     pub(crate) fn read_batch(
         &mut self,
         storage: &dyn Storage,
         plan: &EpochPlan,
         files: &FileList,
         step: u64,
+        share: (u64, u64),
         hist: &mut LatencyHistogram,
     ) -> Result<LoadedBatch, LoaderError> {
         let mut samples = 0;
         let mut sample_bytes = 0;
-        for sample in plan.batch(step) {
+        let (index, of) = (share.0, share.1.max(1));
+        let mine = plan
+            .batch(step)
+            .enumerate()
+            .filter(|(i, _)| *i as u64 % of == index)
+            .map(|(_, sample)| sample);
+        for sample in mine {
             let path = files
                 .get(sample.file as usize)
                 .ok_or(LoaderError::NoSuchFile {
@@ -273,7 +302,7 @@ impl SampleReader {
         let slept = match self.preprocess.draw(&mut self.rng) {
             Some(d) => {
                 // A stop ends the sleep; the epoch loop then sees it.
-                let _ = self.stop.sleep(d);
+                let _ = self.preprocess_sleep.sleep(&self.stop, d);
                 read_end.elapsed()
             }
             None => Duration::ZERO,

@@ -35,6 +35,7 @@ fn spec(sampler: Sampler, read_type: ReadType, threads: u32) -> LoaderSpec {
     LoaderSpec {
         read_threads: threads,
         prefetch_size: 2,
+        read_ahead: true,
         read_type,
         sampler,
         preprocess_time: TimeDistribution::default(),

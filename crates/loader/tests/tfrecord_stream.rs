@@ -63,6 +63,7 @@ fn resizing_loader(
     let spec = LoaderSpec {
         read_threads: threads,
         prefetch_size: 2,
+        read_ahead: true,
         read_type: ReadType::OnDemand,
         sampler: Sampler::FileShards,
         preprocess_time: Default::default(),

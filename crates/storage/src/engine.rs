@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use crate::direct::DIRECT_ALIGNMENT;
 use crate::{
-    Capabilities, DirEntry, DirectStorage, IoCounters, Metered, MmapStorage, PosixStorage,
-    ReadHandle, S3Settings, S3Storage, SplitReads, Storage, StorageError, Throttled, UringStorage,
-    WriteHandle,
+    Capabilities, DirEntry, DirectStorage, IoCounters, Metered, MmapStorage, PatternRequest,
+    PosixStorage, ReadHandle, RequestSizes, S3Settings, S3Storage, SizeDistribution, SplitReads,
+    Storage, StorageError, Throttled, UringStorage, WriteHandle,
 };
 
 /// The engines, as `storage.io_engine` (and `storage.storage_type: s3`) select them.
@@ -101,6 +101,13 @@ pub struct EngineSettings {
     pub odirect: bool,
     /// `reader.transfer_size`: reads longer than this are split into requests of this size.
     pub transfer_size: Option<u64>,
+    /// `reader.transfer_size_distribution` as `(size, weight)`, and the seed of its draws:
+    /// reads are split into requests of drawn sizes. Empty: none.
+    pub transfer_size_distribution: Vec<(u64, f64)>,
+    /// Seed of the request-size draws (the run's seed).
+    pub seed: u64,
+    /// `reader.sample_requests`: whole-file reads are made as these requests. Empty: none.
+    pub sample_requests: Vec<PatternRequest>,
     /// `storage.io_depth`: requests in flight per reader thread (io_uring, s3); 0 counts as 1.
     pub io_depth: u32,
     /// Bucket, endpoint and credentials, for [`EngineKind::S3`].
@@ -114,7 +121,7 @@ pub struct EngineSettings {
 #[derive(Debug, Clone)]
 pub struct Engine {
     raw: Arc<dyn Storage>,
-    transfer_size: Option<usize>,
+    sizes: Option<RequestSizes>,
 }
 
 impl Engine {
@@ -123,9 +130,17 @@ impl Engine {
         self.raw.engine()
     }
 
-    /// The request size reads are split into, if any.
+    /// The request size reads are split into, if it is one size.
     pub fn transfer_size(&self) -> Option<usize> {
-        self.transfer_size
+        match self.sizes {
+            Some(RequestSizes::Fixed(n)) => Some(n),
+            _ => None,
+        }
+    }
+
+    /// How reads are split into requests, if they are.
+    pub fn request_sizes(&self) -> Option<&RequestSizes> {
+        self.sizes.as_ref()
     }
 
     /// The engine itself, without the transfer-size split: for callers that stack their own
@@ -137,8 +152,8 @@ impl Engine {
 
     /// The storage for generation, listing and checkpoints (reads split by the transfer size).
     pub fn storage(&self) -> Arc<dyn Storage> {
-        match self.transfer_size {
-            Some(size) => Arc::new(SplitReads::new(Arc::clone(&self.raw), size)),
+        match &self.sizes {
+            Some(sizes) => Arc::new(SplitReads::with_sizes(Arc::clone(&self.raw), sizes.clone())),
             None => Arc::clone(&self.raw),
         }
     }
@@ -147,8 +162,8 @@ impl Engine {
     /// read request, and each read call's latency goes into the counters' histogram.
     pub fn metered(&self, counters: Arc<IoCounters>) -> Arc<dyn Storage> {
         let metered = Metered::with_counters(Arc::clone(&self.raw), counters);
-        match self.transfer_size {
-            Some(size) => Arc::new(SplitReads::new(metered, size)),
+        match &self.sizes {
+            Some(sizes) => Arc::new(SplitReads::with_sizes(metered, sizes.clone())),
             None => Arc::new(metered),
         }
     }
@@ -218,7 +233,50 @@ pub fn engine_for(settings: &EngineSettings) -> Result<Engine, StorageError> {
         0 => raw,
         rate => Arc::new(Throttled::new(raw, rate)),
     };
-    Ok(Engine { raw, transfer_size })
+    let sizes = match transfer_size {
+        Some(n) => Some(RequestSizes::Fixed(n)),
+        None if !settings.sample_requests.is_empty() => {
+            if direct {
+                return Err(invalid(
+                    "reader.sample_requests replays unaligned requests, which O_DIRECT refuses; \
+                     read without O_DIRECT",
+                ));
+            }
+            Some(RequestSizes::Pattern(
+                settings.sample_requests.clone().into(),
+            ))
+        }
+        None => drawn_sizes(settings, direct)?,
+    };
+    Ok(Engine { raw, sizes })
+}
+
+/// `reader.transfer_size_distribution` as request sizes; `None` when it is empty.
+fn drawn_sizes(
+    settings: &EngineSettings,
+    direct: bool,
+) -> Result<Option<RequestSizes>, StorageError> {
+    if settings.transfer_size_distribution.is_empty() {
+        return Ok(None);
+    }
+    let mut weighted = Vec::with_capacity(settings.transfer_size_distribution.len());
+    for &(size, weight) in &settings.transfer_size_distribution {
+        if size == 0 || (direct && size % DIRECT_ALIGNMENT as u64 != 0) {
+            return Err(invalid(format!(
+                "reader.transfer_size_distribution has size {size}, which is 0 or (with \
+                 O_DIRECT) not a multiple of {DIRECT_ALIGNMENT}"
+            )));
+        }
+        let size = usize::try_from(size).map_err(|_| {
+            invalid(format!(
+                "reader.transfer_size_distribution size {size} does not fit in memory"
+            ))
+        })?;
+        weighted.push((size, weight));
+    }
+    SizeDistribution::new(&weighted, settings.seed)
+        .map(|d| Some(RequestSizes::Drawn(d)))
+        .ok_or_else(|| invalid("reader.transfer_size_distribution has no positive weight"))
 }
 
 /// Shared engines (`Arc<dyn Storage>`, what [`engine_for`] builds) are engines too, so they

@@ -4,6 +4,11 @@
 //! overlaps requests (io_uring, S3) keeps `io_depth` of them in flight, and a [`crate::Metered`]
 //! beneath counts each transfer as one request.
 //!
+//! With `reader.transfer_size_distribution` ([`RequestSizes::Drawn`]) every read is split the
+//! same way into requests whose sizes are drawn from the distribution, one draw per request,
+//! from a generator seeded by the run's seed and the file's path (so a run repeats its
+//! requests); a read shorter than its draw is one request.
+//!
 //! A stream ([`ReadHandle::read_stream`]) whose block is at most the transfer size passes
 //! through unchanged: each of its requests already is one transfer, and the engine keeps
 //! its queue full across them. A longer block is split too, as the transfer size is the
@@ -13,31 +18,128 @@
 //! than once per request.
 
 use std::path::Path;
+use std::sync::Arc;
+
+use rand_xoshiro::Xoshiro256PlusPlus;
+use rand_xoshiro::rand_core::{Rng, SeedableRng};
 
 use crate::{
     Consume, Extent, ForwardStorage, ReadHandle, ReadRequest, Storage, StorageError, check_extent,
     stream_slots,
 };
 
-/// Splits long reads of `inner` into requests of at most `transfer_size` bytes.
+/// How long the requests of a split read are.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RequestSizes {
+    /// Every request this many bytes (the last of a read shorter): `reader.transfer_size`.
+    Fixed(usize),
+    /// Each request's size drawn from a distribution: `reader.transfer_size_distribution`.
+    Drawn(SizeDistribution),
+    /// A read of a whole file makes these requests in order, then reads what they left:
+    /// `reader.sample_requests`. Other reads are made as asked.
+    Pattern(Arc<[PatternRequest]>),
+}
+
+/// One request of [`RequestSizes::Pattern`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PatternRequest {
+    /// `offset` counts back from the file's end instead of from its start.
+    pub from_end: bool,
+    /// Bytes from the start (or before the end).
+    pub offset: u64,
+    /// Bytes asked for (cut at the file's end).
+    pub size: u64,
+}
+
+/// Request sizes with their shares, and the seed of the draws.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SizeDistribution {
+    /// `(size, cumulative share)`, the last share 1.
+    table: Arc<[(usize, f64)]>,
+    seed: u64,
+}
+
+impl SizeDistribution {
+    /// Sizes with relative weights; `None` when there is no size with a positive weight.
+    /// Sizes of 0 count as 1.
+    pub fn new(weighted: &[(usize, f64)], seed: u64) -> Option<SizeDistribution> {
+        let total: f64 = weighted
+            .iter()
+            .map(|&(_, w)| w)
+            .filter(|w| w.is_finite() && *w > 0.0)
+            .sum();
+        if total <= 0.0 {
+            return None;
+        }
+        let mut running = 0.0;
+        let mut table: Vec<(usize, f64)> = weighted
+            .iter()
+            .filter(|(_, w)| w.is_finite() && *w > 0.0)
+            .map(|&(size, w)| {
+                running += w / total;
+                (size.max(1), running)
+            })
+            .collect();
+        if let Some(last) = table.last_mut() {
+            last.1 = 1.0;
+        }
+        Some(SizeDistribution {
+            table: table.into(),
+            seed,
+        })
+    }
+
+    fn draw(&self, rng: &mut Xoshiro256PlusPlus) -> usize {
+        // 53 random bits as a uniform number in [0, 1).
+        let u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        let at = self
+            .table
+            .partition_point(|&(_, cumulative)| cumulative <= u);
+        self.table[at.min(self.table.len() - 1)].0
+    }
+}
+
+impl RequestSizes {
+    /// The largest request.
+    pub fn largest(&self) -> usize {
+        match self {
+            RequestSizes::Fixed(n) => *n,
+            RequestSizes::Drawn(d) => d.table.iter().map(|&(s, _)| s).max().unwrap_or(1),
+            RequestSizes::Pattern(p) => p
+                .iter()
+                .map(|r| usize::try_from(r.size).unwrap_or(usize::MAX))
+                .max()
+                .unwrap_or(1),
+        }
+    }
+}
+
+/// Splits long reads of `inner` into requests of at most `transfer_size` bytes, or of sizes
+/// drawn from a distribution.
 #[derive(Debug)]
 pub struct SplitReads<S: Storage> {
     inner: S,
-    transfer_size: usize,
+    sizes: RequestSizes,
 }
 
 impl<S: Storage> SplitReads<S> {
     /// Reads of `inner` are split into requests of `transfer_size` bytes (0 counts as 1).
     pub fn new(inner: S, transfer_size: usize) -> SplitReads<S> {
-        SplitReads {
-            inner,
-            transfer_size: transfer_size.max(1),
-        }
+        SplitReads::with_sizes(inner, RequestSizes::Fixed(transfer_size))
     }
 
-    /// The request size.
-    pub fn transfer_size(&self) -> usize {
-        self.transfer_size
+    /// Reads of `inner` are split into requests of `sizes`.
+    pub fn with_sizes(inner: S, sizes: RequestSizes) -> SplitReads<S> {
+        let sizes = match sizes {
+            RequestSizes::Fixed(n) => RequestSizes::Fixed(n.max(1)),
+            drawn => drawn,
+        };
+        SplitReads { inner, sizes }
+    }
+
+    /// How requests are sized.
+    pub fn request_sizes(&self) -> &RequestSizes {
+        &self.sizes
     }
 }
 
@@ -49,9 +151,17 @@ impl<S: Storage> ForwardStorage for SplitReads<S> {
 
 impl<S: Storage> Storage for SplitReads<S> {
     fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {
+        let rng = match &self.sizes {
+            RequestSizes::Fixed(_) | RequestSizes::Pattern(_) => None,
+            RequestSizes::Drawn(d) => {
+                let key = twox_hash::XxHash3_64::oneshot(path.as_os_str().as_encoded_bytes());
+                Some(Xoshiro256PlusPlus::seed_from_u64(d.seed ^ key))
+            }
+        };
         Ok(Box::new(SplitRead {
             inner: self.inner.open(path)?,
-            transfer_size: self.transfer_size,
+            sizes: self.sizes.clone(),
+            rng,
         }))
     }
 
@@ -74,28 +184,80 @@ impl<S: Storage> Storage for SplitReads<S> {
 
 struct SplitRead {
     inner: Box<dyn ReadHandle>,
-    transfer_size: usize,
-}
-
-/// Appends the pieces of `(buf, offset)` to `out`.
-fn split_into<'a>(
-    buf: &'a mut [u8],
-    offset: u64,
-    transfer_size: usize,
-    out: &mut Vec<ReadRequest<'a>>,
-) {
-    let mut at = offset;
-    for chunk in buf.chunks_mut(transfer_size) {
-        let len = chunk.len() as u64;
-        out.push(ReadRequest {
-            offset: at,
-            buf: chunk,
-        });
-        at += len;
-    }
+    sizes: RequestSizes,
+    /// The draws of a distribution; `None` for a fixed size.
+    rng: Option<Xoshiro256PlusPlus>,
 }
 
 impl SplitRead {
+    /// The size of the next request.
+    fn next_size(&mut self) -> usize {
+        match (&self.sizes, self.rng.as_mut()) {
+            (RequestSizes::Drawn(d), Some(rng)) => d.draw(rng),
+            (sizes, _) => sizes.largest(),
+        }
+    }
+
+    /// Whether a read of `len` bytes is one request whatever is drawn (fixed sizes only: a
+    /// distribution draws for every read; a pattern shapes whole-file reads only).
+    fn is_one_request(&self, len: usize) -> bool {
+        match self.sizes {
+            RequestSizes::Fixed(n) => len <= n,
+            RequestSizes::Drawn(_) => false,
+            RequestSizes::Pattern(_) => true,
+        }
+    }
+
+    /// A whole-file read as the pattern makes it: its requests in order (each cut at the
+    /// end), then one request per stretch they left unread.
+    fn read_by_pattern(
+        &mut self,
+        pattern: &[PatternRequest],
+        buf: &mut [u8],
+    ) -> Result<(), StorageError> {
+        let len = buf.len() as u64;
+        let mut covered: Vec<(u64, u64)> = Vec::with_capacity(pattern.len());
+        for r in pattern {
+            let at = if r.from_end {
+                len.saturating_sub(r.offset)
+            } else {
+                r.offset.min(len)
+            };
+            let end = at.saturating_add(r.size).min(len);
+            if end > at {
+                self.inner
+                    .read_exact_at(&mut buf[at as usize..end as usize], at)?;
+                covered.push((at, end));
+            }
+        }
+        covered.sort_unstable();
+        let mut next = 0u64;
+        for (at, end) in covered.into_iter().chain(std::iter::once((len, len))) {
+            if at > next {
+                self.inner
+                    .read_exact_at(&mut buf[next as usize..at as usize], next)?;
+            }
+            next = next.max(end);
+        }
+        Ok(())
+    }
+
+    /// Appends the pieces of `(buf, offset)` to `out`.
+    fn split_into<'a>(&mut self, buf: &'a mut [u8], offset: u64, out: &mut Vec<ReadRequest<'a>>) {
+        let mut at = offset;
+        let mut rest = buf;
+        while !rest.is_empty() {
+            let n = self.next_size().min(rest.len());
+            let (piece, tail) = rest.split_at_mut(n);
+            out.push(ReadRequest {
+                offset: at,
+                buf: piece,
+            });
+            at += n as u64;
+            rest = tail;
+        }
+    }
+
     /// Never ask past the end: a split request that straddles it would be a short read.
     fn check_in_file(&self, offset: u64, len: usize) -> Result<(), StorageError> {
         crate::check_in_file(self.inner.path(), self.inner.len(), offset, len)
@@ -113,27 +275,37 @@ impl ReadHandle for SplitRead {
 
     /// Reads at most one transfer (a short read, as `read_at` allows).
     fn read_at(&mut self, buf: &mut [u8], offset: u64) -> Result<usize, StorageError> {
-        let end = buf.len().min(self.transfer_size);
+        let end = buf.len().min(self.next_size());
         self.inner.read_at(&mut buf[..end], offset)
     }
 
     fn read_exact_at(&mut self, buf: &mut [u8], offset: u64) -> Result<(), StorageError> {
-        if buf.len() <= self.transfer_size {
+        if let RequestSizes::Pattern(pattern) = &self.sizes
+            && offset == 0
+            && buf.len() as u64 == self.inner.len()
+        {
+            let pattern = Arc::clone(pattern);
+            return self.read_by_pattern(&pattern, buf);
+        }
+        if self.is_one_request(buf.len()) {
             return self.inner.read_exact_at(buf, offset);
         }
         self.check_in_file(offset, buf.len())?;
-        let mut requests = Vec::with_capacity(buf.len().div_ceil(self.transfer_size));
-        split_into(buf, offset, self.transfer_size, &mut requests);
+        let mut requests = Vec::with_capacity(buf.len().div_ceil(self.sizes.largest()));
+        self.split_into(buf, offset, &mut requests);
+        if let [one] = requests.as_mut_slice() {
+            return self.inner.read_exact_at(one.buf, one.offset);
+        }
         self.inner.read_batch(&mut requests)
     }
 
     fn read_batch(&mut self, requests: &mut [ReadRequest<'_>]) -> Result<(), StorageError> {
-        if requests.iter().all(|r| r.buf.len() <= self.transfer_size) {
+        if requests.iter().all(|r| self.is_one_request(r.buf.len())) {
             return self.inner.read_batch(requests);
         }
         let mut pieces = Vec::new();
         for request in requests.iter_mut() {
-            split_into(request.buf, request.offset, self.transfer_size, &mut pieces);
+            self.split_into(request.buf, request.offset, &mut pieces);
         }
         self.inner.read_batch(&mut pieces)
     }
@@ -145,7 +317,7 @@ impl ReadHandle for SplitRead {
         requests: &mut dyn Iterator<Item = Extent>,
         consume: &mut Consume<'_>,
     ) -> Result<(), StorageError> {
-        if block <= self.transfer_size {
+        if self.is_one_request(block) {
             return self.inner.read_stream(window, block, requests, consume);
         }
         let slots = stream_slots(self.inner.path(), window.len(), block)?;
@@ -160,10 +332,10 @@ impl ReadHandle for SplitRead {
                 check_extent(self.inner.path(), *extent, block)?;
                 self.check_in_file(extent.offset, extent.len)?;
             }
-            let mut pieces = Vec::with_capacity(slots * block.div_ceil(self.transfer_size));
+            let mut pieces = Vec::with_capacity(slots * block.div_ceil(self.sizes.largest()));
             for (extent, slot) in group.iter().zip(window.chunks_mut(block)) {
                 let buf = &mut slot[..extent.len];
-                split_into(buf, extent.offset, self.transfer_size, &mut pieces);
+                self.split_into(buf, extent.offset, &mut pieces);
             }
             self.inner.read_batch(&mut pieces)?;
             drop(pieces);

@@ -33,7 +33,8 @@ use std::time::{Duration, Instant};
 use dlio_config::Config;
 use dlio_format::Format;
 use dlio_loader::{
-    EpochReadStats, FileList, Loader, LoaderSpec, StopCause, StopSignal, TimeSampler,
+    CompensatedSleep, EpochReadStats, FileList, Loader, LoaderSpec, StopCause, StopSignal,
+    TimeSampler,
 };
 use dlio_metrics::{
     CheckpointKind, IoTotals, LatencyHistogram, Phase, PhaseKind, RankRecorder, RankReport,
@@ -120,8 +121,42 @@ pub struct RankSetup<'a> {
     pub observer: &'a dyn Observer,
     /// Checkpointing, when the run checkpoints.
     pub checkpoint: Option<&'a CheckpointSetup>,
+    /// `dataset.side_files`: read whole by the rank at the steps they are due.
+    pub side_files: Vec<SideRead>,
     /// The rank's trace (a disabled tracer records nothing and costs nothing).
     pub tracer: Tracer,
+}
+
+/// One of `dataset.side_files`, as a rank reads it: whole, at the epoch's first step and then
+/// every `every_steps` steps, before the step's batch.
+#[derive(Debug, Clone)]
+pub struct SideRead {
+    /// The file.
+    pub path: std::path::PathBuf,
+    /// Steps between two reads (at least 1).
+    pub every_steps: u64,
+}
+
+/// Reads the side files due at 1-based `step` through the rank's storage (so they are
+/// counted and traced like every other read), into `buf`.
+fn read_side_files(setup: &RankSetup<'_>, step: u64, buf: &mut Vec<u8>) -> Result<(), TrainError> {
+    for side in &setup.side_files {
+        if !(step - 1).is_multiple_of(side.every_steps.max(1)) {
+            continue;
+        }
+        let fail = |e: dlio_storage::StorageError| {
+            TrainError::Setting(format!(
+                "reading the side file {} (dataset.side_files): {e}; generate the data set \
+                 again (workflow.generate_data) or remove the entry",
+                side.path.display()
+            ))
+        };
+        let mut handle = setup.storage.open(&side.path).map_err(fail)?;
+        let len = usize::try_from(handle.len()).unwrap_or(usize::MAX);
+        buf.resize(len, 0);
+        handle.read_exact_at(buf, 0).map_err(fail)?;
+    }
+    Ok(())
 }
 
 /// The plan parameters of the training pass, derived from the config and the file list.
@@ -159,6 +194,7 @@ pub fn loader_spec(config: &Config, rank: u32) -> LoaderSpec {
     LoaderSpec {
         read_threads: config.reader.read_threads,
         prefetch_size: config.reader.prefetch_size,
+        read_ahead: config.reader.read_ahead,
         read_type: config.reader.read_type,
         sampler: config.sampler(),
         preprocess_time: config.reader.preprocess_time,
@@ -266,6 +302,7 @@ fn run_training(
     let comm = setup.comm;
     let rank = comm.rank();
     let world = comm.world();
+    let mut compute_sleep = CompensatedSleep::default();
     let compute = TimeSampler::new("train.computation_time", &config.train.computation_time)
         .map_err(TrainError::Setting)?;
     let eval_time = TimeSampler::new("evaluation.eval_time", &config.evaluation.eval_time)
@@ -348,7 +385,14 @@ fn run_training(
         let mut batch_wait = LatencyHistogram::new();
         let mut done = 0u64;
         let mut start_loading = Instant::now();
-        while let Some(batch) = batches.next_batch() {
+        let mut side_buf = Vec::new();
+        loop {
+            if done < steps {
+                read_side_files(setup, done + 1, &mut side_buf)?;
+            }
+            let Some(batch) = batches.next_batch() else {
+                break;
+            };
             check_cancel(setup)?;
             let batch = batch?;
             let loaded = Instant::now();
@@ -357,7 +401,9 @@ fn run_training(
             let step_args = [("epoch", i64::from(epoch)), ("step", done as i64 + 1)];
             tracer.complete(ai::FETCH_ITER, start_loading, loaded, &step_args);
             if let Some(d) = compute.draw(&mut rng) {
-                sleep_cancellable(d, &setup.stop)?;
+                compute_sleep
+                    .sleep(&setup.stop, d)
+                    .map_err(|_| stopped_error(&setup.stop))?;
             }
             let computed = Instant::now();
             tracer.complete(ai::COMPUTE, loaded, computed, &step_args);
@@ -529,6 +575,7 @@ fn run_eval(
     recorder.start_eval(epoch);
     let io_before = setup.counters.snapshot();
     let mut batches = loader.start_epoch(plan, Arc::clone(&setup.eval_files));
+    let mut compute_sleep = CompensatedSleep::default();
     let mut batch_wait = LatencyHistogram::new();
     let mut done = 0u64;
     let mut start_loading = Instant::now();
@@ -543,7 +590,9 @@ fn run_eval(
             .tracer
             .complete(ai::FETCH_ITER, start_loading, loaded, &step_args);
         if let Some(d) = eval_time.draw(rng) {
-            sleep_cancellable(d, &setup.stop)?;
+            compute_sleep
+                .sleep(&setup.stop, d)
+                .map_err(|_| stopped_error(&setup.stop))?;
         }
         let computed = Instant::now();
         setup
