@@ -18,6 +18,7 @@ mod log;
 mod postprocess;
 mod progress;
 mod run;
+mod trace_program;
 
 use std::ffi::OsString;
 use std::process::ExitCode;

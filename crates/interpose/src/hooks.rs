@@ -1,0 +1,653 @@
+//! The exported functions that stand in for libc's: each calls libc's own, and when tracing
+//! records one event with the call's times, arguments and result. `errno` is what libc left.
+
+use std::ffi::{c_char, c_int, c_void};
+use std::path::PathBuf;
+
+use libc::{FILE, iovec, mode_t, off_t, size_t, ssize_t};
+
+use crate::fds;
+use crate::sink::{self, Event, now_ns};
+use crate::{Guard, real};
+
+const POSIX: &str = "POSIX";
+const STDIO: &str = "STDIO";
+
+fn errno() -> c_int {
+    // SAFETY: __errno_location returns the calling thread's errno, valid for its lifetime.
+    unsafe { *libc::__errno_location() }
+}
+
+fn set_errno(value: c_int) {
+    // SAFETY: as in `errno`.
+    unsafe { *libc::__errno_location() = value };
+}
+
+/// What a hook returns when libc has no definition of the symbol it stands in for.
+fn missing<R: From<i8>>() -> R {
+    set_errno(libc::ENOSYS);
+    R::from(-1)
+}
+
+/// Runs `call`; when recording, hands its result and start and end times to `after`.
+fn traced<R: Copy>(call: impl FnOnce() -> R, after: impl FnOnce(R, i64, i64)) -> R {
+    let Some(_guard) = Guard::enter() else {
+        return call();
+    };
+    let start = now_ns();
+    let ret = call();
+    let end = now_ns();
+    let saved = errno();
+    after(ret, start, end);
+    set_errno(saved);
+    ret
+}
+
+/// A read or write on a followed descriptor: at `offset`, or at the descriptor's position,
+/// which then moves by what was transferred.
+#[allow(clippy::too_many_arguments)]
+fn transfer(
+    name: &'static str,
+    cat: &'static str,
+    fd: c_int,
+    start_ns: i64,
+    end_ns: i64,
+    count: usize,
+    ret: i64,
+    offset: Option<i64>,
+) {
+    let Some((json_path, at)) = fds::with(fd, |t| {
+        let at = offset.unwrap_or(t.position);
+        if offset.is_none() && ret > 0 && t.position >= 0 {
+            t.position += ret;
+        }
+        (t.json_path.clone(), at)
+    }) else {
+        return;
+    };
+    sink::record(&Event {
+        name,
+        cat,
+        start_ns,
+        end_ns,
+        json_path: Some(&json_path),
+        args: &[
+            ("fd", i64::from(fd)),
+            ("offset", at),
+            ("count", count as i64),
+            ("ret", ret),
+        ],
+    });
+}
+
+/// An event on a followed descriptor that moves no data (close, fstat, mmap, lseek).
+fn on_fd(
+    name: &'static str,
+    cat: &'static str,
+    json_path: &str,
+    start_ns: i64,
+    end_ns: i64,
+    args: &[(&'static str, i64)],
+) {
+    sink::record(&Event {
+        name,
+        cat,
+        start_ns,
+        end_ns,
+        json_path: Some(json_path),
+        args,
+    });
+}
+
+/// An `open` that returned `fd` (or -1) for `path`: followed from here on.
+fn opened(
+    name: &'static str,
+    cat: &'static str,
+    path: Option<PathBuf>,
+    flags: c_int,
+    fd: c_int,
+    start_ns: i64,
+    end_ns: i64,
+) {
+    let Some(path) = path else {
+        return;
+    };
+    if fd >= 0 {
+        let position = if flags & libc::O_APPEND != 0 { -1 } else { 0 };
+        fds::track(fd, &path, position);
+    }
+    sink::record(&Event {
+        name,
+        cat,
+        start_ns,
+        end_ns,
+        json_path: Some(&fds::json_quoted(&path)),
+        args: &[("flags", i64::from(flags)), ("ret", i64::from(fd))],
+    });
+}
+
+fn stat_of(
+    name: &'static str,
+    path: Option<PathBuf>,
+    ret: c_int,
+    size: i64,
+    start_ns: i64,
+    end_ns: i64,
+) {
+    let Some(path) = path else {
+        return;
+    };
+    sink::record(&Event {
+        name,
+        cat: POSIX,
+        start_ns,
+        end_ns,
+        json_path: Some(&fds::json_quoted(&path)),
+        args: &[
+            ("ret", i64::from(ret)),
+            ("size", if ret == 0 { size } else { -1 }),
+        ],
+    });
+}
+
+// --- open, close ------------------------------------------------------------------------
+//
+// `open`, `openat` and their 64-bit names are variadic in C: the mode is read only with
+// O_CREAT or O_TMPFILE. Rust cannot define a variadic function, so the mode is declared as a
+// third named argument: on the Linux ABIs (x86-64 System V, AArch64 AAPCS64) an integer
+// variadic argument travels in the same register as a named one, and the value is only passed
+// on to libc, which reads it under the same conditions as the caller wrote it.
+
+type OpenFn = unsafe extern "C" fn(*const c_char, c_int, mode_t) -> c_int;
+type OpenatFn = unsafe extern "C" fn(c_int, *const c_char, c_int, mode_t) -> c_int;
+
+macro_rules! open_hook {
+    ($name:ident) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
+            let Some(real) = real!($name: OpenFn) else {
+                return missing();
+            };
+            // SAFETY: the caller's arguments, passed on unchanged.
+            traced(|| unsafe { real(path, flags, mode) }, |fd, s, e| {
+                // SAFETY: `path` is the caller's NUL-terminated path (or null).
+                let abs = unsafe { fds::absolute(libc::AT_FDCWD, path) };
+                opened(stringify!($name), POSIX, abs, flags, fd, s, e)
+            })
+        }
+    };
+}
+open_hook!(open);
+open_hook!(open64);
+
+macro_rules! openat_hook {
+    ($name:ident) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(
+            dirfd: c_int,
+            path: *const c_char,
+            flags: c_int,
+            mode: mode_t,
+        ) -> c_int {
+            let Some(real) = real!($name: OpenatFn) else {
+                return missing();
+            };
+            // SAFETY: the caller's arguments, passed on unchanged.
+            traced(|| unsafe { real(dirfd, path, flags, mode) }, |fd, s, e| {
+                // SAFETY: `path` is the caller's NUL-terminated path (or null).
+                let abs = unsafe { fds::absolute(dirfd, path) };
+                opened(stringify!($name), POSIX, abs, flags, fd, s, e)
+            })
+        }
+    };
+}
+openat_hook!(openat);
+openat_hook!(openat64);
+
+macro_rules! creat_hook {
+    ($name:ident) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(path: *const c_char, mode: mode_t) -> c_int {
+            let Some(real) = real!($name: unsafe extern "C" fn(*const c_char, mode_t) -> c_int) else {
+                return missing();
+            };
+            // SAFETY: the caller's arguments, passed on unchanged.
+            traced(|| unsafe { real(path, mode) }, |fd, s, e| {
+                // SAFETY: `path` is the caller's NUL-terminated path (or null).
+                let abs = unsafe { fds::absolute(libc::AT_FDCWD, path) };
+                let flags = libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC;
+                opened(stringify!($name), POSIX, abs, flags, fd, s, e)
+            })
+        }
+    };
+}
+creat_hook!(creat);
+creat_hook!(creat64);
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    let Some(real) = real!(close: unsafe extern "C" fn(c_int) -> c_int) else {
+        return missing();
+    };
+    // Forget the descriptor before libc frees its number: after that another thread's `open`
+    // may get the same number, and its entry must not be the one removed.
+    let path = if Guard::enter().is_some() {
+        fds::untrack(fd)
+    } else {
+        None
+    };
+    // SAFETY: the caller's argument, passed on unchanged.
+    traced(
+        || unsafe { real(fd) },
+        |ret, s, e| {
+            if let Some(path) = &path {
+                on_fd(
+                    "close",
+                    POSIX,
+                    path,
+                    s,
+                    e,
+                    &[("fd", i64::from(fd)), ("ret", i64::from(ret))],
+                );
+            }
+        },
+    )
+}
+
+// --- reads and writes ---------------------------------------------------------------------
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, count: size_t) -> ssize_t {
+    let Some(real) = real!(read: unsafe extern "C" fn(c_int, *mut c_void, size_t) -> ssize_t)
+    else {
+        return missing();
+    };
+    // SAFETY: the caller's arguments, passed on unchanged.
+    traced(
+        || unsafe { real(fd, buf, count) },
+        |ret, s, e| transfer("read", POSIX, fd, s, e, count, ret as i64, None),
+    )
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: size_t) -> ssize_t {
+    let Some(real) = real!(write: unsafe extern "C" fn(c_int, *const c_void, size_t) -> ssize_t)
+    else {
+        return missing();
+    };
+    // SAFETY: the caller's arguments, passed on unchanged.
+    traced(
+        || unsafe { real(fd, buf, count) },
+        |ret, s, e| transfer("write", POSIX, fd, s, e, count, ret as i64, None),
+    )
+}
+
+macro_rules! positional_hook {
+    ($name:ident, $label:literal, $buf:ty) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(fd: c_int, buf: $buf, count: size_t, offset: off_t) -> ssize_t {
+            let Some(real) =
+                real!($name: unsafe extern "C" fn(c_int, $buf, size_t, off_t) -> ssize_t)
+            else {
+                return missing();
+            };
+            // SAFETY: the caller's arguments, passed on unchanged.
+            traced(|| unsafe { real(fd, buf, count, offset) }, |ret, s, e| {
+                transfer($label, POSIX, fd, s, e, count, ret as i64, Some(offset))
+            })
+        }
+    };
+}
+positional_hook!(pread, "pread", *mut c_void);
+positional_hook!(pread64, "pread64", *mut c_void);
+positional_hook!(pwrite, "pwrite", *const c_void);
+positional_hook!(pwrite64, "pwrite64", *const c_void);
+
+/// The bytes an iovec array asks for.
+///
+/// # Safety
+/// `iov` points to `count` iovecs (the caller's contract with libc), or `count` is not positive.
+unsafe fn iov_bytes(iov: *const iovec, count: c_int) -> usize {
+    if iov.is_null() || count <= 0 {
+        return 0;
+    }
+    // SAFETY: the caller's contract above.
+    unsafe { std::slice::from_raw_parts(iov, count as usize) }
+        .iter()
+        .map(|v| v.iov_len)
+        .sum()
+}
+
+macro_rules! vector_hook {
+    ($name:ident, $label:literal) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(fd: c_int, iov: *const iovec, count: c_int) -> ssize_t {
+            let Some(real) = real!($name: unsafe extern "C" fn(c_int, *const iovec, c_int) -> ssize_t)
+            else {
+                return missing();
+            };
+            // SAFETY: the caller's arguments, passed on unchanged.
+            traced(|| unsafe { real(fd, iov, count) }, |ret, s, e| {
+                // SAFETY: the iovecs the caller gave libc, still valid after the call.
+                let bytes = unsafe { iov_bytes(iov, count) };
+                transfer($label, POSIX, fd, s, e, bytes, ret as i64, None)
+            })
+        }
+    };
+}
+vector_hook!(readv, "readv");
+vector_hook!(writev, "writev");
+
+macro_rules! positional_vector_hook {
+    ($name:ident, $label:literal) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(
+            fd: c_int,
+            iov: *const iovec,
+            count: c_int,
+            offset: off_t,
+        ) -> ssize_t {
+            let Some(real) =
+                real!($name: unsafe extern "C" fn(c_int, *const iovec, c_int, off_t) -> ssize_t)
+            else {
+                return missing();
+            };
+            // SAFETY: the caller's arguments, passed on unchanged.
+            traced(|| unsafe { real(fd, iov, count, offset) }, |ret, s, e| {
+                // SAFETY: the iovecs the caller gave libc, still valid after the call.
+                let bytes = unsafe { iov_bytes(iov, count) };
+                transfer($label, POSIX, fd, s, e, bytes, ret as i64, Some(offset))
+            })
+        }
+    };
+}
+positional_vector_hook!(preadv, "preadv");
+positional_vector_hook!(preadv64, "preadv64");
+positional_vector_hook!(pwritev, "pwritev");
+positional_vector_hook!(pwritev64, "pwritev64");
+
+macro_rules! lseek_hook {
+    ($name:ident) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(fd: c_int, offset: off_t, whence: c_int) -> off_t {
+            let Some(real) = real!($name: unsafe extern "C" fn(c_int, off_t, c_int) -> off_t) else {
+                return missing();
+            };
+            // SAFETY: the caller's arguments, passed on unchanged.
+            traced(|| unsafe { real(fd, offset, whence) }, |ret, s, e| {
+                let moved = fds::with(fd, |t| {
+                    if ret >= 0 {
+                        t.position = ret;
+                    }
+                    t.json_path.clone()
+                });
+                if let Some(path) = moved {
+                    let args = [("fd", i64::from(fd)), ("whence", i64::from(whence)), ("ret", ret)];
+                    on_fd("lseek", POSIX, &path, s, e, &args);
+                }
+            })
+        }
+    };
+}
+lseek_hook!(lseek);
+lseek_hook!(lseek64);
+
+macro_rules! mmap_hook {
+    ($name:ident) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(
+            addr: *mut c_void,
+            len: size_t,
+            prot: c_int,
+            flags: c_int,
+            fd: c_int,
+            offset: off_t,
+        ) -> *mut c_void {
+            let Some(real) = real!(
+                $name: unsafe extern "C" fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void
+            ) else {
+                set_errno(libc::ENOSYS);
+                return libc::MAP_FAILED;
+            };
+            // SAFETY: the caller's arguments, passed on unchanged.
+            traced(|| unsafe { real(addr, len, prot, flags, fd, offset) }, |ret, s, e| {
+                if fd < 0 {
+                    return;
+                }
+                if let Some(path) = fds::with(fd, |t| t.json_path.clone()) {
+                    let ok = if ret == libc::MAP_FAILED { -1 } else { 0 };
+                    let args = [
+                        ("fd", i64::from(fd)),
+                        ("offset", offset),
+                        ("count", len as i64),
+                        ("ret", ok),
+                    ];
+                    on_fd("mmap", POSIX, &path, s, e, &args);
+                }
+            })
+        }
+    };
+}
+mmap_hook!(mmap);
+mmap_hook!(mmap64);
+
+// --- stat -----------------------------------------------------------------------------------
+
+macro_rules! stat_hook {
+    ($name:ident, $label:literal, $st:ty) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(path: *const c_char, buf: *mut $st) -> c_int {
+            let Some(real) = real!($name: unsafe extern "C" fn(*const c_char, *mut $st) -> c_int)
+            else {
+                return missing();
+            };
+            // SAFETY: the caller's arguments, passed on unchanged.
+            traced(|| unsafe { real(path, buf) }, |ret, s, e| {
+                // SAFETY: after a successful call libc has filled the caller's buffer.
+                let size = if ret == 0 && !buf.is_null() { unsafe { (*buf).st_size } } else { -1 };
+                // SAFETY: `path` is the caller's NUL-terminated path (or null).
+                let abs = unsafe { fds::absolute(libc::AT_FDCWD, path) };
+                stat_of($label, abs, ret, size, s, e)
+            })
+        }
+    };
+}
+stat_hook!(stat, "stat", libc::stat);
+stat_hook!(stat64, "stat64", libc::stat64);
+stat_hook!(lstat, "lstat", libc::stat);
+stat_hook!(lstat64, "lstat64", libc::stat64);
+
+macro_rules! fstatat_hook {
+    ($name:ident, $st:ty) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(
+            dirfd: c_int,
+            path: *const c_char,
+            buf: *mut $st,
+            flags: c_int,
+        ) -> c_int {
+            let Some(real) =
+                real!($name: unsafe extern "C" fn(c_int, *const c_char, *mut $st, c_int) -> c_int)
+            else {
+                return missing();
+            };
+            // SAFETY: the caller's arguments, passed on unchanged.
+            traced(|| unsafe { real(dirfd, path, buf, flags) }, |ret, s, e| {
+                // SAFETY: after a successful call libc has filled the caller's buffer.
+                let size = if ret == 0 && !buf.is_null() { unsafe { (*buf).st_size } } else { -1 };
+                // SAFETY: `path` is the caller's NUL-terminated path (or null).
+                let abs = unsafe { fds::absolute(dirfd, path) };
+                stat_of("fstatat", abs, ret, size, s, e)
+            })
+        }
+    };
+}
+fstatat_hook!(fstatat, libc::stat);
+fstatat_hook!(fstatat64, libc::stat64);
+
+macro_rules! fstat_hook {
+    ($name:ident, $st:ty) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(fd: c_int, buf: *mut $st) -> c_int {
+            let Some(real) = real!($name: unsafe extern "C" fn(c_int, *mut $st) -> c_int) else {
+                return missing();
+            };
+            // SAFETY: the caller's arguments, passed on unchanged.
+            traced(|| unsafe { real(fd, buf) }, |ret, s, e| {
+                if let Some(path) = fds::with(fd, |t| t.json_path.clone()) {
+                    // SAFETY: after a successful call libc has filled the caller's buffer.
+                    let size =
+                        if ret == 0 && !buf.is_null() { unsafe { (*buf).st_size } } else { -1 };
+                    let args = [("fd", i64::from(fd)), ("ret", i64::from(ret)), ("size", size)];
+                    on_fd("fstat", POSIX, &path, s, e, &args);
+                }
+            })
+        }
+    };
+}
+fstat_hook!(fstat, libc::stat);
+fstat_hook!(fstat64, libc::stat64);
+
+// --- stdio ----------------------------------------------------------------------------------
+
+/// The descriptor under a stream, or -1.
+fn fd_of(stream: *mut FILE) -> c_int {
+    if stream.is_null() {
+        -1
+    } else {
+        // SAFETY: a non-null stream the caller owns; fileno only reads it.
+        unsafe { libc::fileno(stream) }
+    }
+}
+
+macro_rules! fopen_hook {
+    ($name:ident) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(path: *const c_char, mode: *const c_char) -> *mut FILE {
+            let Some(real) =
+                real!($name: unsafe extern "C" fn(*const c_char, *const c_char) -> *mut FILE)
+            else {
+                set_errno(libc::ENOSYS);
+                return std::ptr::null_mut();
+            };
+            // SAFETY: the caller's arguments, passed on unchanged.
+            traced(|| unsafe { real(path, mode) }, |stream, s, e| {
+                // SAFETY: `path` is the caller's NUL-terminated path (or null).
+                let abs = unsafe { fds::absolute(libc::AT_FDCWD, path) };
+                // SAFETY: `mode` is the caller's NUL-terminated mode string (or null).
+                let appends = !mode.is_null()
+                    && unsafe { std::ffi::CStr::from_ptr(mode) }.to_bytes().contains(&b'a');
+                let flags = if appends { libc::O_APPEND } else { 0 };
+                opened("fopen", STDIO, abs, flags, fd_of(stream), s, e)
+            })
+        }
+    };
+}
+fopen_hook!(fopen);
+fopen_hook!(fopen64);
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fclose(stream: *mut FILE) -> c_int {
+    let Some(real) = real!(fclose: unsafe extern "C" fn(*mut FILE) -> c_int) else {
+        return missing();
+    };
+    // As in `close`: forgotten before the number is free again.
+    let (fd, path) = if Guard::enter().is_some() {
+        let fd = fd_of(stream);
+        (fd, fds::untrack(fd))
+    } else {
+        (-1, None)
+    };
+    // SAFETY: the caller's argument, passed on unchanged.
+    traced(
+        || unsafe { real(stream) },
+        |ret, s, e| {
+            if let Some(path) = &path {
+                on_fd(
+                    "fclose",
+                    STDIO,
+                    path,
+                    s,
+                    e,
+                    &[("fd", i64::from(fd)), ("ret", i64::from(ret))],
+                );
+            }
+        },
+    )
+}
+
+macro_rules! stdio_transfer_hook {
+    ($name:ident, $buf:ty) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(
+            ptr: $buf,
+            size: size_t,
+            items: size_t,
+            stream: *mut FILE,
+        ) -> size_t {
+            let Some(real) =
+                real!($name: unsafe extern "C" fn($buf, size_t, size_t, *mut FILE) -> size_t)
+            else {
+                set_errno(libc::ENOSYS);
+                return 0;
+            };
+            let before = if Guard::enter().is_some() && !stream.is_null() {
+                // SAFETY: a non-null stream the caller owns.
+                unsafe { libc::ftello(stream) }
+            } else {
+                -1
+            };
+            // SAFETY: the caller's arguments, passed on unchanged.
+            traced(|| unsafe { real(ptr, size, items, stream) }, |ret, s, e| {
+                let bytes = size.saturating_mul(items);
+                let moved = (ret.saturating_mul(size)) as i64;
+                let at = (before >= 0).then_some(before);
+                transfer(stringify!($name), STDIO, fd_of(stream), s, e, bytes, moved, at)
+            })
+        }
+    };
+}
+stdio_transfer_hook!(fread, *mut c_void);
+stdio_transfer_hook!(fwrite, *const c_void);
+
+// --- the end of a process image --------------------------------------------------------------
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execve(
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    type ExecveFn =
+        unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
+    let Some(real) = real!(execve: ExecveFn) else {
+        return missing();
+    };
+    let finished = Guard::enter().map(|_guard| sink::finish()).is_some();
+    // SAFETY: the caller's arguments, passed on unchanged.
+    let ret = unsafe { real(path, argv, envp) };
+    if finished {
+        sink::resume();
+    }
+    ret
+}
+
+macro_rules! exit_hook {
+    ($name:ident) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(status: c_int) -> ! {
+            if let Some(_guard) = Guard::enter() {
+                sink::finish();
+            }
+            if let Some(real) = real!($name: unsafe extern "C" fn(c_int) -> !) {
+                // SAFETY: the caller's argument, passed on unchanged.
+                unsafe { real(status) }
+            }
+            // SAFETY: exit_group ends the process; it takes the status and cannot fail.
+            unsafe { libc::syscall(libc::SYS_exit_group, status) };
+            unreachable!("exit_group returned")
+        }
+    };
+}
+exit_hook!(_exit);
+exit_hook!(_Exit);

@@ -1,0 +1,293 @@
+//! The process's trace file: events formatted into one buffer under a lock, written with
+//! libc's own `write` when a megabyte has gathered and when the process ends.
+
+use std::cell::Cell;
+use std::ffi::{CString, c_int, c_void};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::sync::atomic::Ordering;
+
+use parking_lot::Mutex;
+
+use crate::{ENABLED, real};
+
+/// Bytes of formatted events kept before they are written.
+const FLUSH_BYTES: usize = 1 << 20;
+
+static DIR: OnceLock<PathBuf> = OnceLock::new();
+static SINK: Mutex<Option<Sink>> = Mutex::new(None);
+
+thread_local! {
+    /// The calling thread's kernel id (0 until first asked; reset in a forked child).
+    static TID: Cell<i64> = const { Cell::new(0) };
+}
+
+struct Sink {
+    fd: c_int,
+    pid: i64,
+    partial: CString,
+    complete: CString,
+    buf: Vec<u8>,
+    next_id: u64,
+    /// A write failed (a full disk): the file stays `.partial`, nothing more is written.
+    broken: bool,
+}
+
+/// One event to record.
+pub(crate) struct Event<'a> {
+    pub name: &'static str,
+    pub cat: &'static str,
+    pub start_ns: i64,
+    pub end_ns: i64,
+    /// The file's path as a JSON literal.
+    pub json_path: Option<&'a str>,
+    /// Integer arguments (`fd`, `offset`, `count`, `ret`, `size`, ...).
+    pub args: &'a [(&'static str, i64)],
+}
+
+pub(crate) fn configure(dir: PathBuf) {
+    let _ = DIR.set(dir);
+}
+
+/// Nanoseconds since the Unix epoch (dftracer's clock).
+pub(crate) fn now_ns() -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write; CLOCK_REALTIME always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
+fn tid() -> i64 {
+    TID.with(|t| {
+        if t.get() == 0 {
+            // SAFETY: gettid takes no arguments and cannot fail.
+            t.set(unsafe { libc::syscall(libc::SYS_gettid) });
+        }
+        t.get()
+    })
+}
+
+fn host() -> &'static str {
+    static HOST: OnceLock<String> = OnceLock::new();
+    HOST.get_or_init(|| {
+        let mut name = [0u8; 256];
+        // SAFETY: the buffer is writable for its whole length, which is what we pass.
+        let ok = unsafe { libc::gethostname(name.as_mut_ptr().cast(), name.len()) } == 0;
+        let end = name.iter().position(|&b| b == 0).unwrap_or(0);
+        let text = String::from_utf8_lossy(&name[..end]);
+        if ok && !text.is_empty() {
+            text.chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                .collect()
+        } else {
+            "host".to_string()
+        }
+    })
+}
+
+impl Sink {
+    fn open() -> Option<Sink> {
+        let dir = DIR.get()?;
+        // SAFETY: getpid cannot fail.
+        let pid = i64::from(unsafe { libc::getpid() });
+        let stem = dir.join(format!("trace-{}-{pid}-{}.pfw", host(), now_ns() / 1000));
+        let complete = CString::new(stem.as_os_str().as_bytes()).ok()?;
+        let partial = CString::new([stem.as_os_str().as_bytes(), b".partial"].concat()).ok()?;
+        let open =
+            real!(open: unsafe extern "C" fn(*const libc::c_char, c_int, libc::mode_t) -> c_int)?;
+        // SAFETY: a NUL-terminated path; libc's open with O_CREAT reads the mode argument.
+        let fd = unsafe {
+            open(
+                partial.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
+                0o644,
+            )
+        };
+        if fd < 0 {
+            let err = std::io::Error::last_os_error();
+            eprintln!(
+                "dlio trace: cannot create the trace {}: {err}; process {pid} is not traced",
+                stem.display()
+            );
+            return None;
+        }
+        let mut buf = Vec::with_capacity(FLUSH_BYTES + 4096);
+        buf.extend_from_slice(b"[\n");
+        Some(Sink {
+            fd,
+            pid,
+            partial,
+            complete,
+            buf,
+            next_id: 0,
+            broken: false,
+        })
+    }
+
+    fn flush(&mut self) {
+        if self.broken {
+            self.buf.clear();
+            return;
+        }
+        let Some(write) = real!(write: unsafe extern "C" fn(c_int, *const c_void, usize) -> isize)
+        else {
+            self.broken = true;
+            return;
+        };
+        let mut done = 0;
+        while done < self.buf.len() {
+            let rest = &self.buf[done..];
+            // SAFETY: `rest` is a live, initialised slice of `rest.len()` bytes.
+            let n = unsafe { write(self.fd, rest.as_ptr().cast(), rest.len()) };
+            if n > 0 {
+                done += n as usize;
+            } else if n < 0
+                && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+            {
+                continue;
+            } else {
+                let err = std::io::Error::last_os_error();
+                eprintln!(
+                    "dlio trace: cannot write the trace {}: {err}; it stays incomplete",
+                    self.partial.to_string_lossy()
+                );
+                self.broken = true;
+                break;
+            }
+        }
+        self.buf.clear();
+    }
+
+    fn push(&mut self, ev: &Event<'_>) {
+        let mut num = itoa::Buffer::new();
+        let b = &mut self.buf;
+        if self.next_id > 0 {
+            b.extend_from_slice(b",\n");
+        }
+        b.extend_from_slice(b"{\"id\":");
+        b.extend_from_slice(num.format(self.next_id).as_bytes());
+        self.next_id += 1;
+        b.extend_from_slice(b",\"name\":\"");
+        b.extend_from_slice(ev.name.as_bytes());
+        b.extend_from_slice(b"\",\"cat\":\"");
+        b.extend_from_slice(ev.cat.as_bytes());
+        b.extend_from_slice(b"\",\"pid\":");
+        b.extend_from_slice(num.format(self.pid).as_bytes());
+        b.extend_from_slice(b",\"tid\":");
+        b.extend_from_slice(num.format(tid()).as_bytes());
+        b.extend_from_slice(b",\"ts\":");
+        push_micros(b, ev.start_ns);
+        b.extend_from_slice(b",\"dur\":");
+        push_micros(b, (ev.end_ns - ev.start_ns).max(0));
+        b.extend_from_slice(b",\"ph\":\"X\",\"args\":{");
+        let mut first = true;
+        if let Some(path) = ev.json_path {
+            b.extend_from_slice(b"\"fname\":");
+            b.extend_from_slice(path.as_bytes());
+            first = false;
+        }
+        for (key, value) in ev.args {
+            if !first {
+                b.push(b',');
+            }
+            first = false;
+            b.push(b'"');
+            b.extend_from_slice(key.as_bytes());
+            b.extend_from_slice(b"\":");
+            b.extend_from_slice(num.format(*value).as_bytes());
+        }
+        b.extend_from_slice(b"}}");
+        if self.buf.len() >= FLUSH_BYTES {
+            self.flush();
+        }
+    }
+
+    /// Writes the rest, closes the array and gives the file its final name.
+    fn finish(mut self) {
+        self.buf.extend_from_slice(b"\n]\n");
+        self.flush();
+        if let Some(close) = real!(close: unsafe extern "C" fn(c_int) -> c_int) {
+            // SAFETY: the descriptor is the trace's own, opened by `open`.
+            unsafe { close(self.fd) };
+        }
+        if !self.broken {
+            // SAFETY: both are NUL-terminated paths.
+            unsafe { libc::rename(self.partial.as_ptr(), self.complete.as_ptr()) };
+        }
+    }
+}
+
+/// `ns` nanoseconds as microseconds with three decimals.
+fn push_micros(b: &mut Vec<u8>, ns: i64) {
+    let mut num = itoa::Buffer::new();
+    b.extend_from_slice(num.format(ns / 1000).as_bytes());
+    let frac = (ns % 1000) as u16;
+    b.extend_from_slice(&[
+        b'.',
+        b'0' + (frac / 100) as u8,
+        b'0' + (frac / 10 % 10) as u8,
+        b'0' + (frac % 10) as u8,
+    ]);
+}
+
+/// Records one event, opening this process's trace at its first.
+pub(crate) fn record(ev: &Event<'_>) {
+    let mut sink = SINK.lock();
+    if sink.is_none() {
+        *sink = Sink::open();
+        if sink.is_none() {
+            ENABLED.store(false, Ordering::Relaxed);
+            return;
+        }
+    }
+    if let Some(s) = sink.as_mut() {
+        s.push(ev);
+    }
+}
+
+/// Completes the trace (at exit, `_exit` and before `execve`); nothing is recorded after it
+/// until [`resume`].
+pub(crate) fn finish() {
+    ENABLED.store(false, Ordering::Relaxed);
+    if let Some(s) = SINK.lock().take() {
+        s.finish();
+    }
+}
+
+/// Records again after an `execve` that failed (the next event starts a new file).
+pub(crate) fn resume() {
+    ENABLED.store(DIR.get().is_some(), Ordering::Relaxed);
+}
+
+// Fork: the child gets a copy of every lock as it was, so both locks are taken before the
+// fork (no other thread can be half-way through an event) and released on both sides after.
+pub(crate) extern "C" fn before_fork() {
+    crate::fds::hold_for_fork();
+    std::mem::forget(SINK.lock());
+}
+
+pub(crate) extern "C" fn after_fork_in_parent() {
+    // SAFETY: `before_fork`, on this thread, took the lock and forgot its guard.
+    unsafe { SINK.force_unlock() };
+    crate::fds::release_after_fork();
+}
+
+pub(crate) extern "C" fn after_fork_in_child() {
+    // SAFETY: `before_fork`, on this thread before the fork, took the lock and forgot its
+    // guard; this thread is the child's only one.
+    unsafe { SINK.force_unlock() };
+    crate::fds::release_after_fork();
+    TID.with(|t| t.set(0));
+    // The parent's unwritten events and its file are the parent's: forget the buffer and close
+    // the child's copy of the descriptor; the child's first event opens its own file.
+    if let Some(s) = SINK.lock().take()
+        && let Some(close) = real!(close: unsafe extern "C" fn(c_int) -> c_int)
+    {
+        // SAFETY: the child's copy of the trace's descriptor, used by nothing else.
+        unsafe { close(s.fd) };
+    }
+}
