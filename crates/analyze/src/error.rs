@@ -36,6 +36,19 @@ pub enum AnalyzeError {
         details: String,
     },
 
+    /// A trace is incomplete or damaged, where a result from part of it would mislead.
+    #[error("cannot use the traces in {path}: {detail}", path = path.display())]
+    Incomplete {
+        /// The trace file or folder.
+        path: PathBuf,
+        /// What is wrong and what to do.
+        detail: String,
+    },
+
+    /// The traces hold nothing the command can work from (no reads of data files, ...).
+    #[error("{0}")]
+    Unusable(String),
+
     /// Drawing a plot failed.
     #[error("cannot draw the {plot} plot: {reason}")]
     Plot {

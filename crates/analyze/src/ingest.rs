@@ -302,6 +302,10 @@ impl Worker<'_> {
                             }
                             Op::Seek => rec.offset = ret.unwrap_or(-1),
                             Op::Open => rec.fd = ret.map_or(-1, |v| v as i32),
+                            // `stat`/`fstat` with the file's size (dlio trace writes it).
+                            Op::Meta => {
+                                rec.bytes = a.size.as_i64().filter(|&s| s >= 0).unwrap_or(-1)
+                            }
                             _ => {}
                         }
                     }

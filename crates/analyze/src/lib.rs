@@ -50,17 +50,29 @@
 #![deny(missing_docs)]
 
 mod analyze;
+mod characterize;
 mod error;
 mod event;
+mod fidelity;
 mod ingest;
 mod merge;
 mod model;
 mod plots;
 mod report;
 mod terminal;
+mod timeline;
 
 pub use analyze::{AnalyzeOptions, analyze, find_traces};
+pub use characterize::{
+    Characterization, CharacterizationFiles, CharacterizeOptions, MIN_GAP_RATIO, Parameter,
+    ReaderThread, SideFileRow, SizeShare, Stats, WrittenFile, characterize,
+    render_characterization, write_characterization,
+};
 pub use error::AnalyzeError;
+pub use fidelity::{
+    Feature, Fidelity, FidelityOptions, Side, cdf_similarity, fidelity, render_fidelity,
+    scaled_cosine, write_fidelity,
+};
 pub use model::{
     AccessPattern, Analysis, Bandwidth, Bucket, Corrupt, CorruptLine, Counts, FileRow, FileSummary,
     FunctionRow, InputFile, LayerRow, OpenCount, RankRow, RankTimeline, SizeStats, Skew,

@@ -414,3 +414,67 @@ where
     }))?;
     Ok(())
 }
+
+/// One line of [`lines_svg`]: a label and its points.
+pub(crate) struct Series<'a> {
+    pub label: &'a str,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// The line colours of [`lines_svg`], in series order.
+const SERIES_COLORS: [RGBColor; 2] = [COMPUTE_COLOR, IO_COLOR];
+
+/// An SVG chart of up to two labelled lines (characterisation and fidelity reports).
+pub(crate) fn lines_svg(
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    series: &[Series<'_>],
+) -> Result<String, AnalyzeError> {
+    let err = |reason: String| AnalyzeError::Plot {
+        plot: "report",
+        reason,
+    };
+    ensure_font().map_err(err)?;
+    let all = || series.iter().flat_map(|s| s.points.iter());
+    let x_max = all().map(|p| p.0).fold(0.0f64, f64::max).max(1e-9) * 1.02;
+    let y_max = all().map(|p| p.1).fold(0.0f64, f64::max).max(1e-9) * 1.05;
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, SIZE).into_drawing_area();
+        let draw = || -> DrawResult {
+            root.fill(&WHITE)?;
+            let mut chart = ChartBuilder::on(&root)
+                .caption(title, ("sans-serif", 18))
+                .margin(10)
+                .x_label_area_size(35)
+                .y_label_area_size(60)
+                .build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
+            chart
+                .configure_mesh()
+                .x_desc(x_desc)
+                .y_desc(y_desc)
+                .draw()?;
+            for (s, color) in series.iter().zip(SERIES_COLORS.iter().cycle()) {
+                chart
+                    .draw_series(LineSeries::new(
+                        s.points.iter().copied(),
+                        color.stroke_width(2),
+                    ))?
+                    .label(s.label)
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                    });
+            }
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .draw()?;
+            root.present()?;
+            Ok(())
+        };
+        draw().map_err(|e| err(e.to_string()))?;
+    }
+    Ok(out)
+}

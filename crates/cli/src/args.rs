@@ -86,6 +86,62 @@ enum Command {
     /// --launcher) as a search over N, each point repeated; writes capacity.json and
     /// capacity.png and ends with the number.
     Capacity(CapacityArgs),
+    /// Run a program with its file I/O traced (an LD_PRELOAD interposer: POSIX and stdio calls
+    /// of every thread and process) into dftracer-format traces: `dlio trace --out DIR --
+    /// python3 train.py`. Exits with the program's exit code.
+    Trace(TraceArgs),
+    /// Derive a DLIO workload from the traces of a real program (dlio trace's or
+    /// dftracer's): format, files, sizes, samples, epochs, batch, threads, order, request
+    /// sizes, compute, side files; writes workload.yaml, characterize.json and
+    /// characterize.html, each parameter beside its evidence.
+    Characterize(CharacterizeArgs),
+    /// Score an emulation against the real program: the DLIO paper's I/O feature vector of
+    /// both traces, their cosine similarity, the end-to-end time error and the fetch-time CDF
+    /// similarity; writes fidelity.json.
+    Fidelity(FidelityArgs),
+}
+
+#[derive(Debug, Args)]
+struct TraceArgs {
+    /// Where the traces go (created; must hold no traces yet).
+    #[arg(long, value_name = "DIR", default_value = "dlio-trace")]
+    out: PathBuf,
+    /// The program and its arguments, after `--`.
+    #[arg(required = true, last = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+struct CharacterizeArgs {
+    /// The folder of traces (or one trace file).
+    #[arg(value_name = "TRACE_DIR")]
+    traces: PathBuf,
+    /// Where the workload YAML goes (default TRACE_DIR/workload.yaml); characterize.json and
+    /// characterize.html go beside it.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// The data set's folder, when the largest folder read is not it.
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct FidelityArgs {
+    /// Traces of the real program.
+    #[arg(value_name = "REAL_TRACES")]
+    real: PathBuf,
+    /// Traces of the emulation (`dlio run --trace` output folder).
+    #[arg(value_name = "EMULATED_TRACES")]
+    emulated: PathBuf,
+    /// Where fidelity.json goes (default: the emulated folder).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// The real program's data folder, when the largest folder read is not it.
+    #[arg(long, value_name = "DIR")]
+    real_data_dir: Option<PathBuf>,
+    /// The emulation's data folder (default: found the same way).
+    #[arg(long, value_name = "DIR")]
+    emulated_data_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -246,8 +302,11 @@ pub fn normalise(argv: Vec<OsString>, entry: Entry) -> Vec<OsString> {
         }
         Entry::Dlio => {}
     }
+    let mut passthrough = false;
     for w in words {
-        if w == "-cd" {
+        // After `--` the words are another program's (`dlio trace -- CMD ...`).
+        passthrough |= w == "--";
+        if w == "-cd" && !passthrough {
             out.push(OsString::from("--config-dir"));
         } else {
             out.push(w);
@@ -339,6 +398,59 @@ pub fn dispatch(cli: Cli, entry: Entry) -> Result<ExitCode> {
             flags: args.flags,
             words: args.words,
         }),
+        Command::Trace(args) => crate::trace_program::trace(&crate::trace_program::TraceRequest {
+            out: args.out,
+            command: args.command,
+        }),
+        Command::Characterize(args) => {
+            let c = dlio_analyze::characterize(
+                &args.traces,
+                &dlio_analyze::CharacterizeOptions {
+                    data_dir: args.data_dir,
+                },
+            )?;
+            emit(&dlio_analyze::render_characterization(&c))?;
+            let yaml = args.out.unwrap_or_else(|| {
+                if args.traces.is_dir() {
+                    args.traces.join("workload.yaml")
+                } else {
+                    args.traces.with_file_name("workload.yaml")
+                }
+            });
+            let files = dlio_analyze::write_characterization(&c, &yaml)
+                .with_context(|| format!("writing the workload {}", yaml.display()))?;
+            emit(&format!(
+                "\nWrote {}, {} and {}\n",
+                files.yaml.display(),
+                files.json.display(),
+                files.html.display()
+            ))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Fidelity(args) => {
+            let f = dlio_analyze::fidelity(
+                &args.real,
+                &args.emulated,
+                &dlio_analyze::FidelityOptions {
+                    real_data_dir: args.real_data_dir,
+                    emulated_data_dir: args.emulated_data_dir,
+                },
+            )?;
+            emit(&dlio_analyze::render_fidelity(&f))?;
+            let out = args.out.unwrap_or_else(|| {
+                if args.emulated.is_dir() {
+                    args.emulated.clone()
+                } else {
+                    args.emulated
+                        .parent()
+                        .map_or_else(|| PathBuf::from("."), PathBuf::from)
+                }
+            });
+            let path = dlio_analyze::write_fidelity(&f, &out)
+                .with_context(|| format!("writing fidelity.json into {}", out.display()))?;
+            emit(&format!("\nWrote {}\n", path.display()))?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Workloads => {
             let table = dlio_config::workload_table().context("listing the built-in workloads")?;
             emit(&table)?;
