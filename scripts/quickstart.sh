@@ -20,7 +20,8 @@ if [ ${#need[@]} -gt 0 ]; then
   $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-echo "== building dlio with MPI and HDF5 (target/release/dlio, target/release/dlio_benchmark)"
+echo "== building dlio with MPI and HDF5 (target/release/dlio, target/release/dlio_benchmark, and dlio trace's libdlio_interpose.so)"
 cargo build --release --locked --features mpi,hdf5 --bin dlio --bin dlio_benchmark
+cargo build --release --locked -p dlio-interpose
 
 exec target/release/dlio run "$@"

@@ -73,6 +73,9 @@ fi
 # there is, so that a full disk reads as one.
 echo "== disk: $(df -h "${TMPDIR:-/tmp}" | awk 'NR==2 {print $4 " free under " $6}') (TMPDIR), $(df -h . | awk 'NR==2 {print $4 " free under " $6}') (checkout)"
 
+echo "== cargo build -p dlio-interpose (dlio trace's LD_PRELOAD library, used by tests/characterize.rs)"
+cargo build --locked -p dlio-interpose
+
 echo "== cargo test (workspace)"
 cargo test --workspace --locked --features dlio-format/hdf5
 

@@ -169,10 +169,15 @@ impl Loader {
                 Arc::clone(&stop),
             );
             let storage = Arc::clone(&storage);
+            // Readers that run ahead yield to the rank threads waking from compute; readers
+            // that read on demand are what the rank waits for, so they keep its priority.
+            let lower = spec.read_ahead;
             let handle = std::thread::Builder::new()
                 .name(format!("dlio-reader-{w}"))
                 .spawn(move || {
-                    priority::lower_this_thread();
+                    if lower {
+                        priority::lower_this_thread();
+                    }
                     while let Ok(work) = rx.recv() {
                         reader.run_epoch(&*storage, work);
                     }
@@ -348,17 +353,17 @@ impl EpochBatches<'_> {
             return Some(result);
         }
         if let Some(reader) = self.loader.inline.as_mut() {
-            let mut hist = LatencyHistogram::new();
+            // Only this thread uses the stats of an inline reader: the latencies go straight
+            // into them (a histogram per batch would cost its allocation and a merge).
+            let mut stats = lock(&self.stats);
             let result = reader.read_batch(
                 &*self.loader.storage,
                 &self.plan,
                 &self.files,
                 step,
                 (0, 1),
-                &mut hist,
+                &mut stats.sample_read,
             );
-            let mut stats = lock(&self.stats);
-            stats.sample_read.merge(&hist);
             if let Ok(b) = &result {
                 stats.samples += b.samples;
             }

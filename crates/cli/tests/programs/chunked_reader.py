@@ -3,7 +3,7 @@ read every few steps, and a sleep per batch as the compute.
 
 Usage: chunked_reader.py DATA_DIR [--make]
 Fixed by the program: 4 files of 8 MiB, slices of 256 KiB (128 samples), batch 8, 2 epochs,
-one thread, metadata.json (about 200 bytes) read every 4 steps, 5 ms of compute per batch.
+one thread, metadata.json (about 200 bytes) read every 4 steps, 20 ms of compute per batch.
 """
 import json
 import os
@@ -11,7 +11,7 @@ import random
 import sys
 import time
 
-FILES, FILE_BYTES, SLICE, BATCH, EPOCHS, META_EVERY, COMPUTE_S = 4, 8 << 20, 256 << 10, 8, 2, 4, 0.005
+FILES, FILE_BYTES, SLICE, BATCH, EPOCHS, META_EVERY, COMPUTE_S = 4, 8 << 20, 256 << 10, 8, 2, 4, 0.020
 
 data = sys.argv[1]
 meta_path = os.path.join(data, "meta", "metadata.json")

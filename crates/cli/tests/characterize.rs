@@ -1,0 +1,371 @@
+//! `dlio trace`, `dlio characterize` and `dlio fidelity` on real Python programs
+//! (`tests/programs/*.py`, numpy only): each is traced through the interposer, characterised,
+//! replayed by `dlio run --trace` on generated data, and scored against its own trace. The
+//! derived parameters must be what the program fixes, the scores within the issue's bounds
+//! (cosine similarity >= 0.95, end-to-end error <= 5%).
+//!
+//! The programs compute 20-40 ms per step: this test runs dlio's debug build, whose own
+//! bookkeeping costs about 0.5 ms per step and 6 ms per epoch (a tenth of that in a release
+//! build, which `bench/fidelity.sh` uses), and which would otherwise be what is measured.
+//!
+//! Needs the interposer library beside the binary: `cargo build -p dlio-interpose`, which
+//! `scripts/test.sh` runs first.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+use common::{dlio, files_under, json, run_err, run_ok};
+use serde_json::Value;
+
+/// The replays measure time: one at a time, so that they do not compete for the two cores.
+static TIMED: Mutex<()> = Mutex::new(());
+
+fn program(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/programs")
+        .join(format!("{name}.py"))
+}
+
+fn python() -> Command {
+    Command::new("python3")
+}
+
+fn require_interposer() {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_dlio"));
+    let lib = bin.with_file_name("libdlio_interpose.so");
+    assert!(
+        lib.is_file(),
+        "{} is missing: build it with `cargo build -p dlio-interpose` (scripts/test.sh does)",
+        lib.display()
+    );
+}
+
+/// The derived parameters of a characterize.json, key to value.
+fn parameters(c: &Value) -> std::collections::HashMap<String, String> {
+    c["parameters"]
+        .as_array()
+        .expect("parameters")
+        .iter()
+        .map(|p| {
+            (
+                p["key"].as_str().unwrap().to_string(),
+                p["value"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Sizes of the files directly in `dir` with extension `ext`, sorted.
+fn sizes(dir: &Path, ext: &str) -> Vec<u64> {
+    let mut v: Vec<u64> = files_under(dir)
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+struct Replayed {
+    derived: std::collections::HashMap<String, String>,
+    characterization: Value,
+    fidelity: Value,
+    real_data: PathBuf,
+    emulated_data: PathBuf,
+}
+
+/// Makes the program's data, traces it, characterises the trace, replays the workload with
+/// `dlio run --trace` and scores it.
+fn trace_characterize_replay(dir: &Path, name: &str) -> Replayed {
+    require_interposer();
+    let _one_at_a_time = TIMED.lock().unwrap_or_else(|p| p.into_inner());
+    let data = dir.join("data");
+    let traces = dir.join("traces");
+    let made = python()
+        .arg(program(name))
+        .arg(&data)
+        .arg("--make")
+        .status()
+        .expect("python3 runs");
+    assert!(made.success(), "{name} --make failed");
+
+    let out = run_ok(
+        dlio()
+            .args(["trace", "--out"])
+            .arg(&traces)
+            .arg("--")
+            .arg("python3")
+            .arg(program(name))
+            .arg(&data),
+    );
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("exited with 0"), "{said}");
+    let meta = json(&traces.join("dlio-trace.json"));
+    assert_eq!(meta["exit_code"], 0);
+    assert!(meta["events"].as_u64().unwrap() > 100, "{meta}");
+
+    let workload = dir.join("workload/characterized.yaml");
+    run_ok(
+        dlio()
+            .arg("characterize")
+            .arg(&traces)
+            .arg("--out")
+            .arg(&workload),
+    );
+    let characterization = json(&dir.join("workload/characterize.json"));
+    let html = std::fs::read_to_string(dir.join("workload/characterize.html")).unwrap();
+    assert!(html.contains("<svg") && html.contains("dataset.num_files_train"));
+
+    let emulated = dir.join("emulated");
+    let run = dir.join("run");
+    run_ok(
+        dlio()
+            .arg("run")
+            .arg(format!("workload={}", workload.display()))
+            .arg(format!(
+                "++workload.dataset.data_folder={}",
+                emulated.display()
+            ))
+            .arg(format!("hydra.run.dir={}", run.display()))
+            .arg("--trace"),
+    );
+    run_ok(dlio().arg("fidelity").arg(&traces).arg(&run));
+    let fidelity = json(&run.join("fidelity.json"));
+    Replayed {
+        derived: parameters(&characterization),
+        characterization,
+        fidelity,
+        real_data: data,
+        emulated_data: emulated.join("train"),
+    }
+}
+
+fn assert_scores(name: &str, f: &Value) {
+    let cosine = f["cosine_similarity"].as_f64().unwrap();
+    let error = f["end_to_end_error"].as_f64().unwrap();
+    assert!(
+        cosine >= 0.95 && error <= 0.05,
+        "{name}: cosine similarity {cosine:.4}, end-to-end error {:.2}%\n{}",
+        error * 100.0,
+        serde_json::to_string_pretty(&f["features"]).unwrap()
+    );
+}
+
+fn seconds(value: &str) -> f64 {
+    // A number, or `{mean: x, stdev: y}`.
+    let v = value.trim_start_matches("{mean: ");
+    v.split([',', '}']).next().unwrap().trim().parse().unwrap()
+}
+
+#[test]
+fn an_npz_loop_is_characterised_and_replayed() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = trace_characterize_replay(dir.path(), "npz_loop");
+    let d = &r.derived;
+    for (key, value) in [
+        ("dataset.format", "npz"),
+        ("dataset.num_files_train", "64"),
+        ("dataset.num_samples_per_file", "1"),
+        ("reader.batch_size", "4"),
+        ("reader.read_threads", "0"),
+        ("train.epochs", "2"),
+        ("reader.file_shuffle", "random"),
+    ] {
+        assert_eq!(d.get(key).map(String::as_str), Some(value), "{key}: {d:?}");
+    }
+    // np.load's requests, replayed as they were made: the zip's end records first.
+    let requests = &d["reader.sample_requests"];
+    assert!(
+        requests
+            .starts_with("{from: start, offset: 0, size: 4096}, {from: end, offset: 22, size: 22}"),
+        "{requests}"
+    );
+    // 40 ms of compute per step, less the loader's time per sample that the emulation sleeps.
+    let compute = seconds(&d["train.computation_time"]);
+    assert!((0.035..0.045).contains(&compute), "{compute}");
+    // The generated files have the program's files' size.
+    assert_eq!(sizes(&r.emulated_data, "npz"), sizes(&r.real_data, "npz"));
+    assert_scores("npz_loop", &r.fidelity);
+    assert_eq!(r.fidelity["real"]["steps"], 32);
+    assert_eq!(r.fidelity["emulated"]["steps"], 32);
+}
+
+#[test]
+fn a_chunked_reader_with_a_metadata_file_is_characterised_and_replayed() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = trace_characterize_replay(dir.path(), "chunked_reader");
+    let d = &r.derived;
+    for (key, value) in [
+        ("dataset.format", "indexed_binary"),
+        ("dataset.num_files_train", "4"),
+        ("dataset.num_samples_per_file", "32"),
+        ("dataset.record_length_bytes", "262144"),
+        ("reader.batch_size", "8"),
+        ("reader.read_threads", "0"),
+        ("reader.read_type", "memory"),
+        ("train.epochs", "2"),
+        ("reader.sample_shuffle", "random"),
+    ] {
+        assert_eq!(d.get(key).map(String::as_str), Some(value), "{key}: {d:?}");
+    }
+    let meta_size = std::fs::metadata(r.real_data.join("meta/metadata.json"))
+        .unwrap()
+        .len();
+    assert_eq!(
+        d["dataset.side_files"],
+        format!("{{name: \"meta/metadata.json\", size_bytes: {meta_size}, every_steps: 4}}")
+    );
+    // The emulation wrote the side file and read it as often as the program did.
+    let side = r.emulated_data.parent().unwrap().join("meta/metadata.json");
+    assert_eq!(std::fs::metadata(&side).unwrap().len(), meta_size);
+    let rows = r.characterization["side_files"].as_array().unwrap();
+    assert_eq!(rows[0]["reads"], 8, "{rows:?}");
+    assert_eq!(sizes(&r.emulated_data, "indexed_binary"), vec![8 << 20; 4]);
+    assert_scores("chunked_reader", &r.fidelity);
+}
+
+#[test]
+fn a_thread_pool_of_readers_is_characterised_and_replayed() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = trace_characterize_replay(dir.path(), "thread_pool");
+    let d = &r.derived;
+    for (key, value) in [
+        ("dataset.format", "npy"),
+        ("dataset.num_files_train", "128"),
+        ("reader.batch_size", "8"),
+        ("reader.read_threads", "4"),
+        ("reader.read_ahead", "False"),
+        ("train.epochs", "2"),
+    ] {
+        assert_eq!(d.get(key).map(String::as_str), Some(value), "{key}: {d:?}");
+    }
+    let threads = r.characterization["reader_threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 4, "{threads:?}");
+    assert_eq!(
+        threads
+            .iter()
+            .map(|t| t["reads"].as_u64().unwrap())
+            .sum::<u64>(),
+        256
+    );
+    assert_eq!(sizes(&r.emulated_data, "npy"), vec![128 << 10; 128]);
+    assert_scores("thread_pool", &r.fidelity);
+}
+
+#[test]
+fn forked_children_get_their_own_traces_and_the_exit_code_is_the_programs() {
+    require_interposer();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("payload.bin");
+    std::fs::write(&file, vec![7u8; 10_000]).unwrap();
+    let traces = dir.path().join("t");
+    let script = format!(
+        "import os, sys\n\
+         pid = os.fork()\n\
+         if pid == 0:\n    open({0:?}, 'rb').read(); os._exit(0)\n\
+         os.waitpid(pid, 0)\n\
+         open({0:?}, 'rb').read(123)\n\
+         sys.exit(3)\n",
+        file.display().to_string()
+    );
+    let out = dlio()
+        .args(["trace", "--out"])
+        .arg(&traces)
+        .args(["--", "python3", "-c", &script])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(json(&traces.join("dlio-trace.json"))["exit_code"], 3);
+    // One trace per process that read the payload, each with its own read of it.
+    let mut readers = Vec::new();
+    for p in files_under(&traces) {
+        let text = std::fs::read_to_string(&p).unwrap();
+        if p.extension().is_some_and(|e| e == "pfw") && text.contains("payload.bin") {
+            let reads: Vec<&str> = text
+                .lines()
+                .filter(|l| l.contains("\"name\":\"read\"") && l.contains("payload.bin"))
+                .collect();
+            readers.push(reads.iter().map(|l| l.contains("\"ret\":10000")).any(|b| b));
+        }
+    }
+    readers.sort();
+    // The child read all 10,000 bytes (os._exit still wrote its trace); the parent 123.
+    assert_eq!(readers, vec![false, true]);
+    // A folder that already holds traces is refused, and an unknown program exits 127.
+    let refused = run_err(
+        dlio()
+            .args(["trace", "--out"])
+            .arg(&traces)
+            .args(["--", "true"]),
+    );
+    assert!(refused.contains("already holds"), "{refused}");
+    let missing = dlio()
+        .args(["trace", "--out"])
+        .arg(dir.path().join("u"))
+        .args(["--", "no-such-program-here"])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(127));
+}
+
+#[test]
+fn bad_traces_are_refused_with_what_is_wrong() {
+    require_interposer();
+    let dir = tempfile::tempdir().unwrap();
+    // A program that reads nothing of its own.
+    let idle = dir.path().join("idle");
+    run_ok(
+        dlio()
+            .args(["trace", "--out"])
+            .arg(&idle)
+            .args(["--", "python3", "-c", "pass"]),
+    );
+    let err = run_err(dlio().arg("characterize").arg(&idle));
+    assert!(err.contains("read no file outside"), "{err}");
+
+    // A trace cut short in the middle of a line.
+    let payload = dir.path().join("d");
+    std::fs::create_dir_all(&payload).unwrap();
+    for i in 0..3 {
+        std::fs::write(payload.join(format!("f{i}.bin")), vec![1u8; 4096]).unwrap();
+    }
+    let good = dir.path().join("good");
+    let reader = format!(
+        "import os\nfor n in sorted(os.listdir({0:?})):\n    open(os.path.join({0:?}, n), 'rb').read()\n",
+        payload.display().to_string()
+    );
+    run_ok(
+        dlio()
+            .args(["trace", "--out"])
+            .arg(&good)
+            .args(["--", "python3", "-c", &reader]),
+    );
+    let cut = dir.path().join("cut");
+    std::fs::create_dir_all(&cut).unwrap();
+    let trace = files_under(&good)
+        .into_iter()
+        .find(|p| p.extension().is_some_and(|e| e == "pfw"))
+        .unwrap();
+    let text = std::fs::read(&trace).unwrap();
+    std::fs::write(cut.join("trace-x-1.pfw"), &text[..text.len() * 2 / 3]).unwrap();
+    let err = run_err(dlio().arg("characterize").arg(&cut));
+    assert!(
+        err.contains("is not a trace event") && err.contains("cut short"),
+        "{err}"
+    );
+
+    // Only the traces of killed processes.
+    let partial = dir.path().join("partial");
+    std::fs::create_dir_all(&partial).unwrap();
+    std::fs::write(partial.join("trace-x-2.pfw.partial"), b"[\n").unwrap();
+    let err = run_err(dlio().arg("characterize").arg(&partial));
+    assert!(err.contains("incomplete traces"), "{err}");
+}
