@@ -293,7 +293,7 @@ fn forked_children_get_their_own_traces_and_the_exit_code_is_the_programs() {
                 .lines()
                 .filter(|l| l.contains("\"name\":\"read\"") && l.contains("payload.bin"))
                 .collect();
-            readers.push(reads.iter().map(|l| l.contains("\"ret\":10000")).any(|b| b));
+            readers.push(reads.iter().any(|l| l.contains("\"ret\":10000")));
         }
     }
     readers.sort();
