@@ -263,7 +263,8 @@ pub(crate) struct FileTotals {
     pub writes: u64,
     pub bytes_written: u64,
     pub opens: u64,
-    /// Largest size a `stat`/`fstat` reported, else the furthest byte read.
+    /// Largest size a `stat`/`fstat` reported, else the furthest byte read, else the bytes
+    /// read per opening.
     pub size: u64,
     pub stat_size: bool,
 }
@@ -293,6 +294,13 @@ pub(crate) fn file_totals(t: &Timeline) -> HashMap<u64, FileTotals> {
                 f.size = f.size.max(r.bytes as u64);
             }
             _ => {}
+        }
+    }
+    // No size from a stat and no offsets (dftracer's `read` carries none): what each opening
+    // read.
+    for f in files.values_mut() {
+        if f.size == 0 && f.bytes_read > 0 {
+            f.size = f.bytes_read / f.opens.max(1);
         }
     }
     files

@@ -330,4 +330,31 @@ log.finalize()
         access["sequential_reads"], 9,
         "each file read front to back: {access}"
     );
+
+    // dlio characterize reads the same trace, its steps from dftracer's compute spans.
+    let workload = tmp.path().join("wl/workload.yaml");
+    run_ok(
+        dlio()
+            .arg("characterize")
+            .arg(&traces)
+            .arg("--out")
+            .arg(&workload),
+    );
+    let c = json(&tmp.path().join("wl/characterize.json"));
+    let derived: std::collections::HashMap<&str, &str> = c["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["key"].as_str().unwrap(), p["value"].as_str().unwrap()))
+        .collect();
+    assert_eq!(derived["dataset.num_files_train"], "3", "{derived:?}");
+    assert_eq!(
+        derived["dataset.record_length_bytes"], "9872",
+        "{derived:?}"
+    ); // npy: 10,000 - 128
+    assert_eq!(derived["reader.batch_size"], "1", "{derived:?}");
+    assert_eq!(derived["train.epochs"], "1", "{derived:?}");
+    assert_eq!(c["steps"], 3, "{c}");
+    let compute: f64 = derived["train.computation_time"].parse().unwrap();
+    assert!((0.019..0.03).contains(&compute), "{compute}");
 }
