@@ -41,6 +41,9 @@ pub const MIN_GAP_RATIO: f64 = 3.0;
 /// costs its timer's slack (about 50 us on Linux) rather than its length.
 const MIN_PREPROCESS_S: f64 = 50e-6;
 
+/// The fewest bytes written to a file during training for it to count as a checkpoint.
+const MIN_WRITTEN_BYTES: u64 = 64 << 10;
+
 /// Most request sizes kept in a transfer-size distribution (the rest join the nearest kept).
 const MAX_SIZES: usize = 16;
 
@@ -787,7 +790,10 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
     for r in &sample_events {
         per_burst[burst_of(&bursts, r.start)] += 1;
     }
-    let batch = if paused {
+    let ahead = readers_ahead(&calls, &sample_events, paused.then(|| mode(&per_burst)));
+    let batch = if let Some(a) = &ahead {
+        a.batch
+    } else if paused {
         mode(&per_burst).max(1)
     } else {
         notes.push(
@@ -797,7 +803,11 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
         );
         1
     };
-    let steps_found = if paused { bursts.len() as u64 } else { 0 };
+    let steps_found = match &ahead {
+        Some(a) => a.steps,
+        None if paused => bursts.len() as u64,
+        None => 0,
+    };
 
     // Threads: a sample's reads are on the thread (and process) that opened it.
     let mut threads: BTreeMap<(u32, u32), ReaderThread> = BTreeMap::new();
@@ -825,7 +835,13 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
     param(
         "reader.batch_size",
         batch.to_string(),
-        if paused {
+        if let Some(a) = &ahead {
+            format!(
+                "each of {} readers reads {batch} samples in most of its bursts ({} bursts \
+                 in all): a reader loads whole batches",
+                a.readers, a.reader_bursts
+            )
+        } else if paused {
             format!(
                 "{batch} samples in most of the {} bursts of data reads ({batch_of_reads})",
                 bursts.len()
@@ -855,7 +871,30 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
             )
         },
     );
-    if read_threads > 0 {
+    if let Some(a) = &ahead {
+        param(
+            "reader.read_ahead",
+            "True".into(),
+            "the readers' bursts are staggered, one whole batch each, and go on while the \
+             program computes"
+                .into(),
+        );
+        // dlio's reader thread holds ceil(prefetch_size / read_threads) finished batches
+        // besides the one it reads.
+        let queued = a.prefetch_per_reader.saturating_sub(1).max(1);
+        param(
+            "reader.prefetch_size",
+            (queued * a.readers).to_string(),
+            format!(
+                "each reader's first burst holds {} batches: the {} in flight per reader (as \
+                 PyTorch's prefetch_factor counts them) and the one asked for when the program \
+                 took its first; a dlio reader thread keeps {queued} finished besides the one it \
+                 reads",
+                a.prefetch_per_reader + 1,
+                a.prefetch_per_reader
+            ),
+        );
+    } else if read_threads > 0 {
         param(
             "reader.read_ahead",
             if paused { "False" } else { "True" }.into(),
@@ -954,10 +993,10 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
         .map(|w| secs(w[1].start - w[0].end))
         .collect();
     let fetch: Vec<f64> = bursts.iter().map(|b| secs(b.end - b.start)).collect();
-    let compute_s = if paused {
-        Stats::of(&compute)
-    } else {
-        Stats::default()
+    let compute_s = match &ahead {
+        Some(a) => Stats::of(&vec![a.period_s; a.steps as usize]),
+        None if paused => Stats::of(&compute),
+        None => Stats::default(),
     };
     let fetch_s = Stats::of(&fetch);
     let epochs_val = epochs;
@@ -970,7 +1009,38 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
             samples_in_data_set
         ),
     );
-    if paused {
+    if let Some(a) = &ahead {
+        param(
+            "train.computation_time",
+            format!("{:.6}", a.period_s),
+            format!(
+                "{} steps from the first to the last data read in {:.3} s: a step every \
+                 {:.3} ms, while the readers, busy {:.0}% of the time, keep ahead",
+                a.steps,
+                secs(window_end - window_start),
+                a.period_s * 1e3,
+                a.busy_share * 100.0
+            ),
+        );
+        if a.per_sample_s >= MIN_PREPROCESS_S {
+            param(
+                "reader.preprocess_time",
+                format!("{:.6}", a.per_sample_s),
+                format!(
+                    "a reader's burst of {batch} samples holds {:.3} ms between two samples \
+                     outside the I/O calls: the loader's own work (decoding, the interpreter)",
+                    a.per_sample_s * 1e3
+                ),
+            );
+        }
+        if a.busy_share > 0.9 {
+            notes.push(format!(
+                "the readers were busy {:.0}% of the time: the program may be I/O bound, and \
+                 its compute per step shorter than the step period written",
+                a.busy_share * 100.0
+            ));
+        }
+    } else if paused {
         // Inside a burst: each of `lanes` reading threads reads `k` samples; the time outside
         // the I/O calls between them is the loader's own work per sample (decoding, the
         // interpreter). A burst ends with the last sample's I/O, so it holds k - 1 of those
@@ -1073,7 +1143,9 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
             .filter(|r| op(r) == Op::Write && r.bytes > 0)
             .map(|r| r.bytes as u64)
             .sum();
-        if wrote > 0 {
+        // Writes of a few bytes (lock files, the interpreter's temporary files) are not
+        // checkpoints.
+        if wrote >= MIN_WRITTEN_BYTES {
             written.push(WrittenFile {
                 path: path.to_string(),
                 bytes: wrote,
@@ -1152,6 +1224,86 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
     c
 }
 
+/// Readers that run ahead of the program, as a framework loader's workers do: each reader
+/// loads whole batches in bursts of its own, staggered with the others'.
+struct Ahead {
+    readers: u64,
+    reader_bursts: u64,
+    batch: u64,
+    steps: u64,
+    prefetch_per_reader: u64,
+    period_s: f64,
+    per_sample_s: f64,
+    /// The readers' bursts' total length over readers and the training window.
+    busy_share: f64,
+}
+
+/// [`Ahead`] when two or more readers each read whole batches in bursts of their own. When all
+/// reads together pause too, the samples in most of a reader's bursts must be the samples in
+/// most bursts of all reads (`samples_per_burst`): a pool that splits each batch over its
+/// threads has each thread read only its share.
+fn readers_ahead(
+    calls: &[&Rec],
+    samples: &[&Rec],
+    samples_per_burst: Option<u64>,
+) -> Option<Ahead> {
+    let mut by_reader: BTreeMap<(u32, u32), Vec<&Rec>> = BTreeMap::new();
+    for r in calls {
+        by_reader.entry((r.rank, r.tid)).or_default().push(r);
+    }
+    let mut samples_of: BTreeMap<(u32, u32), Vec<&Rec>> = BTreeMap::new();
+    for r in samples {
+        samples_of.entry((r.rank, r.tid)).or_default().push(r);
+    }
+    if samples_of.len() < 2 {
+        return None;
+    }
+    let mut counts = Vec::new();
+    let mut firsts = Vec::new();
+    let mut busy = 0i64;
+    let mut gaps_inside = 0.0;
+    let mut bursts_seen = 0u64;
+    for (reader, own) in &samples_of {
+        let (rb, paused) = bursts(by_reader.get(reader)?, &[]);
+        if !paused {
+            return None;
+        }
+        let mut per = vec![0u64; rb.len()];
+        for r in own {
+            per[burst_of(&rb, r.start)] += 1;
+        }
+        firsts.push(per[0]);
+        counts.extend(per.iter().copied());
+        busy += rb.iter().map(|b| b.end - b.start).sum::<i64>();
+        gaps_inside += rb.iter().map(|b| secs(b.end - b.start - b.busy)).sum::<f64>();
+        bursts_seen += rb.len() as u64;
+    }
+    let batch = mode(&counts).max(1);
+    if samples_per_burst.is_some_and(|n| n != batch) || batch < 2 {
+        return None;
+    }
+    let steps = ((samples.len() as f64 / batch as f64).round() as u64).max(1);
+    let start = calls.first()?.start;
+    let end = calls.iter().map(|r| r.end).max()?;
+    let readers = samples_of.len() as u64;
+    firsts.sort_unstable();
+    let first = firsts[firsts.len() / 2];
+    Some(Ahead {
+        readers,
+        reader_bursts: bursts_seen,
+        batch,
+        steps,
+        // The first burst holds the batches asked for at the start plus the one asked for
+        // when the program took the first (it waits for it, so that comes at once).
+        prefetch_per_reader: ((first as f64 / batch as f64).round() as u64)
+            .saturating_sub(1)
+            .max(1),
+        period_s: secs(end - start) / steps as f64,
+        per_sample_s: gaps_inside / (bursts_seen as f64 * (batch - 1) as f64).max(1.0),
+        busy_share: busy as f64 / readers as f64 / (end - start).max(1) as f64,
+    })
+}
+
 /// One read of a file opening: from the end?, offset from that end, bytes.
 type PatternStep = (bool, u64, u64);
 
@@ -1160,10 +1312,12 @@ type PatternStep = (bool, u64, u64);
 /// `None` when fewer than 80% share one.
 fn common_pattern(calls: &[&Rec], data: &DataSet) -> Option<(Vec<PatternStep>, f64)> {
     type Pattern = Vec<PatternStep>;
-    let mut open: HashMap<(u32, i32), Pattern> = HashMap::new();
+    // An opening is followed per process, thread and file rather than per descriptor: a
+    // library may read through a copy of the descriptor (numpy's `fread` on a dup'd one).
+    let mut open: HashMap<(u32, u32, u64), Pattern> = HashMap::new();
     let mut done: Vec<Pattern> = Vec::new();
     for r in calls {
-        let key = (r.rank, r.fd);
+        let key = (r.rank, r.tid, r.file);
         match op(r) {
             Op::Open if r.fd >= 0 => {
                 if let Some(p) = open.insert(key, Vec::new()) {

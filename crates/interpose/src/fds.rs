@@ -37,6 +37,25 @@ pub(crate) fn track(fd: c_int, path: &Path, position: i64) {
     });
 }
 
+/// Follows `new` as a copy of `old` (`dup`, `fcntl(F_DUPFD)`), at `old`'s position; replaces
+/// what `new` was. A copy shares its file position with the original in the kernel; here each
+/// keeps its own from the copy on (reads through both at once are rare: numpy's `fread`s on a
+/// copy carry their own position, from `ftello`).
+pub(crate) fn copy(old: c_int, new: c_int) {
+    let Some(entry) = with(old, |t| t.clone()) else {
+        untrack(new);
+        return;
+    };
+    let Ok(slot) = usize::try_from(new) else {
+        return;
+    };
+    let mut table = TABLE.lock();
+    if table.len() <= slot {
+        table.resize(slot + 1, None);
+    }
+    table[slot] = Some(entry);
+}
+
 /// Stops following `fd`; its path when it was followed.
 pub(crate) fn untrack(fd: c_int) -> Option<Arc<str>> {
     let slot = usize::try_from(fd).ok()?;

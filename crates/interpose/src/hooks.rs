@@ -254,6 +254,79 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     )
 }
 
+// --- descriptor copies -----------------------------------------------------------------------
+//
+// A copy of a followed descriptor is followed too: numpy reads an array through `fread` on a
+// `FILE*` it opens on a copy of the Python file's descriptor. No event is recorded for the
+// copy itself (dftracer records none either).
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
+    let Some(real) = real!(dup: unsafe extern "C" fn(c_int) -> c_int) else {
+        return missing();
+    };
+    // SAFETY: the caller's argument, passed on unchanged.
+    traced(|| unsafe { real(fd) }, |new, _, _| {
+        if new >= 0 {
+            fds::copy(fd, new);
+        }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dup2(fd: c_int, target: c_int) -> c_int {
+    let Some(real) = real!(dup2: unsafe extern "C" fn(c_int, c_int) -> c_int) else {
+        return missing();
+    };
+    // SAFETY: the caller's arguments, passed on unchanged.
+    traced(|| unsafe { real(fd, target) }, |new, _, _| {
+        if new >= 0 && new != fd {
+            fds::copy(fd, new);
+        }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dup3(fd: c_int, target: c_int, flags: c_int) -> c_int {
+    let Some(real) = real!(dup3: unsafe extern "C" fn(c_int, c_int, c_int) -> c_int) else {
+        return missing();
+    };
+    // SAFETY: the caller's arguments, passed on unchanged.
+    traced(|| unsafe { real(fd, target, flags) }, |new, _, _| {
+        if new >= 0 {
+            fds::copy(fd, new);
+        }
+    })
+}
+
+// `fcntl` is variadic in C, with one optional argument (an int, a long or a pointer by
+// command). As for `open`, it is declared as a named argument of register width: on the Linux
+// ABIs the caller's third argument, whatever its type, is in that register, and it is passed on
+// unchanged. Only F_DUPFD and F_DUPFD_CLOEXEC are looked at.
+macro_rules! fcntl_hook {
+    ($name:ident) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(fd: c_int, cmd: c_int, arg: libc::c_ulong) -> c_int {
+            let Some(real) = real!($name: unsafe extern "C" fn(c_int, c_int, libc::c_ulong) -> c_int)
+            else {
+                return missing();
+            };
+            if cmd != libc::F_DUPFD && cmd != libc::F_DUPFD_CLOEXEC {
+                // SAFETY: the caller's arguments, passed on unchanged.
+                return unsafe { real(fd, cmd, arg) };
+            }
+            // SAFETY: the caller's arguments, passed on unchanged.
+            traced(|| unsafe { real(fd, cmd, arg) }, |new, _, _| {
+                if new >= 0 {
+                    fds::copy(fd, new);
+                }
+            })
+        }
+    };
+}
+fcntl_hook!(fcntl);
+fcntl_hook!(fcntl64);
+
 // --- reads and writes ---------------------------------------------------------------------
 
 #[unsafe(no_mangle)]
@@ -623,7 +696,7 @@ pub unsafe extern "C" fn execve(
     let Some(real) = real!(execve: ExecveFn) else {
         return missing();
     };
-    let finished = Guard::enter().map(|_guard| sink::finish()).is_some();
+    let finished = Guard::enter().is_some_and(|_guard| sink::finish());
     // SAFETY: the caller's arguments, passed on unchanged.
     let ret = unsafe { real(path, argv, envp) };
     if finished {
@@ -637,7 +710,7 @@ macro_rules! exit_hook {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name(status: c_int) -> ! {
             if let Some(_guard) = Guard::enter() {
-                sink::finish();
+                let _ = sink::finish();
             }
             if let Some(real) = real!($name: unsafe extern "C" fn(c_int) -> !) {
                 // SAFETY: the caller's argument, passed on unchanged.

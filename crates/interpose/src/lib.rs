@@ -116,7 +116,7 @@ extern "C" fn init() {
 
 extern "C" fn at_exit() {
     IN_HOOK.with(|inside| inside.set(true));
-    sink::finish();
+    let _ = sink::finish();
 }
 
 // The loader calls every function in `.init_array` of a shared object when it loads it; this

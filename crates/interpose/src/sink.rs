@@ -92,8 +92,7 @@ fn host() -> &'static str {
 impl Sink {
     fn open() -> Option<Sink> {
         let dir = DIR.get()?;
-        // SAFETY: getpid cannot fail.
-        let pid = i64::from(unsafe { libc::getpid() });
+        let pid = this_pid();
         let stem = dir.join(format!("trace-{}-{pid}-{}.pfw", host(), now_ns() / 1000));
         let complete = CString::new(stem.as_os_str().as_bytes()).ok()?;
         let partial = CString::new([stem.as_os_str().as_bytes(), b".partial"].concat()).ok()?;
@@ -234,9 +233,24 @@ fn push_micros(b: &mut Vec<u8>, ns: i64) {
     ]);
 }
 
+fn this_pid() -> i64 {
+    // SAFETY: getpid cannot fail.
+    i64::from(unsafe { libc::getpid() })
+}
+
+/// Whether this process owns the trace in memory. A `vfork` child (Python's subprocess
+/// starts programs so) runs in its parent's memory until it calls `execve`, without the fork
+/// handlers: it must leave the parent's trace alone.
+fn owns(sink: &Sink) -> bool {
+    sink.pid == this_pid()
+}
+
 /// Records one event, opening this process's trace at its first.
 pub(crate) fn record(ev: &Event<'_>) {
     let mut sink = SINK.lock();
+    if sink.as_ref().is_some_and(|s| !owns(s)) {
+        return;
+    }
     if sink.is_none() {
         *sink = Sink::open();
         if sink.is_none() {
@@ -250,12 +264,18 @@ pub(crate) fn record(ev: &Event<'_>) {
 }
 
 /// Completes the trace (at exit, `_exit` and before `execve`); nothing is recorded after it
-/// until [`resume`].
-pub(crate) fn finish() {
+/// until [`resume`]. False (and nothing done) in a `vfork` child, whose trace is its parent's.
+pub(crate) fn finish() -> bool {
+    let mut sink = SINK.lock();
+    if sink.as_ref().is_some_and(|s| !owns(s)) {
+        // A vfork child: the trace is its parent's, which goes on.
+        return false;
+    }
     ENABLED.store(false, Ordering::Relaxed);
-    if let Some(s) = SINK.lock().take() {
+    if let Some(s) = sink.take() {
         s.finish();
     }
+    true
 }
 
 /// Records again after an `execve` that failed (the next event starts a new file).
