@@ -1275,7 +1275,10 @@ fn readers_ahead(
         firsts.push(per[0]);
         counts.extend(per.iter().copied());
         busy += rb.iter().map(|b| b.end - b.start).sum::<i64>();
-        gaps_inside += rb.iter().map(|b| secs(b.end - b.start - b.busy)).sum::<f64>();
+        gaps_inside += rb
+            .iter()
+            .map(|b| secs(b.end - b.start - b.busy))
+            .sum::<f64>();
         bursts_seen += rb.len() as u64;
     }
     let batch = mode(&counts).max(1);

@@ -266,11 +266,14 @@ pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
         return missing();
     };
     // SAFETY: the caller's argument, passed on unchanged.
-    traced(|| unsafe { real(fd) }, |new, _, _| {
-        if new >= 0 {
-            fds::copy(fd, new);
-        }
-    })
+    traced(
+        || unsafe { real(fd) },
+        |new, _, _| {
+            if new >= 0 {
+                fds::copy(fd, new);
+            }
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
@@ -279,11 +282,14 @@ pub unsafe extern "C" fn dup2(fd: c_int, target: c_int) -> c_int {
         return missing();
     };
     // SAFETY: the caller's arguments, passed on unchanged.
-    traced(|| unsafe { real(fd, target) }, |new, _, _| {
-        if new >= 0 && new != fd {
-            fds::copy(fd, new);
-        }
-    })
+    traced(
+        || unsafe { real(fd, target) },
+        |new, _, _| {
+            if new >= 0 && new != fd {
+                fds::copy(fd, new);
+            }
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
@@ -292,11 +298,14 @@ pub unsafe extern "C" fn dup3(fd: c_int, target: c_int, flags: c_int) -> c_int {
         return missing();
     };
     // SAFETY: the caller's arguments, passed on unchanged.
-    traced(|| unsafe { real(fd, target, flags) }, |new, _, _| {
-        if new >= 0 {
-            fds::copy(fd, new);
-        }
-    })
+    traced(
+        || unsafe { real(fd, target, flags) },
+        |new, _, _| {
+            if new >= 0 {
+                fds::copy(fd, new);
+            }
+        },
+    )
 }
 
 // `fcntl` is variadic in C, with one optional argument (an int, a long or a pointer by

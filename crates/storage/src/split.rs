@@ -345,3 +345,78 @@ impl ReadHandle for SplitRead {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::{IoCounters, Metered, PosixStorage};
+
+    fn file_of(len: usize) -> (tempfile::TempDir, std::path::PathBuf, Vec<u8>) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.bin");
+        let bytes: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        (dir, path, bytes)
+    }
+
+    fn counted(sizes: RequestSizes) -> (SplitReads<Metered<PosixStorage>>, Arc<IoCounters>) {
+        let counters = Arc::new(IoCounters::default());
+        let metered = Metered::with_counters(PosixStorage::new(), Arc::clone(&counters));
+        (SplitReads::with_sizes(metered, sizes), counters)
+    }
+
+    #[test]
+    fn a_pattern_makes_its_requests_then_reads_what_they_left() {
+        let (_dir, path, bytes) = file_of(10_000);
+        let req = |from_end, offset, size| PatternRequest {
+            from_end,
+            offset,
+            size,
+        };
+        let pattern = vec![
+            req(false, 0, 100),
+            req(true, 22, 22),
+            req(false, 0, 100),
+            req(false, 5000, 1000),
+        ];
+        let (storage, counters) = counted(RequestSizes::Pattern(pattern.into()));
+        let mut handle = storage.open(&path).unwrap();
+        let mut buf = vec![0u8; bytes.len()];
+        handle.read_exact_at(&mut buf, 0).unwrap();
+        assert_eq!(buf, bytes);
+        let s = counters.snapshot();
+        // Four requests of the pattern, then [100, 5000) and [6000, 9978).
+        assert_eq!(s.read_requests, 6);
+        assert_eq!(s.bytes_read, 100 + 22 + 100 + 1000 + 4900 + 3978);
+        // A read of part of the file is made as asked.
+        let mut part = vec![0u8; 50];
+        handle.read_exact_at(&mut part, 10).unwrap();
+        assert_eq!(part, bytes[10..60]);
+        assert_eq!(counters.snapshot().read_requests, 7);
+    }
+
+    #[test]
+    fn drawn_sizes_follow_their_weights_and_repeat_per_file() {
+        let (_dir, path, bytes) = file_of(1_000_000);
+        let sizes = SizeDistribution::new(&[(100, 3.0), (1000, 1.0)], 7).unwrap();
+        let (storage, counters) = counted(RequestSizes::Drawn(sizes));
+        let mut read_all = || {
+            let before = counters.snapshot().read_requests;
+            let mut buf = vec![0u8; bytes.len()];
+            storage
+                .open(&path)
+                .unwrap()
+                .read_exact_at(&mut buf, 0)
+                .unwrap();
+            assert_eq!(buf, bytes);
+            counters.snapshot().read_requests - before
+        };
+        let first = read_all();
+        // A mean request of 0.75 * 100 + 0.25 * 1000 = 325 bytes: about 3077 requests.
+        assert!((2800..3350).contains(&first), "{first}");
+        // The same file is read with the same requests again.
+        assert_eq!(read_all(), first);
+    }
+}

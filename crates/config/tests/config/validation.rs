@@ -421,3 +421,82 @@ fn upstreams_unsigned_and_bool_element_types_have_numpys_sizes() {
         assert_eq!(c.dataset.record_element_type.name(), name);
     }
 }
+
+#[test]
+fn the_keys_characterize_writes_are_validated() {
+    let fine = format!(
+        "{PYTORCH_NPZ}  side_files:\n    - {{name: meta/m.json, size_bytes: 191, every_steps: 4}}\n\
+         reader:\n  sample_requests:\n    - {{from: end, offset: 22, size: 22}}\n  read_ahead: False\n"
+    );
+    let c = config(&fine);
+    c.validate(1).expect("valid");
+    assert_eq!(c.dataset.side_files[0].every_steps, 4);
+    assert!(!c.reader.read_ahead);
+    assert_eq!(
+        c.reader.sample_requests[0].from,
+        dlio_config::RequestAnchor::End
+    );
+
+    let message = rejected(
+        &format!(
+            "{PYTORCH_NPZ}reader:\n  transfer_size: 4096\n  transfer_size_distribution:\n    - {{size: 512, weight: 1}}\n"
+        ),
+        1,
+    );
+    assert_contains(
+        &message,
+        &[
+            "reader.transfer_size_distribution",
+            "remove reader.transfer_size",
+        ],
+    );
+    let message = rejected(
+        &format!(
+            "{PYTORCH_NPZ}reader:\n  transfer_size_distribution:\n    - {{size: 0, weight: 1}}\n"
+        ),
+        1,
+    );
+    assert_contains(
+        &message,
+        &["reader.transfer_size_distribution[0]", "positive"],
+    );
+    let message = rejected(
+        &format!(
+            "{PYTORCH_NPZ}reader:\n  odirect: True\n  sample_requests:\n    - {{from: start, offset: 0, size: 100}}\n"
+        ),
+        1,
+    );
+    assert_contains(&message, &["reader.sample_requests", "O_DIRECT"]);
+    let message = rejected(
+        &format!(
+            "{PYTORCH_NPZ}  side_files:\n    - {{name: ../escape.json, size_bytes: 10, every_steps: 1}}\n"
+        ),
+        1,
+    );
+    assert_contains(
+        &message,
+        &[
+            "dataset.side_files[0]",
+            "../escape.json",
+            "inside the data folder",
+        ],
+    );
+    let message = rejected(
+        &format!(
+            "{PYTORCH_NPZ}  side_files:\n    - {{name: m.json, size_bytes: 10, every_steps: 0}}\n"
+        ),
+        1,
+    );
+    assert_contains(&message, &["every_steps is 0"]);
+    // An unknown key inside an entry is named like any other.
+    let loaded = dlio_config::load_text(
+        "w.yaml",
+        &format!("{PYTORCH_NPZ}  side_files:\n    - {{nme: m.json}}\n"),
+        &[],
+    )
+    .unwrap();
+    assert_contains(
+        &loaded.warnings.join("\n"),
+        &["unknown key `dataset.side_files.nme`"],
+    );
+}
