@@ -402,7 +402,7 @@ mod tests {
         let (_dir, path, bytes) = file_of(1_000_000);
         let sizes = SizeDistribution::new(&[(100, 3.0), (1000, 1.0)], 7).unwrap();
         let (storage, counters) = counted(RequestSizes::Drawn(sizes));
-        let mut read_all = || {
+        let read_all = || {
             let before = counters.snapshot().read_requests;
             let mut buf = vec![0u8; bytes.len()];
             storage
