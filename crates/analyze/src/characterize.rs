@@ -1178,18 +1178,53 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
         );
     }
     if !written.is_empty() {
-        notes.push(format!(
-            "{} files were written while training ({} bytes: {}); set up checkpointing \
-             (checkpoint.*) to emulate them, as a checkpoint's layout cannot be read off writes",
-            written.len(),
-            written.iter().map(|w| w.bytes).sum::<u64>(),
-            written
-                .iter()
-                .take(3)
-                .map(|w| w.path.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
+        match checkpoints_of(t, &written, &bursts, paused && ahead.is_none()) {
+            Some(ck) => {
+                param(
+                    "workflow.checkpoint",
+                    "True".into(),
+                    format!(
+                        "{} files written while training, {} bytes in all",
+                        written.len(),
+                        written.iter().map(|w| w.bytes).sum::<u64>()
+                    ),
+                );
+                param(
+                    "checkpoint.steps_between_checkpoints",
+                    ck.every_steps.to_string(),
+                    format!(
+                        "writes after steps {}: one checkpoint every {} steps",
+                        ck.after_steps
+                            .iter()
+                            .map(u64::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        ck.every_steps
+                    ),
+                );
+                param(
+                    "model.model_size_bytes",
+                    ck.bytes.to_string(),
+                    format!(
+                        "{} bytes written per checkpoint (median): dlio saves them as one flat \
+                         model-state tensor per rank",
+                        ck.bytes
+                    ),
+                );
+            }
+            None => notes.push(format!(
+                "{} files were written while training ({} bytes: {}), at no step rhythm that \
+                 could be read off; set up checkpointing (checkpoint.*) to emulate them",
+                written.len(),
+                written.iter().map(|w| w.bytes).sum::<u64>(),
+                written
+                    .iter()
+                    .take(3)
+                    .map(|w| w.path.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
     }
     if shares.len() > 1 && pattern.is_none() {
         notes.push(
@@ -1360,6 +1395,50 @@ fn common_pattern(calls: &[&Rec], data: &DataSet) -> Option<(Vec<PatternStep>, f
     (share >= 0.8).then(|| (best.clone(), share))
 }
 
+/// Checkpoints read off the writes during training.
+struct Checkpoints {
+    /// 1-based steps after which writes happened.
+    after_steps: Vec<u64>,
+    every_steps: u64,
+    /// Bytes written per checkpoint (median).
+    bytes: u64,
+}
+
+/// The writes to `written` grouped by the step they follow (the last burst that started before
+/// them); `None` without steps, or when they follow no regular rhythm of two or more.
+fn checkpoints_of(
+    t: &Timeline,
+    written: &[WrittenFile],
+    bursts: &[Burst],
+    steps_known: bool,
+) -> Option<Checkpoints> {
+    if !steps_known || bursts.is_empty() {
+        return None;
+    }
+    let paths: HashSet<&str> = written.iter().map(|w| w.path.as_str()).collect();
+    let mut per_step: BTreeMap<u64, u64> = BTreeMap::new();
+    for r in t.io() {
+        if op(r) == Op::Write && r.bytes > 0 && paths.contains(t.path(r.file)) {
+            *per_step
+                .entry(burst_of(bursts, r.start) as u64 + 1)
+                .or_default() += r.bytes as u64;
+        }
+    }
+    let after_steps: Vec<u64> = per_step.keys().copied().collect();
+    let gaps: Vec<u64> = after_steps.windows(2).map(|w| w[1] - w[0]).collect();
+    let every_steps = mode(&gaps);
+    if every_steps == 0 || gaps.iter().filter(|&&g| g == every_steps).count() * 2 < gaps.len() {
+        return None;
+    }
+    let mut sizes: Vec<u64> = per_step.values().copied().collect();
+    sizes.sort_unstable();
+    Some(Checkpoints {
+        after_steps,
+        every_steps,
+        bytes: sizes[sizes.len() / 2],
+    })
+}
+
 /// The most frequent value (the largest on ties); 0 when empty.
 fn mode(values: &[u64]) -> u64 {
     let mut counts: BTreeMap<u64, u64> = BTreeMap::new();
@@ -1390,17 +1469,29 @@ fn workload_yaml(c: &Characterization) -> String {
     for note in &c.notes {
         let _ = writeln!(out, "# Note: {note}");
     }
-    out.push_str(
-        "model:\n  name: characterized\nframework: pytorch\nworkflow:\n  generate_data: True\n  \
-         train: True\n  checkpoint: False\n",
-    );
+    let value_of = |key: &str| c.parameters.iter().find(|p| p.key == key);
+    out.push_str("model:\n  name: characterized\n");
+    if let Some(p) = value_of("model.model_size_bytes") {
+        let _ = writeln!(out, "  # {}\n  model_size_bytes: {}", p.evidence, p.value);
+    }
+    out.push_str("framework: pytorch\nworkflow:\n  generate_data: True\n  train: True\n");
+    match value_of("workflow.checkpoint") {
+        Some(p) => {
+            let _ = writeln!(out, "  # {}\n  checkpoint: {}", p.evidence, p.value);
+        }
+        None => out.push_str("  checkpoint: False\n"),
+    }
     let mut section = "";
     let mut extra: Vec<(&str, String)> = vec![
         ("dataset", "  data_folder: data/characterized\n".into()),
         ("reader", "  data_loader: pytorch\n".into()),
     ];
-    const SECTIONS: [&str; 3] = ["dataset", "reader", "train"];
-    let mut ordered: Vec<&Parameter> = c.parameters.iter().collect();
+    const SECTIONS: [&str; 4] = ["dataset", "reader", "train", "checkpoint"];
+    let mut ordered: Vec<&Parameter> = c
+        .parameters
+        .iter()
+        .filter(|p| !p.key.starts_with("model.") && !p.key.starts_with("workflow."))
+        .collect();
     ordered.sort_by_key(|p| {
         let sec = p.key.split_once('.').map_or("", |(s, _)| s);
         SECTIONS

@@ -130,6 +130,10 @@ fn trace_characterize_replay(dir: &Path, name: &str) -> Replayed {
                 emulated.display()
             ))
             .arg(format!("hydra.run.dir={}", run.display()))
+            .arg(format!(
+                "++workload.checkpoint.checkpoint_folder={}",
+                dir.join("checkpoints").display()
+            ))
             .arg("--trace"),
     );
     run_ok(dlio().arg("fidelity").arg(&traces).arg(&run));
@@ -224,6 +228,24 @@ fn a_chunked_reader_with_a_metadata_file_is_characterised_and_replayed() {
     let rows = r.characterization["side_files"].as_array().unwrap();
     assert_eq!(rows[0]["reads"], 8, "{rows:?}");
     assert_eq!(sizes(&r.emulated_data, "indexed_binary"), vec![8 << 20; 4]);
+    // A 256 KiB checkpoint after every 8th step (small: the debug build's checkpoint
+    // generation costs 13 ms per MiB): a flat model state of that size, as often.
+    assert_eq!(d["workflow.checkpoint"], "True");
+    assert_eq!(d["checkpoint.steps_between_checkpoints"], "8");
+    assert_eq!(d["model.model_size_bytes"], "262144");
+    let written: Vec<PathBuf> = files_under(&r.emulated_data.join("../../checkpoints"))
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "pt"))
+        .collect();
+    assert_eq!(written.len(), 4, "two per epoch: {written:?}");
+    for f in &written {
+        let len = std::fs::metadata(f).unwrap().len();
+        assert!(
+            (256 << 10..(256 << 10) + 4096).contains(&len),
+            "{}: {len}",
+            f.display()
+        );
+    }
     assert_scores("chunked_reader", &r.fidelity);
 }
 

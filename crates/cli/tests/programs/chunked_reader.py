@@ -1,9 +1,10 @@
 """A chunked reader: fixed-size slices of a few large files in shuffled order, a metadata file
-read every few steps, and a sleep per batch as the compute.
+read every few steps, a sleep per batch as the compute and a checkpoint every 8 steps.
 
 Usage: chunked_reader.py DATA_DIR [--make]
 Fixed by the program: 4 files of 8 MiB, slices of 256 KiB (128 samples), batch 8, 2 epochs,
-one thread, metadata.json (about 200 bytes) read every 4 steps, 20 ms of compute per batch.
+one thread, metadata.json (about 200 bytes) read every 4 steps, 20 ms of compute per batch, a
+256 KiB checkpoint written into DATA_DIR_ckpt after every 8th step of an epoch.
 """
 import json
 import os
@@ -12,6 +13,7 @@ import sys
 import time
 
 FILES, FILE_BYTES, SLICE, BATCH, EPOCHS, META_EVERY, COMPUTE_S = 4, 8 << 20, 256 << 10, 8, 2, 4, 0.020
+CHECKPOINT_EVERY, CHECKPOINT_BYTES = 8, 256 << 10
 
 data = sys.argv[1]
 meta_path = os.path.join(data, "meta", "metadata.json")
@@ -37,5 +39,9 @@ for epoch in range(EPOCHS):
         for h, off in slices[step * BATCH:(step + 1) * BATCH]:
             assert len(os.pread(h, SLICE, off)) == SLICE
         time.sleep(COMPUTE_S)
+        if (step + 1) % CHECKPOINT_EVERY == 0:
+            os.makedirs(data + "_ckpt", exist_ok=True)
+            with open(os.path.join(data + "_ckpt", f"ckpt_{epoch}_{step + 1}.bin"), "wb") as f:
+                f.write(os.urandom(CHECKPOINT_BYTES))
 for h in handles:
     os.close(h)
