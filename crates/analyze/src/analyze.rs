@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::AnalyzeError;
-use crate::ingest::{Input, ingest, rank_from_file_name};
+use crate::ingest::{Input, ingest};
 use crate::merge::merge;
 use crate::model::{Analysis, Corrupt, InputFile};
 
@@ -56,13 +56,7 @@ pub fn find_traces(paths: &[PathBuf]) -> Result<Vec<PathBuf>, AnalyzeError> {
 /// Analyses the traces at `paths` (trace files, or folders holding them) in bounded memory.
 pub fn analyze(paths: &[PathBuf], opts: &AnalyzeOptions) -> Result<Analysis, AnalyzeError> {
     let files = find_traces(paths)?;
-    let inputs: Vec<Input> = files
-        .iter()
-        .map(|p| Input {
-            path: p.clone(),
-            rank: rank_from_file_name(p),
-        })
-        .collect();
+    let inputs = Input::for_files(&files);
     let threads = if opts.threads > 0 {
         opts.threads
     } else {

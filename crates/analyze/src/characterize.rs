@@ -31,6 +31,7 @@ use serde::Serialize;
 use crate::error::AnalyzeError;
 use crate::event::Op;
 use crate::ingest::Rec;
+use crate::report::escape;
 use crate::timeline::{Timeline, load, op};
 
 /// The shortest ratio between the shortest compute pause and the longest pause inside a burst
@@ -1588,6 +1589,7 @@ pub struct CharacterizationFiles {
     pub html: PathBuf,
 }
 
+/// Writes `bytes` at `path`, making its folder first.
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), AnalyzeError> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|source| AnalyzeError::Io {
@@ -1596,18 +1598,7 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), AnalyzeError> {
             source,
         })?;
     }
-    std::fs::write(path, bytes).map_err(|source| AnalyzeError::Io {
-        op: "write",
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
-pub(crate) fn html_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    crate::report::write(path, bytes)
 }
 
 /// Writes the workload YAML at `yaml`, and `characterize.json` and `characterize.html` (the
@@ -1685,7 +1676,7 @@ pub fn write_characterization(
         c.traces.len(),
         c.events,
         c.data_files,
-        html_escape(&c.data_dir),
+        escape(&c.data_dir),
         c.steps
     );
     h.push_str(
@@ -1695,14 +1686,14 @@ pub fn write_characterization(
         let _ = writeln!(
             h,
             "<tr><td><code>{}</code></td><td><code>{}</code></td><td>{}</td></tr>",
-            html_escape(&p.key),
-            html_escape(&p.value),
-            html_escape(&p.evidence)
+            escape(&p.key),
+            escape(&p.value),
+            escape(&p.evidence)
         );
     }
     h.push_str("</table>\n");
     for n in &c.notes {
-        let _ = writeln!(h, "<p><b>Note:</b> {}</p>", html_escape(n));
+        let _ = writeln!(h, "<p><b>Note:</b> {}</p>", escape(n));
     }
     h.push_str("<h2>Request sizes of the data reads</h2><table><tr><th>bytes</th><th>reads</th><th>share</th></tr>\n");
     for s in &c.transfer_sizes {
@@ -1725,7 +1716,7 @@ pub fn write_characterization(
             let _ = writeln!(
                 h,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                html_escape(&s.path),
+                escape(&s.path),
                 s.size,
                 s.reads,
                 s.every_steps
@@ -1744,7 +1735,7 @@ pub fn write_characterization(
     let _ = writeln!(
         h,
         "</table>\n<h2>Workload</h2><pre>{}</pre>\n</body></html>",
-        html_escape(&c.workload_yaml)
+        escape(&c.workload_yaml)
     );
     write_file(&html, h.as_bytes())?;
     Ok(CharacterizationFiles {

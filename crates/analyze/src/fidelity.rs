@@ -287,11 +287,7 @@ pub fn write_fidelity(f: &Fidelity, out_dir: &Path) -> Result<PathBuf, AnalyzeEr
         path: path.clone(),
         source: e.into(),
     })?;
-    std::fs::write(&path, text).map_err(|source| AnalyzeError::Io {
-        op: "write",
-        path: path.clone(),
-        source,
-    })?;
+    crate::report::write(&path, &text)?;
     Ok(path)
 }
 

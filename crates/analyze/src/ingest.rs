@@ -171,6 +171,19 @@ pub(crate) struct Input {
     pub rank: Option<u32>,
 }
 
+impl Input {
+    /// The inputs of `files`, each with the rank its name gives.
+    pub(crate) fn for_files(files: &[PathBuf]) -> Vec<Input> {
+        files
+            .iter()
+            .map(|p| Input {
+                path: p.clone(),
+                rank: rank_from_file_name(p),
+            })
+            .collect()
+    }
+}
+
 /// `trace-3-of-8.pfw.gz` and `trace-3-of-8-1234.pfw` are rank 3.
 pub(crate) fn rank_from_file_name(path: &Path) -> Option<u32> {
     let name = path.file_name()?.to_str()?;

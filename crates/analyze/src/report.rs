@@ -19,7 +19,7 @@ pub struct ReportFiles {
     pub pngs: Vec<PathBuf>,
 }
 
-fn write(path: &Path, bytes: &[u8]) -> Result<(), AnalyzeError> {
+pub(crate) fn write(path: &Path, bytes: &[u8]) -> Result<(), AnalyzeError> {
     std::fs::write(path, bytes).map_err(|source| AnalyzeError::Io {
         op: "write",
         path: path.to_path_buf(),
@@ -27,7 +27,7 @@ fn write(path: &Path, bytes: &[u8]) -> Result<(), AnalyzeError> {
     })
 }
 
-fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::AnalyzeError;
 use crate::event::{Layer, Op};
-use crate::ingest::{Input, Rec, ingest, rank_from_file_name};
+use crate::ingest::{Input, Rec, ingest};
 
 /// The events of one traced run.
 pub(crate) struct Timeline {
@@ -70,13 +70,7 @@ fn trace_files(path: &Path) -> Result<Vec<PathBuf>, AnalyzeError> {
 /// without saying so.
 pub(crate) fn load(path: &Path) -> Result<Timeline, AnalyzeError> {
     let files = trace_files(path)?;
-    let inputs: Vec<Input> = files
-        .iter()
-        .map(|p| Input {
-            path: p.clone(),
-            rank: rank_from_file_name(p),
-        })
-        .collect();
+    let inputs = Input::for_files(&files);
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     let ingested = ingest(&inputs, workers)?;
     if let Some(first) = ingested.corrupt.first() {
