@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
-use common::{dlio, files_under, json, run_err, run_ok};
+use common::{characterized, dlio, files_under, json, run_err, run_ok};
 use serde_json::Value;
 
 /// The replays measure time: one at a time, so that they do not compete for the two cores.
@@ -41,21 +41,6 @@ fn require_interposer() {
         "{} is missing: build it with `cargo build -p dlio-interpose` (scripts/test.sh does)",
         lib.display()
     );
-}
-
-/// The derived parameters of a characterize.json, key to value.
-fn parameters(c: &Value) -> std::collections::HashMap<String, String> {
-    c["parameters"]
-        .as_array()
-        .expect("parameters")
-        .iter()
-        .map(|p| {
-            (
-                p["key"].as_str().unwrap().to_string(),
-                p["value"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
 }
 
 /// Sizes of the files directly in `dir` with extension `ext`, sorted.
@@ -139,7 +124,7 @@ fn trace_characterize_replay(dir: &Path, name: &str) -> Replayed {
     run_ok(dlio().arg("fidelity").arg(&traces).arg(&run));
     let fidelity = json(&run.join("fidelity.json"));
     Replayed {
-        derived: parameters(&characterization),
+        derived: characterized(&characterization),
         characterization,
         fidelity,
         real_data: data,

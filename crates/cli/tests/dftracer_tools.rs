@@ -13,7 +13,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{dlio, json, run_ok};
+use common::{characterized, dlio, json, run_ok};
 
 fn venv(var: &str) -> Option<PathBuf> {
     let dir = PathBuf::from(std::env::var_os(var)?);
@@ -341,12 +341,7 @@ log.finalize()
             .arg(&workload),
     );
     let c = json(&tmp.path().join("wl/characterize.json"));
-    let derived: std::collections::HashMap<&str, &str> = c["parameters"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| (p["key"].as_str().unwrap(), p["value"].as_str().unwrap()))
-        .collect();
+    let derived = characterized(&c);
     assert_eq!(derived["dataset.num_files_train"], "3", "{derived:?}");
     assert_eq!(
         derived["dataset.record_length_bytes"], "9872",

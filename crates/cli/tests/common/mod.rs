@@ -44,6 +44,21 @@ pub fn json(path: &Path) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// The derived parameters of a `characterize.json`, key to value.
+pub fn characterized(c: &Value) -> std::collections::HashMap<String, String> {
+    c["parameters"]
+        .as_array()
+        .expect("parameters")
+        .iter()
+        .map(|p| {
+            (
+                p["key"].as_str().unwrap().to_string(),
+                p["value"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
 /// Every file under `dir`, recursively, sorted.
 pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
