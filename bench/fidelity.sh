@@ -21,6 +21,7 @@ rm -rf "$DIR" && mkdir -p "$DIR"
 score() { # NAME TRACES WORKLOAD -> prints the fidelity line
   local name=$1 traces=$2 workload=$3
   "$DLIO" run "workload=$workload" "++workload.dataset.data_folder=$DIR/$name/emulated" \
+    "++workload.checkpoint.checkpoint_folder=$DIR/$name/checkpoints" \
     "hydra.run.dir=$DIR/$name/run" --trace >"$DIR/$name.run.log" 2>&1
   "$DLIO" fidelity "$traces" "$DIR/$name/run" >"$DIR/$name.fidelity.txt"
   python3 - "$DIR/$name/run/fidelity.json" "$name" <<'PY'
@@ -67,4 +68,4 @@ for p in npz_loop chunked_reader thread_pool; do
   run_case "$p" python3 "crates/cli/tests/programs/$p.py"
 done
 echo "(feature tables: $DIR/*.fidelity.txt; derived workloads: $DIR/*/workload/)"
-[ "${KEEP:-0}" = 1 ] || rm -rf "$DIR"/*/data "$DIR"/*/emulated
+[ "${KEEP:-0}" = 1 ] || rm -rf "$DIR"/*/data "$DIR"/*/emulated "$DIR"/*/checkpoints
