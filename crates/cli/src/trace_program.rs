@@ -89,6 +89,7 @@ pub fn trace(request: &TraceRequest) -> Result<ExitCode> {
     };
     let wall = started.elapsed().as_secs_f64();
     let code = exit_code(status);
+    wait_for_stragglers(&out);
     let found = count_traces(&out)?;
     let meta = serde_json::json!({
         "command": request.command,
@@ -122,6 +123,37 @@ pub fn trace(request: &TraceRequest) -> Result<ExitCode> {
         );
     }
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
+}
+
+/// Longest wait for processes the program left running (multiprocessing's resource tracker and
+/// forkserver end just after it) to complete their traces.
+const STRAGGLER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Waits while an incomplete trace belongs to a process that is still running, up to
+/// [`STRAGGLER_WAIT`]; traces of processes that are gone stay incomplete.
+fn wait_for_stragglers(out: &Path) {
+    let deadline = Instant::now() + STRAGGLER_WAIT;
+    loop {
+        let running = std::fs::read_dir(out)
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .filter_map(|e| pid_of_partial(&e.file_name().to_string_lossy()))
+            // SAFETY: kill with signal 0 only checks that the process exists.
+            .any(|pid| unsafe { libc::kill(pid, 0) } == 0);
+        if !running || Instant::now() >= deadline {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The pid in `trace-{host}-{pid}-{start}.pfw.partial`.
+fn pid_of_partial(name: &str) -> Option<i32> {
+    let stem = name.strip_suffix(".pfw.partial")?;
+    let mut parts = stem.rsplitn(3, '-');
+    let _start = parts.next()?;
+    parts.next()?.parse().ok()
 }
 
 fn exit_code(status: std::process::ExitStatus) -> i32 {

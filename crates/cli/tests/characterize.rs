@@ -376,3 +376,40 @@ fn bad_traces_are_refused_with_what_is_wrong() {
     let err = run_err(dlio().arg("characterize").arg(&partial));
     assert!(err.contains("incomplete traces"), "{err}");
 }
+
+#[test]
+fn a_child_ended_by_sigterm_still_leaves_a_complete_trace() {
+    require_interposer();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("payload.bin");
+    std::fs::write(&file, vec![3u8; 65536]).unwrap();
+    // As multiprocessing ends its pools' workers: SIGTERM to an idle child, which dies of it.
+    let script = format!(
+        "import os, signal, time\n\
+         pid = os.fork()\n\
+         if pid == 0:\n    open({0:?}, 'rb').read(); time.sleep(30)\n\
+         time.sleep(0.5)\n\
+         os.kill(pid, signal.SIGTERM)\n\
+         _, status = os.waitpid(pid, 0)\n\
+         assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM, status\n",
+        file.display().to_string()
+    );
+    let traces = dir.path().join("t");
+    run_ok(
+        dlio()
+            .args(["trace", "--out"])
+            .arg(&traces)
+            .args(["--", "python3", "-c", &script]),
+    );
+    let mut child_reads = 0;
+    for p in files_under(&traces) {
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(!name.ends_with(".partial"), "an incomplete trace: {name}");
+        let text = std::fs::read_to_string(&p).unwrap();
+        child_reads += text
+            .lines()
+            .filter(|l| l.contains("payload.bin") && l.contains("\"ret\":65536"))
+            .count();
+    }
+    assert_eq!(child_reads, 1, "the child's read is in its trace");
+}

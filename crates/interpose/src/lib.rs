@@ -110,8 +110,29 @@ extern "C" fn init() {
             Some(sink::after_fork_in_child),
         );
     }
+    install_terminate_handler();
     IN_HOOK.with(|inside| inside.set(false));
     ENABLED.store(true, Ordering::Release);
+}
+
+/// Completes the trace on SIGTERM (see `sink::on_terminate`) when the signal still has its
+/// default action; an ignored or handled SIGTERM is left as the program set it.
+fn install_terminate_handler() {
+    // SAFETY: a zeroed sigaction is a valid "no flags, empty mask" value; sigaction reads and
+    // writes only the two structs given.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(libc::SIGTERM, std::ptr::null(), &mut old) != 0
+            || old.sa_sigaction != libc::SIG_DFL
+        {
+            return;
+        }
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = sink::on_terminate as extern "C" fn(libc::c_int) as usize;
+        action.sa_flags = libc::SA_RESETHAND | libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(libc::SIGTERM, &action, std::ptr::null_mut());
+    }
 }
 
 extern "C" fn at_exit() {

@@ -220,6 +220,98 @@ impl Sink {
     }
 }
 
+impl Sink {
+    /// [`Sink::finish`] inside a signal handler: raw system calls only (no allocation, no
+    /// lock, no symbol lookup), and nothing freed, as the process is about to end.
+    fn finish_in_signal_handler(&self) {
+        if self.broken {
+            return;
+        }
+        let complete = raw_write_all(self.fd, &self.buf) && raw_write_all(self.fd, b"\n]\n");
+        // SAFETY: close and renameat take plain integers and the sink's NUL-terminated paths;
+        // both are async-signal-safe system calls.
+        unsafe {
+            libc::syscall(libc::SYS_close, self.fd);
+            if complete {
+                libc::syscall(
+                    libc::SYS_renameat,
+                    libc::AT_FDCWD,
+                    self.partial.as_ptr(),
+                    libc::AT_FDCWD,
+                    self.complete.as_ptr(),
+                );
+            }
+        }
+    }
+}
+
+/// SIGTERM blocked on this thread while it lives.
+struct BlockTerminate {
+    old: libc::sigset_t,
+}
+
+impl BlockTerminate {
+    fn new() -> BlockTerminate {
+        // SAFETY: sigemptyset/sigaddset initialise the set; pthread_sigmask reads it and writes
+        // the old mask into `old`.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGTERM);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+            BlockTerminate { old }
+        }
+    }
+}
+
+impl Drop for BlockTerminate {
+    fn drop(&mut self) {
+        // SAFETY: restores the mask `new` saved.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut()) };
+    }
+}
+
+/// Writes all of `bytes` with the write system call; false when it fails.
+fn raw_write_all(fd: c_int, mut bytes: &[u8]) -> bool {
+    while !bytes.is_empty() {
+        // SAFETY: `bytes` is a live slice of `bytes.len()` bytes.
+        let n = unsafe { libc::syscall(libc::SYS_write, fd, bytes.as_ptr(), bytes.len()) };
+        if n > 0 {
+            bytes = &bytes[n as usize..];
+        } else if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+        {
+            continue;
+        } else {
+            return false;
+        }
+    }
+    true
+}
+
+/// SIGTERM while tracing (multiprocessing terminates its pool's workers so): the trace is
+/// completed, then the signal is raised again with its default action (the handler is
+/// installed with SA_RESETHAND), so the process ends as it would have. A program that installs
+/// its own handler replaces this one and ends through exit, which completes the trace too. When
+/// the signal interrupts a thread that holds the trace's lock, the events are left (the file
+/// stays `.partial`) rather than risking a deadlock.
+pub(crate) extern "C" fn on_terminate(signal: c_int) {
+    if let Some(mut sink) = SINK.try_lock() {
+        if let Some(s) = sink.as_ref()
+            && owns(s)
+        {
+            s.finish_in_signal_handler();
+        }
+        // Nothing may be freed here (the allocator's lock may be held): the process ends.
+        if let Some(s) = sink.take() {
+            std::mem::forget(s);
+        }
+        std::mem::forget(sink);
+    }
+    // SAFETY: raise is async-signal-safe; the disposition is the default again.
+    unsafe { libc::raise(signal) };
+}
+
 /// `ns` nanoseconds as microseconds with three decimals.
 fn push_micros(b: &mut Vec<u8>, ns: i64) {
     let mut num = itoa::Buffer::new();
@@ -266,6 +358,9 @@ pub(crate) fn record(ev: &Event<'_>) {
 /// Completes the trace (at exit, `_exit` and before `execve`); nothing is recorded after it
 /// until [`resume`]. False (and nothing done) in a `vfork` child, whose trace is its parent's.
 pub(crate) fn finish() -> bool {
+    // A SIGTERM in the middle (a pool terminating a worker that is already exiting) would find
+    // the lock taken and end the process before the rename: it waits until the trace is done.
+    let _blocked = BlockTerminate::new();
     let mut sink = SINK.lock();
     if sink.as_ref().is_some_and(|s| !owns(s)) {
         // A vfork child: the trace is its parent's, which goes on.
