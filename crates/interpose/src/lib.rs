@@ -101,6 +101,7 @@ extern "C" fn init() {
     };
     IN_HOOK.with(|inside| inside.set(true));
     sink::configure(std::path::PathBuf::from(dir));
+    sink::claim();
     // SAFETY: the handlers are `extern "C" fn()` with static lifetime, as both calls require.
     unsafe {
         libc::atexit(at_exit);

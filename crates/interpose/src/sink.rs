@@ -6,7 +6,7 @@ use std::ffi::{CString, c_int, c_void};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::OnceLock;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use parking_lot::Mutex;
 
@@ -330,15 +330,32 @@ fn this_pid() -> i64 {
     i64::from(unsafe { libc::getpid() })
 }
 
-/// Whether this process owns the trace in memory. A `vfork` child (Python's subprocess
-/// starts programs so) runs in its parent's memory until it calls `execve`, without the fork
-/// handlers: it must leave the parent's trace alone.
+/// The process whose memory this is: set when the library is loaded and in a forked child. A
+/// `vfork` child (Python's subprocess starts programs so) runs in its parent's memory until it
+/// calls `execve`, without the fork handlers, so it sees its parent's pid here.
+static OWNER: AtomicI64 = AtomicI64::new(0);
+
+/// Records that this process owns this memory (at load and after a fork).
+pub(crate) fn claim() {
+    OWNER.store(this_pid(), Ordering::Relaxed);
+}
+
+/// Whether this process owns the memory, and with it the trace: false in a `vfork` child,
+/// which must neither write to its parent's trace nor start one of its own in the parent's
+/// memory (the parent would then take it for its own).
+fn owns_memory() -> bool {
+    OWNER.load(Ordering::Relaxed) == this_pid()
+}
+
 fn owns(sink: &Sink) -> bool {
-    sink.pid == this_pid()
+    sink.pid == this_pid() && owns_memory()
 }
 
 /// Records one event, opening this process's trace at its first.
 pub(crate) fn record(ev: &Event<'_>) {
+    if !owns_memory() {
+        return;
+    }
     let mut sink = SINK.lock();
     if sink.as_ref().is_some_and(|s| !owns(s)) {
         return;
@@ -360,6 +377,9 @@ pub(crate) fn record(ev: &Event<'_>) {
 pub(crate) fn finish() -> bool {
     // A SIGTERM in the middle (a pool terminating a worker that is already exiting) would find
     // the lock taken and end the process before the rename: it waits until the trace is done.
+    if !owns_memory() {
+        return false;
+    }
     let _blocked = BlockTerminate::new();
     let mut sink = SINK.lock();
     if sink.as_ref().is_some_and(|s| !owns(s)) {
@@ -396,6 +416,7 @@ pub(crate) extern "C" fn after_fork_in_child() {
     // guard; this thread is the child's only one.
     unsafe { SINK.force_unlock() };
     crate::fds::release_after_fork();
+    claim();
     TID.with(|t| t.set(0));
     // The parent's unwritten events and its file are the parent's: forget the buffer and close
     // the child's copy of the descriptor; the child's first event opens its own file.
