@@ -595,7 +595,7 @@ fn order_of(
         return ("off", "no samples".into());
     };
     let mut sorted = first.clone();
-    sorted.sort_by_key(&sorted_key);
+    sorted.sort_by_cached_key(&sorted_key);
     let in_name_order = *first == sorted;
     let same_each_epoch = epochs.windows(2).all(|w| w[0] == w[1]);
     match (in_name_order, epochs.len() > 1, same_each_epoch) {
@@ -1000,10 +1000,9 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
         None => Stats::default(),
     };
     let fetch_s = Stats::of(&fetch);
-    let epochs_val = epochs;
     param(
         "train.epochs",
-        epochs_val.to_string(),
+        epochs.to_string(),
         format!(
             "{} samples read for {} in the data set",
             sample_events.len(),
@@ -1104,28 +1103,41 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
         }
     }
 
-    // Side files and writes during training.
+    // Side files and writes during training: every other file's calls in the window, in one
+    // pass over the trace.
+    #[derive(Default)]
+    struct During {
+        opens: u64,
+        read_bytes: u64,
+        written: u64,
+        writes: u64,
+    }
+    let mut during: HashMap<u64, During> = HashMap::new();
+    for r in t.io() {
+        if r.start < window_start || r.start > window_end || data.holds(r.file) {
+            continue;
+        }
+        let d = during.entry(r.file).or_default();
+        match op(r) {
+            Op::Open => d.opens += 1,
+            Op::Read if r.bytes > 0 => d.read_bytes += r.bytes as u64,
+            Op::Write => {
+                d.writes += 1;
+                d.written += r.bytes.max(0) as u64;
+            }
+            _ => {}
+        }
+    }
     let mut side_files = Vec::new();
     let mut written = Vec::new();
     let total_steps = (steps_found.max(1)) as f64;
-    for (hash, f) in &data.totals {
-        if data.holds(*hash) {
-            continue;
-        }
+    for (hash, d) in &during {
         let path = t.path(*hash);
         if is_system_path(path) {
             continue;
         }
-        let during: Vec<&Rec> = t
-            .io()
-            .filter(|r| r.file == *hash && r.start >= window_start && r.start <= window_end)
-            .collect();
-        let opened = during.iter().filter(|r| op(r) == Op::Open).count() as u64;
-        let read_bytes: u64 = during
-            .iter()
-            .filter(|r| op(r) == Op::Read && r.bytes > 0)
-            .map(|r| r.bytes as u64)
-            .sum();
+        let size = data.totals.get(hash).map_or(0, |f| f.size);
+        let (opened, read_bytes) = (d.opens, d.read_bytes);
         if opened >= 2 && read_bytes > 0 {
             let name = match path.strip_prefix(&format!("{}/", data.dir)) {
                 Some(rest) => rest.to_string(),
@@ -1134,23 +1146,18 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
             side_files.push(SideFileRow {
                 path: path.to_string(),
                 name,
-                size: f.size.max(read_bytes / opened),
+                size: size.max(read_bytes / opened),
                 reads: opened,
                 every_steps: ((total_steps / opened as f64).round() as u64).max(1),
             });
         }
-        let wrote: u64 = during
-            .iter()
-            .filter(|r| op(r) == Op::Write && r.bytes > 0)
-            .map(|r| r.bytes as u64)
-            .sum();
         // Writes of a few bytes (lock files, the interpreter's temporary files) are not
         // checkpoints.
-        if wrote >= MIN_WRITTEN_BYTES {
+        if d.written >= MIN_WRITTEN_BYTES {
             written.push(WrittenFile {
                 path: path.to_string(),
-                bytes: wrote,
-                writes: during.iter().filter(|r| op(r) == Op::Write).count() as u64,
+                bytes: d.written,
+                writes: d.writes,
             });
         }
     }
@@ -1248,8 +1255,8 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
         steps: steps_found,
         compute_s,
         fetch_s,
-        step_fetch_s: fetch.clone(),
-        step_compute_s: if paused { compute.clone() } else { Vec::new() },
+        step_fetch_s: fetch,
+        step_compute_s: if paused { compute } else { Vec::new() },
         side_files,
         written,
         reader_threads,

@@ -340,6 +340,7 @@ impl Run<'_> {
         if let Some(note) = unused_prefetch_window(config, format.as_deref()) {
             log.warn(&note);
         }
+        check_sample_requests(config, format.as_deref())?;
         let (settings, endpoint_note) = engine_settings(config, self.cluster.process() as usize);
         if let Some(note) = endpoint_note {
             log.output(&note);
@@ -1215,6 +1216,40 @@ fn unused_prefetch_window(config: &Config, format: Option<&dyn Format>) -> Optio
              semantics) and no reader.transfer_size"
         )
     })
+}
+
+/// `reader.sample_requests` shapes reads of a whole file in one request, which only readers
+/// that read every file whole and decode nothing make, and those only for files of at most
+/// [`dlio_format::CHUNK_BYTES`] (larger ones are read in chunks of that size). Elsewhere the
+/// key would have no effect, so it is refused.
+fn check_sample_requests(config: &Config, format: Option<&dyn Format>) -> Result<()> {
+    if config.reader.sample_requests.is_empty() || !config.workflow.train {
+        return Ok(());
+    }
+    let Some(format) = format else {
+        return Ok(());
+    };
+    if !format.reads_whole_files_undecoded() {
+        bail!(
+            "reader.sample_requests shapes the reads of whole files, but the {} reader (under the \
+             {} semantics) reads parts of files or decodes them; use it with npz, npy, jpeg, png \
+             or hdf5 under the MLPerf semantics, or describe the requests with \
+             reader.transfer_size_distribution",
+            format.name(),
+            config.semantics.as_str()
+        );
+    }
+    if let Some(bytes) = dataset::smallest_complete_file(config)
+        && bytes > dlio_format::CHUNK_BYTES as u64
+    {
+        bail!(
+            "reader.sample_requests shapes reads of a whole file in one request, but these files \
+             ({bytes} bytes) are read in chunks of {} bytes; use \
+             reader.transfer_size_distribution for files this large",
+            dlio_format::CHUNK_BYTES
+        );
+    }
+    Ok(())
 }
 
 /// Settings of Python's machinery that have nothing to act on here: said once, never silently

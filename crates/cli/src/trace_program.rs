@@ -201,12 +201,13 @@ fn count_traces(out: &Path) -> Result<Found> {
             found.partial += 1;
         } else if name.ends_with(".pfw") {
             found.complete += 1;
-            let text = std::fs::read(entry.path())
+            // Line by line: a trace can be far larger than memory should hold at once.
+            let file = std::fs::File::open(entry.path())
                 .with_context(|| format!("reading {}", entry.path().display()))?;
-            found.events += text
-                .split(|&b| b == b'\n')
-                .filter(|l| l.starts_with(b"{"))
-                .count() as u64;
+            for line in std::io::BufRead::split(std::io::BufReader::new(file), b'\n') {
+                let line = line.with_context(|| format!("reading {}", entry.path().display()))?;
+                found.events += u64::from(line.starts_with(b"{"));
+            }
         }
     }
     Ok(found)

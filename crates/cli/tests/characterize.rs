@@ -369,6 +369,34 @@ fn bad_traces_are_refused_with_what_is_wrong() {
         "{err}"
     );
 
+    // Request patterns where no whole-file read happens are refused, not ignored.
+    let yaml = dir.path().join("sliced.yaml");
+    std::fs::write(
+        &yaml,
+        format!(
+            "model:\n  name: sliced\nframework: pytorch\nworkflow:\n  generate_data: True\n  \
+             train: True\ndataset:\n  data_folder: {}\n  format: indexed_binary\n  \
+             num_files_train: 2\n  num_samples_per_file: 4\n  record_length_bytes: 4096\n\
+             reader:\n  data_loader: pytorch\n  batch_size: 2\n  sample_requests:\n    - \
+             {{from: start, offset: 0, size: 512}}\ntrain:\n  epochs: 1\n",
+            dir.path().join("sliced-data").display()
+        ),
+    )
+    .unwrap();
+    let err = run_err(
+        dlio()
+            .arg("run")
+            .arg(format!("workload={}", yaml.display()))
+            .arg(format!(
+                "hydra.run.dir={}",
+                dir.path().join("sliced-run").display()
+            )),
+    );
+    assert!(
+        err.contains("reader.sample_requests") && err.contains("indexed_binary"),
+        "{err}"
+    );
+
     // Only the traces of killed processes.
     let partial = dir.path().join("partial");
     std::fs::create_dir_all(&partial).unwrap();

@@ -39,6 +39,15 @@ impl Config {
     /// The keys `dlio characterize` writes: `reader.transfer_size_distribution` and
     /// `dataset.side_files`.
     fn validate_characterized(&self) -> Result<(), ConfigError> {
+        if !self.reader.read_ahead && self.sampler() == crate::Sampler::FileShards {
+            return Err(invalid(
+                "reader.read_ahead",
+                "reader.read_ahead is False, but TFRecord files read by the tensorflow loader go \
+                 through the tf.data pipeline, which always reads ahead."
+                    .into(),
+                "keep reader.read_ahead True, or read with another data_loader (pytorch)",
+            ));
+        }
         let sizes = &self.reader.transfer_size_distribution;
         if !sizes.is_empty() && self.reader.transfer_size.is_some() {
             return Err(invalid(

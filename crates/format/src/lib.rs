@@ -77,6 +77,7 @@ pub use generate::{
     GenerationFile, GenerationJob, GenerationProgress, GenerationReport, MANIFEST_NAME,
     dataset_fingerprint, generate, read_manifest, remove_unverifiable, write_manifest,
 };
+pub use raw::CHUNK_BYTES;
 pub use rng::DataRng;
 pub use tfrecord::{
     BytesList, DEFAULT_TRANSFER_SIZE, Example, Feature, FeatureKind, Features, FloatList,

@@ -298,7 +298,7 @@ fn raw_write_all(fd: c_int, mut bytes: &[u8]) -> bool {
 pub(crate) extern "C" fn on_terminate(signal: c_int) {
     if let Some(mut sink) = SINK.try_lock() {
         if let Some(s) = sink.as_ref()
-            && owns(s)
+            && owns_memory()
         {
             s.finish_in_signal_handler();
         }
@@ -340,15 +340,11 @@ pub(crate) fn claim() {
     OWNER.store(this_pid(), Ordering::Relaxed);
 }
 
-/// Whether this process owns the memory, and with it the trace: false in a `vfork` child,
-/// which must neither write to its parent's trace nor start one of its own in the parent's
-/// memory (the parent would then take it for its own).
+/// Whether this process owns the memory, and with it the trace in it (a forked child starts
+/// with none): false in a `vfork` child, which must neither write to its parent's trace nor
+/// start one of its own in the parent's memory (the parent would then take it for its own).
 fn owns_memory() -> bool {
     OWNER.load(Ordering::Relaxed) == this_pid()
-}
-
-fn owns(sink: &Sink) -> bool {
-    sink.pid == this_pid() && owns_memory()
 }
 
 /// Records one event, opening this process's trace at its first.
@@ -357,9 +353,6 @@ pub(crate) fn record(ev: &Event<'_>) {
         return;
     }
     let mut sink = SINK.lock();
-    if sink.as_ref().is_some_and(|s| !owns(s)) {
-        return;
-    }
     if sink.is_none() {
         *sink = Sink::open();
         if sink.is_none() {
@@ -378,14 +371,11 @@ pub(crate) fn finish() -> bool {
     // A SIGTERM in the middle (a pool terminating a worker that is already exiting) would find
     // the lock taken and end the process before the rename: it waits until the trace is done.
     if !owns_memory() {
+        // A vfork child: the trace is its parent's, which goes on.
         return false;
     }
     let _blocked = BlockTerminate::new();
     let mut sink = SINK.lock();
-    if sink.as_ref().is_some_and(|s| !owns(s)) {
-        // A vfork child: the trace is its parent's, which goes on.
-        return false;
-    }
     ENABLED.store(false, Ordering::Relaxed);
     if let Some(s) = sink.take() {
         s.finish();

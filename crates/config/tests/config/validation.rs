@@ -488,6 +488,12 @@ fn the_keys_characterize_writes_are_validated() {
         1,
     );
     assert_contains(&message, &["every_steps is 0"]);
+    // The tf.data pipeline always reads ahead.
+    let message = rejected(
+        "framework: tensorflow\ndataset:\n  format: tfrecord\nreader:\n  read_ahead: False\n",
+        1,
+    );
+    assert_contains(&message, &["reader.read_ahead", "tf.data"]);
     // An unknown key inside an entry is named like any other.
     let loaded = dlio_config::load_text(
         "w.yaml",
