@@ -640,6 +640,20 @@ impl RecordStream {
         })
     }
 
+    /// Streams through `window`, the buffer of an earlier stream ([`RecordStream::into_window`]),
+    /// instead of a buffer of its own. A reader that streams file after file keeps one buffer:
+    /// a new one per file is a fresh mapping to fault in, zero and unmap, and with many reader
+    /// threads each unmap also interrupts every core to flush its TLB.
+    pub fn reuse_window(mut self, window: Vec<u8>) -> RecordStream {
+        self.window = window;
+        self
+    }
+
+    /// The stream's buffer, for the next stream ([`RecordStream::reuse_window`]).
+    pub fn into_window(self) -> Vec<u8> {
+        self.window
+    }
+
     /// Whether every record's data CRC is checked (default yes; the length's always is).
     pub fn check_data_crc(mut self, check: bool) -> RecordStream {
         self.check_data_crc = check;
@@ -824,6 +838,46 @@ mod tests {
             let delta = storage.counters().snapshot() - before;
             assert_eq!(delta.bytes_read, file_len);
             assert_eq!(delta.read_requests, file_len.div_ceil(1000));
+        }
+    }
+
+    #[test]
+    fn a_reused_window_streams_the_same_records_as_a_fresh_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = PosixStorage::new();
+        let mut paths = Vec::new();
+        for (name, dims) in [
+            ("big", vec![200, 300]),
+            ("small", vec![3, 4]),
+            ("mid", vec![50, 50]),
+        ] {
+            let path = dir.path().join(format!("train/{name}.tfrecord"));
+            TF.generate(
+                &storage,
+                &path,
+                &layout(4, dims),
+                &mut DataRng::for_file(3, 0, 1),
+            )
+            .unwrap();
+            paths.push(path);
+        }
+        let records = |stream: &mut RecordStream| {
+            let mut all = Vec::new();
+            while let Some((offset, payload)) = stream.next_record().unwrap() {
+                all.push((offset, payload.to_vec()));
+            }
+            all
+        };
+        let mut window = Vec::new();
+        for path in paths.iter().chain(paths.iter().rev()) {
+            let fresh = records(&mut RecordStream::open(&storage, path, 1000).unwrap());
+            let mut reused = RecordStream::open(&storage, path, 1000)
+                .unwrap()
+                .reuse_window(std::mem::take(&mut window));
+            assert_eq!(records(&mut reused), fresh, "{}", path.display());
+            assert_eq!(fresh.len(), 4);
+            window = reused.into_window();
+            assert!(!window.is_empty());
         }
     }
 
