@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use dlio_config::Config;
 use dlio_format::{FileLayout, Format, GenerationFile};
-use dlio_storage::{PathTable, PathTableBuilder, Storage};
+use dlio_storage::{DirEntry, PathTable, PathTableBuilder, Storage};
 
 /// The two file lists of a dataset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -251,18 +251,31 @@ pub fn computed_files(
     Ok(files)
 }
 
+/// The files of a data set, with their sizes where the listing gave them.
+#[derive(Debug, Default)]
+pub struct Listing {
+    pub files: PathTable,
+    /// Every file's size, in the order of `files`, when the storage's listing reports sizes
+    /// (object stores: a LIST response carries them); `None` otherwise (POSIX, or computed
+    /// names), where sizes cost a request per file.
+    pub sizes: Option<Vec<u64>>,
+}
+
 pub fn list_files(
     config: &Config,
     storage: &dyn Storage,
     format: &dyn Format,
     list: List,
-) -> Result<PathTable> {
+) -> Result<Listing> {
     if config.dataset.skip_listing {
-        return computed_files(config, storage, format, list);
+        return Ok(Listing {
+            files: computed_files(config, storage, format, list)?,
+            sizes: None,
+        });
     }
     let (wanted, subfolders) = list.configured(config);
     if wanted == 0 {
-        return Ok(PathTable::default());
+        return Ok(Listing::default());
     }
     let dir = data_root(config).join(list.dir_name());
     let ext = format.extension();
@@ -287,7 +300,9 @@ pub fn list_files(
             && name.len() >= suffix.len()
             && name[name.len() - suffix.len()..].eq_ignore_ascii_case(suffix.as_bytes())
     };
-    let mut files: Vec<PathBuf> = Vec::new();
+    // Whole entries, not paths: on object stores they carry the sizes the LIST gave, which
+    // spare a HEAD per file when the data set is sized.
+    let mut files: Vec<DirEntry> = Vec::new();
     let dirs: Vec<_> = entries.iter().filter(|e| e.is_dir).cloned().collect();
     let dir_count = dirs.len();
     // A flat data set may share its folder with unrelated folders (`lost+found`): subfolders
@@ -313,19 +328,18 @@ pub fn list_files(
                 .with_context(|| format!("listing {}", d.path.display()))?
             {
                 if !e.is_dir && matches(&e.path) {
-                    files.push(e.path);
+                    files.push(e);
                 }
             }
         }
-        files.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
+        files.sort_by(|a, b| a.path.file_name().cmp(&b.path.file_name()));
     } else {
         files = entries
             .into_iter()
             .filter(|e| !e.is_dir && matches(&e.path))
-            .map(|e| e.path)
             .collect();
         // One folder: byte order of the paths is their component order (and much cheaper).
-        files.sort_unstable_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
+        files.sort_unstable_by(|a, b| a.path.as_os_str().cmp(b.path.as_os_str()));
     }
     let found = files.len() as u64;
     if found == 0 {
@@ -355,5 +369,9 @@ pub fn list_files(
         );
     }
     files.truncate(wanted as usize);
-    Ok(files.into_iter().collect())
+    let sizes = files.iter().map(|e| e.len).collect();
+    Ok(Listing {
+        files: files.into_iter().map(|e| e.path).collect(),
+        sizes,
+    })
 }

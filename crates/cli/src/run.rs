@@ -436,7 +436,9 @@ impl Run<'_> {
         let storage = &*prepared.storage;
 
         let mut listed = None;
-        let listing = self.cluster.broadcast(|| -> Result<(), String> {
+        // Listed and sized once, by process 0, for every process.
+        let listing = self.cluster.broadcast(|| -> Result<DatasetSize, String> {
+            let mut size = DatasetSize::default();
             if let (Some(format), false) = (&prepared.format, checkpoint_only) {
                 let list = |which| {
                     dataset::list_files(config, storage, &**format, which)
@@ -444,15 +446,17 @@ impl Run<'_> {
                 };
                 let train = list(List::Train)?;
                 let eval = if config.workflow.evaluation {
-                    list(List::Valid)?
+                    list(List::Valid)?.files
                 } else {
                     PathTable::default()
                 };
-                listed = Some((train, eval));
+                size = dataset_size(storage, &train, dataset::smallest_complete_file(config))
+                    .map_err(|e| format!("{e:#}"))?;
+                listed = Some((train.files, eval));
             }
-            Ok(())
+            Ok(size)
         })?;
-        listing.map_err(|e| anyhow!(e))?;
+        let data_size = listing.map_err(|e| anyhow!(e))?;
         let (train_files, eval_files) = listed.unwrap_or_default();
         let (train_files, eval_files) = (
             Arc::new(self.cluster.broadcast_table(|| train_files)?),
@@ -480,12 +484,6 @@ impl Run<'_> {
         }
 
         let host = HostInfo::detect();
-        let data_size = dataset_bytes(
-            storage,
-            &train_files,
-            dataset::smallest_complete_file(config),
-            SIZED_FILES_AT_MOST,
-        )?;
         let memory = dlio_storage::memory_check(data_size.bytes);
         if !checkpoint_only {
             let mut message = memory.message();
@@ -1700,7 +1698,7 @@ fn write_whole(path: &Path, text: &str) -> Result<()> {
 const SIZED_FILES_AT_MOST: usize = 65_536;
 
 /// The data set's bytes and how many files' sizes they come from.
-#[derive(Debug)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 struct DatasetSize {
     bytes: u64,
     sized_files: usize,
@@ -1724,16 +1722,7 @@ fn dataset_bytes(
         let Some(size) = storage.size(file).ok().flatten() else {
             continue;
         };
-        if let Some(floor) = floor
-            && size < floor
-        {
-            bail!(
-                "{} is {size} bytes, fewer than the {floor} bytes of samples a complete file of \
-                 this data set holds (dataset.num_samples_per_file x the sample size): it is \
-                 truncated; generate the data set again (++workload.workflow.generate_data=True)",
-                file.display()
-            );
-        }
+        refuse_truncated(file, size, floor)?;
         total += size;
     }
     let bytes = if sized_files == n {
@@ -1742,6 +1731,42 @@ fn dataset_bytes(
         (u128::from(total) * n as u128 / sized_files as u128) as u64
     };
     Ok(DatasetSize { bytes, sized_files })
+}
+
+/// The training files' bytes: from the sizes the listing gave, every file's and without a
+/// request (an object store's LIST carries them: a HEAD per object would cost the server as
+/// much as a small object's GET, before the run starts), else from the storage
+/// ([`dataset_bytes`]).
+fn dataset_size(
+    storage: &dyn Storage,
+    listing: &dataset::Listing,
+    floor: Option<u64>,
+) -> Result<DatasetSize> {
+    let Some(sizes) = &listing.sizes else {
+        return dataset_bytes(storage, &listing.files, floor, SIZED_FILES_AT_MOST);
+    };
+    for (i, &size) in sizes.iter().enumerate() {
+        refuse_truncated(&listing.files[i], size, floor)?;
+    }
+    Ok(DatasetSize {
+        bytes: sizes.iter().sum(),
+        sized_files: sizes.len(),
+    })
+}
+
+/// Refuses `file` of `size` bytes when it is below `floor` ([`dataset_bytes`]).
+fn refuse_truncated(file: &Path, size: u64, floor: Option<u64>) -> Result<()> {
+    if let Some(floor) = floor
+        && size < floor
+    {
+        bail!(
+            "{} is {size} bytes, fewer than the {floor} bytes of samples a complete file of \
+             this data set holds (dataset.num_samples_per_file x the sample size): it is \
+             truncated; generate the data set again (++workload.workflow.generate_data=True)",
+            file.display()
+        );
+    }
+    Ok(())
 }
 
 fn available_cores() -> usize {
@@ -1781,6 +1806,29 @@ mod dataset_size_tests {
         // A sized file below the floor is refused by name.
         let err = dataset_bytes(&storage, &table, Some(250), 5).unwrap_err();
         assert!(err.to_string().contains("f0 is 100 bytes"), "{err}");
+    }
+
+    #[test]
+    fn a_listing_with_sizes_is_sized_without_asking_the_storage() {
+        // Paths that do not exist: the storage is never asked.
+        let paths: Vec<_> = (0..3).map(|i| format!("/nonexistent/f{i}")).collect();
+        let listing = dataset::Listing {
+            files: PathTable::new(&paths),
+            sizes: Some(vec![300, 400, 500]),
+        };
+        let storage = dlio_storage::PosixStorage::new();
+        let size = dataset_size(&storage, &listing, Some(300)).unwrap();
+        assert_eq!((size.bytes, size.sized_files), (1200, 3));
+        // Every listed file is checked against the floor, by name.
+        let err = dataset_size(&storage, &listing, Some(350)).unwrap_err();
+        assert!(err.to_string().contains("f0 is 300 bytes"), "{err}");
+        // Without sizes, the storage is asked: missing files count as empty.
+        let unsized_listing = dataset::Listing {
+            sizes: None,
+            ..listing
+        };
+        let size = dataset_size(&storage, &unsized_listing, None).unwrap();
+        assert_eq!((size.bytes, size.sized_files), (0, 3));
     }
 }
 

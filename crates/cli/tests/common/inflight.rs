@@ -66,7 +66,7 @@ impl InflightProxy {
 
     /// (most GETs in flight at once, GETs seen).
     pub fn most_and_count(&self) -> (u64, u64) {
-        let [most, gets, _] = self.report();
+        let [most, gets, ..] = self.report();
         (most, gets)
     }
 
@@ -75,9 +75,14 @@ impl InflightProxy {
         self.report()[2]
     }
 
-    fn report(&self) -> [u64; 3] {
+    /// Object HEAD requests seen.
+    pub fn heads(&self) -> u64 {
+        self.report()[3]
+    }
+
+    fn report(&self) -> [u64; 4] {
         let text = std::fs::read_to_string(&self.report).unwrap();
         let mut parts = text.split_whitespace().map(|w| w.parse().unwrap());
-        [(); 3].map(|()| parts.next().unwrap())
+        [(); 4].map(|()| parts.next().unwrap())
     }
 }

@@ -8,7 +8,8 @@ accepts the forwarded requests as they are (it does not check signatures).
 
 THROTTLE answers object GETs with S3's throttling reply (503 SlowDown) instead of forwarding
 them: `alternate` every other one (a client that retries gets each object on its second
-try), `always` every one. REPORT then holds "MOST GETS THROTTLED".
+try), `always` every one. REPORT holds "MOST GETS THROTTLED HEADS" (HEADS: object HEAD
+requests, each a request per object that a listing could have answered).
 """
 
 import http.client
@@ -26,12 +27,12 @@ SLOWDOWN = (
 )
 upstream = urllib.parse.urlparse(UPSTREAM)
 lock = threading.Lock()
-state = {"open": 0, "most": 0, "gets": 0, "throttled": 0}
+state = {"open": 0, "most": 0, "gets": 0, "throttled": 0, "heads": 0}
 
 
 def report():
     with open(REPORT + ".tmp", "w") as f:
-        f.write(f"{state['most']} {state['gets']} {state['throttled']}\n")
+        f.write(f"{state['most']} {state['gets']} {state['throttled']} {state['heads']}\n")
     import os
 
     os.replace(REPORT + ".tmp", REPORT)
@@ -48,6 +49,10 @@ class Forward(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else None
         # An object GET (not a bucket listing) is what the window keeps in flight.
         counted = self.command == "GET" and "list-type" not in self.path and self.path.count("/") > 1
+        if self.command == "HEAD" and self.path.count("/") > 1:
+            with lock:
+                state["heads"] += 1
+                report()
         if counted:
             with lock:
                 state["gets"] += 1
