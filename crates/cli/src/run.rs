@@ -1517,11 +1517,6 @@ fn generate(
     Ok(())
 }
 
-/// A file that exists is kept by generation only when it is what this config writes: its
-/// size says so (formats of a fixed size), or the data set's manifest records this config's
-/// fingerprint. Otherwise (another config's files, or files no manifest vouches for) the files
-/// whose size proves nothing are removed before the manifest is written, so that a generation
-/// interrupted after this point resumes safely: every file it finds is then its own.
 /// Bytes of objects a process keeps in flight while generating on object storage.
 const OBJECT_BYTES_IN_FLIGHT: u64 = 256 << 20;
 
@@ -1542,6 +1537,11 @@ fn generation_threads(config: &Config, format: &dyn Format) -> usize {
     ((OBJECT_BYTES_IN_FLIGHT / object) as usize).clamp(cores, 16)
 }
 
+/// A file that exists is kept by generation only when it is what this config writes: its
+/// size says so (formats of a fixed size), or the data set's manifest records this config's
+/// fingerprint. Otherwise (another config's files, or files no manifest vouches for) the files
+/// whose size proves nothing are removed before the manifest is written, so that a generation
+/// interrupted after this point resumes safely: every file it finds is then its own.
 fn vouch_for_existing_files(
     cluster: &Cluster,
     storage: &dyn Storage,

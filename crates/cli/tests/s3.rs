@@ -177,3 +177,113 @@ fn a_wrong_secret_fails_at_once_naming_the_endpoint_and_never_shows_the_secret()
         }
     }
 }
+
+/// MLPerf Storage v3's object-storage runs as its users write them, for the two image
+/// workloads: generate, train and checkpoint in a bucket with each `storage_library` spelling
+/// the fork accepts. Every object of the data set is read whole (bytes read = bytes stored),
+/// the checkpoint is objects, and the log says which library name dlio's S3 engine stands for.
+#[test]
+fn unet3d_and_retinanet_generate_train_and_checkpoint_with_each_librarys_spelling() {
+    let moto = match Moto::start() {
+        Ok(m) => m,
+        Err(reason) => {
+            eprintln!("skipped: {reason}");
+            return;
+        }
+    };
+    let bucket = "dlio-v3-libraries";
+    moto.boto3(&format!("s3.create_bucket(Bucket='{bucket}')"));
+    let objects = |prefix: &str| -> Vec<(String, u64)> {
+        moto.boto3(&format!(
+            "r = s3.list_objects_v2(Bucket='{bucket}', Prefix='{prefix}')\n\
+             for o in r.get('Contents', []): print(o['Key'], o['Size'])"
+        ))
+        .lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .map(|(k, s)| (k.to_string(), s.parse().unwrap()))
+        .collect()
+    };
+    for (workload, ext) in [("unet3d_h100", "npz"), ("retinanet_b200", "jpeg")] {
+        for library in ["s3dlio", "minio", "s3torchconnector"] {
+            let tmp = tempfile::tempdir().unwrap();
+            let prefix = format!("{workload}-{library}");
+            let out = dlio()
+                .env("AWS_ACCESS_KEY_ID", moto::KEY_ID)
+                .env("AWS_SECRET_ACCESS_KEY", moto::SECRET)
+                .args([
+                    "run".to_string(),
+                    format!("workload={workload}"),
+                    "++workload.storage.storage_type=s3".into(),
+                    format!("++workload.storage.storage_root={bucket}"),
+                    format!("++workload.storage.storage_options.storage_library={library}"),
+                    format!(
+                        "++workload.storage.storage_options.endpoint_url={}",
+                        moto.endpoint
+                    ),
+                    format!("++workload.dataset.data_folder=s3://{bucket}/{prefix}/data"),
+                    "++workload.dataset.num_files_train=6".into(),
+                    "++workload.dataset.num_files_eval=0".into(),
+                    "++workload.dataset.num_samples_per_file=1".into(),
+                    "++workload.dataset.record_length_bytes=65536".into(),
+                    "++workload.dataset.record_length_bytes_stdev=0".into(),
+                    "++workload.dataset.record_length_bytes_resize=0".into(),
+                    "++workload.workflow.generate_data=True".into(),
+                    "++workload.workflow.train=True".into(),
+                    "++workload.workflow.checkpoint=True".into(),
+                    "++workload.train.epochs=1".into(),
+                    "++workload.train.computation_time=0.001".into(),
+                    "++workload.reader.batch_size=2".into(),
+                    "++workload.reader.read_threads=2".into(),
+                    "++workload.model.model_size_bytes=100000".into(),
+                    "++workload.checkpoint.checkpoint_after_epoch=1".into(),
+                    "++workload.checkpoint.epochs_between_checkpoints=1".into(),
+                    format!("++workload.checkpoint.checkpoint_folder=s3://{bucket}/{prefix}/ckpt"),
+                    format!(
+                        "++workload.output.folder={}",
+                        tmp.path().join("out").display()
+                    ),
+                ])
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{workload} {library}: {stderr}");
+            let run = tmp.path().join("out");
+            let train = objects(&format!("{prefix}/data/train/"));
+            assert_eq!(train.len(), 6, "{workload} {library}: {train:?}");
+            assert!(
+                train.iter().all(|(k, len)| k.ends_with(ext) && *len > 0),
+                "{workload} {library}: {train:?}"
+            );
+            let stored: u64 = train.iter().map(|(_, len)| len).sum();
+            assert_eq!(
+                common::bytes_read(&run),
+                stored,
+                "{workload} {library}: every object read whole"
+            );
+            let summary: Value =
+                serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap())
+                    .unwrap();
+            assert_eq!(summary["dlio_rs"]["io_engine"]["name"], "s3");
+            assert!(
+                summary["metric"]["checkpoint_size_GB"]
+                    .as_f64()
+                    .is_some_and(|gb| gb > 0.0),
+                "{workload} {library}: {}",
+                summary["metric"]
+            );
+            let checkpoint: u64 = objects(&format!("{prefix}/ckpt/"))
+                .iter()
+                .map(|(_, len)| len)
+                .sum();
+            assert!(
+                checkpoint >= 100_000,
+                "{workload} {library}: {checkpoint} checkpoint bytes for a model of 100,000"
+            );
+            let log = std::fs::read_to_string(run.join("dlio.log")).unwrap();
+            assert!(
+                log.contains(&format!("storage_library {library}")),
+                "{workload} {library}: {log}"
+            );
+        }
+    }
+}
