@@ -127,14 +127,7 @@ fn required_fixes(name: &str, words: &[String]) -> Vec<String> {
 
 /// Objects under `prefix` in the bucket, with their sizes.
 fn objects(moto: &Moto, prefix: &str) -> Vec<(String, u64)> {
-    let out = moto.boto3(&format!(
-        "r = s3.list_objects_v2(Bucket='{BUCKET}', Prefix='{prefix}')\n\
-         for o in r.get('Contents', []): print(o['Key'], o['Size'])"
-    ));
-    out.lines()
-        .filter_map(|l| l.rsplit_once(' '))
-        .map(|(k, s)| (k.to_string(), s.parse().unwrap()))
-        .collect()
+    moto.objects(BUCKET, prefix)
 }
 
 #[test]

@@ -193,16 +193,7 @@ fn unet3d_and_retinanet_generate_train_and_checkpoint_with_each_librarys_spellin
     };
     let bucket = "dlio-v3-libraries";
     moto.boto3(&format!("s3.create_bucket(Bucket='{bucket}')"));
-    let objects = |prefix: &str| -> Vec<(String, u64)> {
-        moto.boto3(&format!(
-            "r = s3.list_objects_v2(Bucket='{bucket}', Prefix='{prefix}')\n\
-             for o in r.get('Contents', []): print(o['Key'], o['Size'])"
-        ))
-        .lines()
-        .filter_map(|l| l.rsplit_once(' '))
-        .map(|(k, s)| (k.to_string(), s.parse().unwrap()))
-        .collect()
-    };
+    let objects = |prefix: &str| moto.objects(bucket, prefix);
     for (workload, ext) in [("unet3d_h100", "npz"), ("retinanet_b200", "jpeg")] {
         for library in ["s3dlio", "minio", "s3torchconnector"] {
             let tmp = tempfile::tempdir().unwrap();

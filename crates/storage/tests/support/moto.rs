@@ -82,6 +82,18 @@ impl Moto {
         String::from_utf8_lossy(&output.stdout).into_owned()
     }
 
+    /// The objects under `prefix` in `bucket`, with their sizes, in key order.
+    pub fn objects(&self, bucket: &str, prefix: &str) -> Vec<(String, u64)> {
+        self.boto3(&format!(
+            "r = s3.list_objects_v2(Bucket='{bucket}', Prefix='{prefix}')\n\
+             for o in r.get('Contents', []): print(o['Key'], o['Size'])"
+        ))
+        .lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .map(|(key, size)| (key.to_string(), size.parse().unwrap()))
+        .collect()
+    }
+
     /// Makes the server check every request's signature and permissions from now on, as a
     /// real S3 service does, and returns the only credentials it then accepts: an IAM user's
     /// access key id and secret, allowed `s3:*`. Checks that the server accepts them and
