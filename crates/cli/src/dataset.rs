@@ -203,20 +203,17 @@ pub fn generation_files(config: &Config, format: &dyn Format) -> Vec<GenerationF
     files
 }
 
-/// Lists `data_folder/{list}` as DLIO does: entries with the format's extension, or, when
-/// the folder holds subfolders, the files one level down (their number must match
-/// `num_subfolders_*`), sorted by file name. More files than configured: the first N are
-/// used. Fewer: an error that says how many were found and how to generate them.
 /// The data set's files without listing the folder (`dataset.skip_listing`, the fork's key for
 /// data sets of millions of files): the names generation gives them, in that order. Every
 /// `listing_validation_interval`-th file (and the last) is checked to exist, so a data set
-/// that is missing or named otherwise is still refused before the run.
+/// that is missing or named otherwise is still refused before the run; their sizes are kept
+/// (an even spread over the list), so that sizing the data set asks for no more.
 pub fn computed_files(
     config: &Config,
     storage: &dyn Storage,
     format: &dyn Format,
     list: List,
-) -> Result<PathTable> {
+) -> Result<Listing> {
     let (wanted, _) = list.configured(config);
     // Straight into the table: ten million names are 400 MB there and three times that as
     // separate `PathBuf`s.
@@ -229,13 +226,15 @@ pub fn computed_files(
     }
     let files = table.finish();
     let step = config.dataset.listing_validation_interval.max(1) as usize;
+    let last = files.len().checked_sub(1);
     let checked = (0..files.len())
         .step_by(step)
-        .chain(files.len().checked_sub(1))
-        .map(|i| &files[i]);
-    for path in checked {
+        .chain(last.filter(|last| last % step != 0));
+    let mut sizes = Vec::new();
+    for i in checked {
+        let path = &files[i];
         match storage.size(path) {
-            Ok(Some(_)) => {}
+            Ok(Some(size)) => sizes.push((i, size)),
             Ok(None) | Err(dlio_storage::StorageError::NotFound { .. }) => bail!(
                 "dataset.skip_listing is True, but {} (one of the {} computed {} file names, \
                  checked every {step}) does not exist; generate the data set first \
@@ -248,19 +247,35 @@ pub fn computed_files(
             Err(e) => return Err(e).with_context(|| format!("checking {}", path.display())),
         }
     }
-    Ok(files)
+    Ok(Listing {
+        files,
+        sizes: KnownSizes::Spread(sizes),
+    })
 }
 
-/// The files of a data set, with their sizes where the listing gave them.
+/// The files of a data set, and what their listing learnt of their sizes.
 #[derive(Debug, Default)]
 pub struct Listing {
     pub files: PathTable,
-    /// Every file's size, in the order of `files`, when the storage's listing reports sizes
-    /// (object stores: a LIST response carries them); `None` otherwise (POSIX, or computed
-    /// names), where sizes cost a request per file.
-    pub sizes: Option<Vec<u64>>,
+    pub sizes: KnownSizes,
 }
 
+/// The files' sizes a listing learnt without a request per file, for sizing the data set.
+#[derive(Debug, Default)]
+pub enum KnownSizes {
+    /// None (a POSIX listing carries no sizes: they cost a `stat` per file).
+    #[default]
+    Unknown,
+    /// Every file's, in the order of the files (an object store's LIST carries them).
+    Every(Vec<u64>),
+    /// Some files', spread evenly over the list: (index, size) (`skip_listing`'s checks).
+    Spread(Vec<(usize, u64)>),
+}
+
+/// Lists `data_folder/{list}` as DLIO does: entries with the format's extension, or, when
+/// the folder holds subfolders, the files one level down (their number must match
+/// `num_subfolders_*`), sorted by file name. More files than configured: the first N are
+/// used. Fewer: an error that says how many were found and how to generate them.
 pub fn list_files(
     config: &Config,
     storage: &dyn Storage,
@@ -268,10 +283,7 @@ pub fn list_files(
     list: List,
 ) -> Result<Listing> {
     if config.dataset.skip_listing {
-        return Ok(Listing {
-            files: computed_files(config, storage, format, list)?,
-            sizes: None,
-        });
+        return computed_files(config, storage, format, list);
     }
     let (wanted, subfolders) = list.configured(config);
     if wanted == 0 {
@@ -369,7 +381,10 @@ pub fn list_files(
         );
     }
     files.truncate(wanted as usize);
-    let sizes = files.iter().map(|e| e.len).collect();
+    let sizes = match files.iter().map(|e| e.len).collect() {
+        Some(every) => KnownSizes::Every(every),
+        None => KnownSizes::Unknown,
+    };
     Ok(Listing {
         files: files.into_iter().map(|e| e.path).collect(),
         sizes,

@@ -1733,24 +1733,29 @@ fn dataset_bytes(
     Ok(DatasetSize { bytes, sized_files })
 }
 
-/// The training files' bytes: from the sizes the listing gave, every file's and without a
-/// request (an object store's LIST carries them: a HEAD per object would cost the server as
-/// much as a small object's GET, before the run starts), else from the storage
-/// ([`dataset_bytes`]).
+/// The training files' bytes from the sizes the listing learnt, without a request per file:
+/// every file's from an object store's LIST (a HEAD per object would cost the server as much
+/// as a small object's GET, before the run starts), extrapolated from `skip_listing`'s checks
+/// of an even spread of files; else from the storage ([`dataset_bytes`]).
 fn dataset_size(
     storage: &dyn Storage,
     listing: &dataset::Listing,
     floor: Option<u64>,
 ) -> Result<DatasetSize> {
-    let Some(sizes) = &listing.sizes else {
-        return dataset_bytes(storage, &listing.files, floor, SIZED_FILES_AT_MOST);
+    let sized: Vec<(usize, u64)> = match &listing.sizes {
+        dataset::KnownSizes::Every(sizes) => sizes.iter().copied().enumerate().collect(),
+        dataset::KnownSizes::Spread(sizes) if !sizes.is_empty() => sizes.clone(),
+        _ => return dataset_bytes(storage, &listing.files, floor, SIZED_FILES_AT_MOST),
     };
-    for (i, &size) in sizes.iter().enumerate() {
+    let mut total = 0u64;
+    for &(i, size) in &sized {
         refuse_truncated(&listing.files[i], size, floor)?;
+        total += size;
     }
+    let n = listing.files.len();
     Ok(DatasetSize {
-        bytes: sizes.iter().sum(),
-        sized_files: sizes.len(),
+        bytes: (u128::from(total) * n as u128 / sized.len() as u128) as u64,
+        sized_files: sized.len(),
     })
 }
 
@@ -1814,7 +1819,7 @@ mod dataset_size_tests {
         let paths: Vec<_> = (0..3).map(|i| format!("/nonexistent/f{i}")).collect();
         let listing = dataset::Listing {
             files: PathTable::new(&paths),
-            sizes: Some(vec![300, 400, 500]),
+            sizes: dataset::KnownSizes::Every(vec![300, 400, 500]),
         };
         let storage = dlio_storage::PosixStorage::new();
         let size = dataset_size(&storage, &listing, Some(300)).unwrap();
@@ -1822,9 +1827,18 @@ mod dataset_size_tests {
         // Every listed file is checked against the floor, by name.
         let err = dataset_size(&storage, &listing, Some(350)).unwrap_err();
         assert!(err.to_string().contains("f0 is 300 bytes"), "{err}");
+        // Sizes of a spread of the files (skip_listing's checks): extrapolated.
+        let spread = dataset::Listing {
+            files: PathTable::new(&paths),
+            sizes: dataset::KnownSizes::Spread(vec![(0, 300), (2, 500)]),
+        };
+        let size = dataset_size(&storage, &spread, Some(300)).unwrap();
+        assert_eq!((size.bytes, size.sized_files), (1200, 2));
+        let err = dataset_size(&storage, &spread, Some(400)).unwrap_err();
+        assert!(err.to_string().contains("f0 is 300 bytes"), "{err}");
         // Without sizes, the storage is asked: missing files count as empty.
         let unsized_listing = dataset::Listing {
-            sizes: None,
+            sizes: dataset::KnownSizes::Unknown,
             ..listing
         };
         let size = dataset_size(&storage, &unsized_listing, None).unwrap();

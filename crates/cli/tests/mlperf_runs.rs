@@ -297,6 +297,23 @@ fn s3_readers_keep_the_forks_window_of_gets_in_flight() {
         // Every byte of every object was moved and counted.
         assert_eq!(bytes_read(&tmp.path().join(&run)), stored, "{library}");
     }
+    // skip_listing: the names are computed and every 4th object (and the last) is checked with
+    // a HEAD; the data set is sized from those, with no HEAD of its own.
+    let report = tmp.path().join("skip.inflight");
+    let proxy = InflightProxy::start(&moto.endpoint, Duration::ZERO, report);
+    let mut cmd = dlio();
+    cmd.arg("run").args(words(&proxy.endpoint, "skip")).args([
+        "++workload.dataset.skip_listing=True",
+        "++workload.dataset.listing_validation_interval=4",
+    ]);
+    with_keys(&mut cmd);
+    run_ok(&mut cmd);
+    assert_eq!(
+        proxy.heads(),
+        5,
+        "objects 0, 4, 8, 12 and 15 checked, nothing more"
+    );
+    assert_eq!(bytes_read(&tmp.path().join("skip")), stored);
 }
 
 /// S3's throttling reply (503 SlowDown): a store that throttles every other GET is read to the
