@@ -1742,20 +1742,21 @@ fn dataset_size(
     listing: &dataset::Listing,
     floor: Option<u64>,
 ) -> Result<DatasetSize> {
-    let sized: Vec<(usize, u64)> = match &listing.sizes {
-        dataset::KnownSizes::Every(sizes) => sizes.iter().copied().enumerate().collect(),
-        dataset::KnownSizes::Spread(sizes) if !sizes.is_empty() => sizes.clone(),
+    let sized: &mut dyn Iterator<Item = (usize, u64)> = match &listing.sizes {
+        dataset::KnownSizes::Every(sizes) => &mut sizes.iter().copied().enumerate(),
+        dataset::KnownSizes::Spread(sizes) if !sizes.is_empty() => &mut sizes.iter().copied(),
         _ => return dataset_bytes(storage, &listing.files, floor, SIZED_FILES_AT_MOST),
     };
-    let mut total = 0u64;
-    for &(i, size) in &sized {
+    let (mut total, mut sized_files) = (0u64, 0usize);
+    for (i, size) in sized {
         refuse_truncated(&listing.files[i], size, floor)?;
         total += size;
+        sized_files += 1;
     }
     let n = listing.files.len();
     Ok(DatasetSize {
-        bytes: (u128::from(total) * n as u128 / sized.len() as u128) as u64,
-        sized_files: sized.len(),
+        bytes: (u128::from(total) * n as u128 / sized_files.max(1) as u128) as u64,
+        sized_files,
     })
 }
 
