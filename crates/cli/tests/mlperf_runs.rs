@@ -91,7 +91,7 @@ fn small_overrides(name: &str, dir: &Path, endpoint: Option<&str>) -> Vec<String
             "++workload.model.transformer.hidden_size=256".into(),
             "++workload.model.transformer.ffn_hidden_size=512".into(),
             "++workload.model.transformer.vocab_size=1024".into(),
-            "++workload.model.model_size=10000".into(),
+            "++workload.model.model_size_bytes=10000".into(),
             "++workload.checkpoint.time_between_checkpoints=0".into(),
             "++workload.checkpoint.mode=subset".into(),
             "++workload.model.parallelism.data=1".into(),
