@@ -368,12 +368,12 @@ pub(crate) fn record(ev: &Event<'_>) {
 /// Completes the trace (at exit, `_exit` and before `execve`); nothing is recorded after it
 /// until [`resume`]. False (and nothing done) in a `vfork` child, whose trace is its parent's.
 pub(crate) fn finish() -> bool {
-    // A SIGTERM in the middle (a pool terminating a worker that is already exiting) would find
-    // the lock taken and end the process before the rename: it waits until the trace is done.
     if !owns_memory() {
         // A vfork child: the trace is its parent's, which goes on.
         return false;
     }
+    // A SIGTERM in the middle (a pool terminating a worker that is already exiting) would find
+    // the lock taken and end the process before the rename: it waits until the trace is done.
     let _blocked = BlockTerminate::new();
     let mut sink = SINK.lock();
     ENABLED.store(false, Ordering::Relaxed);
