@@ -89,6 +89,7 @@ impl Storage for CollectiveStorage {
             alignment: 1,
             batched: false,
             io_depth: 1,
+            nowait_reads: false,
         }
     }
     fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {

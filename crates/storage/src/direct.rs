@@ -143,6 +143,7 @@ impl Storage for DirectStorage {
             alignment: DIRECT_ALIGNMENT,
             batched: false,
             io_depth: 1,
+            nowait_reads: false,
         }
     }
 

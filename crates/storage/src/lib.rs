@@ -134,6 +134,10 @@ pub struct Capabilities {
     /// io_uring and S3; 1 for the synchronous engines): how many slots a
     /// [`ReadHandle::read_stream`] window needs to keep the engine busy.
     pub io_depth: u32,
+    /// True when [`ReadHandle::read_at_nowait`] can read without waiting for the device
+    /// (buffered POSIX reads of bytes the page cache holds). A caller may then do the reads
+    /// that would not wait itself and hand only the others to a thread of their own.
+    pub nowait_reads: bool,
 }
 
 /// One entry of a directory listing.
@@ -321,6 +325,20 @@ pub trait ReadHandle: Send {
 
     /// Reads up to `buf.len()` bytes at `offset`; returns how many were read (0 at the end).
     fn read_at(&mut self, buf: &mut [u8], offset: u64) -> Result<usize, StorageError>;
+
+    /// Reads up to `buf.len()` bytes at `offset` if that needs no wait for the device:
+    /// `Some(n)` with the bytes read (`n` may be short when only some are at hand; 0 at the end
+    /// of the file), `None` when the read would wait, in which case nothing was read and
+    /// nothing is counted. Engines that cannot tell (the default, and any engine whose
+    /// [`Capabilities::nowait_reads`] is false) always answer `None`.
+    fn read_at_nowait(
+        &mut self,
+        buf: &mut [u8],
+        offset: u64,
+    ) -> Result<Option<usize>, StorageError> {
+        let _ = (buf, offset);
+        Ok(None)
+    }
 
     /// Reads exactly `buf.len()` bytes at `offset`, or fails with
     /// [`StorageError::Truncated`] naming the file and the offset.

@@ -323,6 +323,21 @@ impl ReadHandle for MeteredRead {
         Ok(n)
     }
 
+    /// Counts a read that moved bytes; one that would have waited moved none and is no
+    /// request.
+    fn read_at_nowait(
+        &mut self,
+        buf: &mut [u8],
+        offset: u64,
+    ) -> Result<Option<usize>, StorageError> {
+        let started = Instant::now();
+        let read = self.inner.read_at_nowait(buf, offset)?;
+        if let Some(n) = read {
+            self.count(started, 1, n as u64);
+        }
+        Ok(read)
+    }
+
     fn read_exact_at(&mut self, buf: &mut [u8], offset: u64) -> Result<(), StorageError> {
         let started = Instant::now();
         self.inner.read_exact_at(buf, offset)?;

@@ -46,6 +46,7 @@ impl Storage for MmapStorage {
             alignment: 1,
             batched: false,
             io_depth: 1,
+            nowait_reads: false,
         }
     }
 

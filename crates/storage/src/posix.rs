@@ -3,6 +3,7 @@
 use std::ffi::OsString;
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -88,6 +89,7 @@ impl Storage for PosixStorage {
             alignment: 1,
             batched: false,
             io_depth: 1,
+            nowait_reads: true,
         }
     }
 
@@ -98,6 +100,7 @@ impl Storage for PosixStorage {
             file,
             path: path.to_path_buf(),
             len,
+            nowait_refused: false,
         }))
     }
 
@@ -187,6 +190,9 @@ struct PosixRead {
     file: File,
     path: PathBuf,
     len: u64,
+    /// The file system refused `RWF_NOWAIT` (EOPNOTSUPP: it cannot tell whether a read would
+    /// wait); every later non-blocking read answers "would wait" without asking again.
+    nowait_refused: bool,
 }
 
 impl ReadHandle for PosixRead {
@@ -204,6 +210,49 @@ impl ReadHandle for PosixRead {
                 Ok(n) => return Ok(n),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(StorageError::io("read", &self.path, e)),
+            }
+        }
+    }
+
+    /// `preadv2(RWF_NOWAIT)`: the kernel copies what the page cache holds and answers EAGAIN
+    /// where it would wait for the device. std has no such call, hence `libc`.
+    fn read_at_nowait(
+        &mut self,
+        buf: &mut [u8],
+        offset: u64,
+    ) -> Result<Option<usize>, StorageError> {
+        if self.nowait_refused {
+            return Ok(None);
+        }
+        if buf.is_empty() {
+            return Ok(Some(0));
+        }
+        let Ok(offset) = libc::off_t::try_from(offset) else {
+            return Ok(Some(0)); // past any file's end
+        };
+        let iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        loop {
+            // SAFETY: `iov` describes `buf`, which is valid for writes of `buf.len()` bytes
+            // and exclusively borrowed for the whole call; the kernel writes at most that many
+            // bytes into it and keeps no reference after returning. The descriptor is
+            // `self.file`'s, open for the call's duration.
+            let n =
+                unsafe { libc::preadv2(self.file.as_raw_fd(), &iov, 1, offset, libc::RWF_NOWAIT) };
+            if n >= 0 {
+                return Ok(Some(n as usize));
+            }
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EAGAIN) => return Ok(None),
+                Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => {
+                    self.nowait_refused = true;
+                    return Ok(None);
+                }
+                _ => return Err(StorageError::io("read", &self.path, e)),
             }
         }
     }
@@ -268,6 +317,30 @@ impl Drop for PosixWrite {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_read_that_needs_no_wait_reads_what_a_read_would() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.bin");
+        let bytes: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let storage = PosixStorage::new();
+        assert!(storage.capabilities().nowait_reads);
+        let mut handle = storage.open(&path).unwrap();
+        let mut buf = vec![0u8; 30_000];
+        // Just written, so in the page cache (a file system without RWF_NOWAIT answers None).
+        let Some(n) = handle.read_at_nowait(&mut buf, 50_000).unwrap() else {
+            eprintln!("this file system cannot read without waiting");
+            return;
+        };
+        assert!(n > 0 && n <= buf.len());
+        assert_eq!(buf[..n], bytes[50_000..50_000 + n]);
+        assert_eq!(handle.read_at_nowait(&mut [], 0).unwrap(), Some(0));
+        assert!(matches!(
+            handle.read_at_nowait(&mut buf, 100_000).unwrap(),
+            Some(0) | None
+        ));
+    }
 
     #[test]
     fn partial_name_is_hidden_sibling() {

@@ -549,6 +549,7 @@ impl Storage for S3Storage {
             alignment: 1,
             batched: true,
             io_depth: u32::try_from(self.shared.io_depth).unwrap_or(u32::MAX),
+            nowait_reads: false,
         }
     }
 

@@ -162,6 +162,7 @@ impl<S: Storage> Storage for SplitReads<S> {
             inner: self.inner.open(path)?,
             sizes: self.sizes.clone(),
             rng,
+            drawn_ahead: None,
         }))
     }
 
@@ -187,11 +188,17 @@ struct SplitRead {
     sizes: RequestSizes,
     /// The draws of a distribution; `None` for a fixed size.
     rng: Option<Xoshiro256PlusPlus>,
+    /// A size drawn for a non-blocking read that would have waited: the next request takes
+    /// it, so whether the page cache held the bytes does not change the sizes a run requests.
+    drawn_ahead: Option<usize>,
 }
 
 impl SplitRead {
     /// The size of the next request.
     fn next_size(&mut self) -> usize {
+        if let Some(size) = self.drawn_ahead.take() {
+            return size;
+        }
         match (&self.sizes, self.rng.as_mut()) {
             (RequestSizes::Drawn(d), Some(rng)) => d.draw(rng),
             (sizes, _) => sizes.largest(),
@@ -279,6 +286,21 @@ impl ReadHandle for SplitRead {
         self.inner.read_at(&mut buf[..end], offset)
     }
 
+    /// At most one transfer, as `read_at`.
+    fn read_at_nowait(
+        &mut self,
+        buf: &mut [u8],
+        offset: u64,
+    ) -> Result<Option<usize>, StorageError> {
+        let size = self.next_size();
+        let end = buf.len().min(size);
+        let read = self.inner.read_at_nowait(&mut buf[..end], offset)?;
+        if read.is_none() && self.rng.is_some() {
+            self.drawn_ahead = Some(size);
+        }
+        Ok(read)
+    }
+
     fn read_exact_at(&mut self, buf: &mut [u8], offset: u64) -> Result<(), StorageError> {
         if let RequestSizes::Pattern(pattern) = &self.sizes
             && offset == 0
@@ -359,6 +381,80 @@ mod tests {
         let bytes: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
         std::fs::write(&path, &bytes).unwrap();
         (dir, path, bytes)
+    }
+
+    /// A handle over `len` bytes that records the length of every read that moved bytes and
+    /// answers "would wait" to every other non-blocking read.
+    struct Recording {
+        len: u64,
+        lengths: Arc<std::sync::Mutex<Vec<usize>>>,
+        nowait_calls: u64,
+    }
+
+    impl ReadHandle for Recording {
+        fn path(&self) -> &Path {
+            Path::new("recording")
+        }
+
+        fn len(&self) -> u64 {
+            self.len
+        }
+
+        fn read_at(&mut self, buf: &mut [u8], offset: u64) -> Result<usize, StorageError> {
+            let n = buf.len().min(self.len.saturating_sub(offset) as usize);
+            self.lengths.lock().unwrap().push(n);
+            Ok(n)
+        }
+
+        fn read_at_nowait(
+            &mut self,
+            buf: &mut [u8],
+            offset: u64,
+        ) -> Result<Option<usize>, StorageError> {
+            self.nowait_calls += 1;
+            if !self.nowait_calls.is_multiple_of(2) {
+                return Ok(None);
+            }
+            self.read_at(buf, offset).map(Some)
+        }
+    }
+
+    #[test]
+    fn reads_that_would_wait_do_not_change_the_drawn_request_sizes() {
+        let sizes = SizeDistribution::new(&[(100, 1.0), (700, 1.0), (1500, 1.0)], 3).unwrap();
+        // The lengths of the requests that moved bytes, reading 50,000 bytes in reads of up to
+        // 2000, trying a non-blocking read first or not.
+        let requests = |nowait_first: bool| {
+            let lengths = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let mut handle = SplitRead {
+                inner: Box::new(Recording {
+                    len: 50_000,
+                    lengths: Arc::clone(&lengths),
+                    nowait_calls: 0,
+                }),
+                sizes: RequestSizes::Drawn(sizes.clone()),
+                rng: Some(Xoshiro256PlusPlus::seed_from_u64(11)),
+                drawn_ahead: None,
+            };
+            let mut buf = vec![0u8; 2000];
+            let mut offset = 0u64;
+            while offset < 50_000 {
+                let nowait = match nowait_first {
+                    true => handle.read_at_nowait(&mut buf, offset).unwrap(),
+                    false => None,
+                };
+                let read = match nowait {
+                    Some(n) => n,
+                    None => handle.read_at(&mut buf, offset).unwrap(),
+                };
+                offset += read as u64;
+            }
+            std::mem::take(&mut *lengths.lock().unwrap())
+        };
+        let waiting = requests(false);
+        assert!(waiting.len() > 40, "{waiting:?}");
+        assert!(waiting.contains(&100) && waiting.contains(&1500));
+        assert_eq!(requests(true), waiting);
     }
 
     fn counted(sizes: RequestSizes) -> (SplitReads<Metered<PosixStorage>>, Arc<IoCounters>) {

@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::{
-    Consume, Extent, ForwardStorage, PendingRead, ReadHandle, ReadRequest, Storage, StorageError,
-    WholeRead,
+    Capabilities, Consume, Extent, ForwardStorage, PendingRead, ReadHandle, ReadRequest, Storage,
+    StorageError, WholeRead,
 };
 
 /// The shared timeline reads are paced on.
@@ -95,9 +95,16 @@ impl<S: Storage> Storage for Throttled<S> {
         }))
     }
 
+    /// The inner engine's, without non-blocking reads: every read waits for the cap.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            nowait_reads: false,
+            ..self.inner.capabilities()
+        }
+    }
+
     crate::forward_storage!(
         engine,
-        capabilities,
         create,
         list,
         size,

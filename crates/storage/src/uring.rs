@@ -186,6 +186,7 @@ impl Storage for UringStorage {
             alignment: if self.odirect { DIRECT_ALIGNMENT } else { 1 },
             batched: true,
             io_depth: self.io_depth,
+            nowait_reads: false,
         }
     }
 

@@ -329,6 +329,27 @@ impl ReadHandle for TracedRead {
         result
     }
 
+    /// A read that would have waited moved nothing and is not an I/O event; one that read
+    /// is recorded as `read_at` records it.
+    fn read_at_nowait(
+        &mut self,
+        buf: &mut [u8],
+        offset: u64,
+    ) -> Result<Option<usize>, StorageError> {
+        let start = self.recorder.now();
+        let result = inner!(self).read_at_nowait(buf, offset);
+        let end = self.recorder.now();
+        match &result {
+            Ok(None) => {}
+            Ok(Some(n)) => {
+                self.count(1, *n as u64, start, end);
+                self.record(offset, Ok(*n as u64), start, end);
+            }
+            Err(_) => self.record(offset, Err(()), start, end),
+        }
+        result
+    }
+
     fn read_exact_at(&mut self, buf: &mut [u8], offset: u64) -> Result<(), StorageError> {
         let start = self.recorder.now();
         let result = inner!(self).read_exact_at(buf, offset);
