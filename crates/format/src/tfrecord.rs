@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use dlio_storage::{IoBuffer, ReadHandle, Storage};
+use dlio_storage::{IoBuffer, ReadHandle, Storage, StorageError};
 use prost::Message;
 use prost::encoding::WireType;
 
@@ -668,10 +668,50 @@ impl RecordStream {
     /// The next record's payload (a serialized `Example`) and its offset in the file, or `None`
     /// at the end of the file.
     pub fn next_record(&mut self) -> Result<Option<(u64, &[u8])>, FormatError> {
-        if self.file_pos >= self.handle.len() {
-            return Ok(None);
+        loop {
+            match self.ready(Wait::Yes)? {
+                Ready::End => return Ok(None),
+                Ready::Record => return self.cut().map(Some),
+                Ready::WouldWait => continue, // only reads that may not wait answer this
+            }
         }
-        self.fill(12)?;
+    }
+
+    /// The next record as [`RecordStream::next_record`] cuts it, if the engine can read the
+    /// bytes it still needs without waiting for the device
+    /// ([`ReadHandle::read_at_nowait`]); else [`NextRecord::WouldWait`], after reading what
+    /// was at hand. [`RecordStream::wait_for_next_record`] then does the reads that wait.
+    pub fn next_record_nowait(&mut self) -> Result<NextRecord<'_>, FormatError> {
+        match self.ready(Wait::No)? {
+            Ready::End => Ok(NextRecord::End),
+            Ready::WouldWait => Ok(NextRecord::WouldWait),
+            Ready::Record => self
+                .cut()
+                .map(|(offset, payload)| NextRecord::Record(offset, payload)),
+        }
+    }
+
+    /// Reads what the next record still needs if that needs no wait for the device, without
+    /// taking the record: `true` when it is in the window (or the file has ended), `false`
+    /// when a read would have waited.
+    pub fn next_record_at_hand(&mut self) -> Result<bool, FormatError> {
+        Ok(!matches!(self.ready(Wait::No)?, Ready::WouldWait))
+    }
+
+    /// Reads, waiting for the device, until the next record is in the window (or the file has
+    /// ended); the record is not taken.
+    pub fn wait_for_next_record(&mut self) -> Result<(), FormatError> {
+        self.ready(Wait::Yes).map(drop)
+    }
+
+    /// Brings the next record's bytes into the window.
+    fn ready(&mut self, wait: Wait) -> Result<Ready, FormatError> {
+        if self.file_pos >= self.handle.len() {
+            return Ok(Ready::End);
+        }
+        if !self.fill(12, wait)? {
+            return Ok(Ready::WouldWait);
+        }
         let header = &self.window[self.start..self.end];
         let len = if header.len() >= 8 {
             u64::from_le_bytes(header[..8].try_into().unwrap_or([0; 8]))
@@ -688,7 +728,17 @@ impl RecordStream {
                 false,
             )?;
         }
-        self.fill(total.min((self.handle.len() - self.file_pos) as usize))?;
+        if !self.fill(
+            total.min((self.handle.len() - self.file_pos) as usize),
+            wait,
+        )? {
+            return Ok(Ready::WouldWait);
+        }
+        Ok(Ready::Record)
+    }
+
+    /// Takes the record [`RecordStream::ready`] brought in.
+    fn cut(&mut self) -> Result<(u64, &[u8]), FormatError> {
         let offset = self.file_pos;
         let (payload, used) = unframe(
             &self.path,
@@ -702,17 +752,18 @@ impl RecordStream {
         );
         self.start += used;
         self.file_pos += used as u64;
-        Ok(Some((offset, &self.window[range.0..range.0 + range.1])))
+        Ok((offset, &self.window[range.0..range.0 + range.1]))
     }
 
     /// Makes at least `want` unconsumed bytes available (fewer at the end of the file), reading
-    /// whole `transfer_size` requests. The window holds one request beyond the record being
+    /// whole `transfer_size` requests; `false` when a read would have waited (`Wait::No`), with
+    /// what was at hand kept. The window holds one request beyond the record being
     /// cut, reads land at its end, and the unconsumed bytes (less than one record) move to its
     /// front when a request no longer fits behind them. A larger window moves fewer bytes but
     /// costs more in the kernel's copy: every stream of every rank writes its whole window in
     /// turn, and with four requests per window 24 ranks of 8 streams spent 20% more system
     /// time (resnet50_h100, bench/capacity.sh) than with one.
-    fn fill(&mut self, want: usize) -> Result<(), FormatError> {
+    fn fill(&mut self, want: usize, wait: Wait) -> Result<bool, FormatError> {
         while self.end - self.start < want && self.next_read < self.handle.len() {
             let n = self.transfer.min(
                 (self.handle.len() - self.next_read).div_ceil(self.alignment as u64) as usize
@@ -731,23 +782,70 @@ impl RecordStream {
                 }
             }
             let target = &mut self.window[self.end..self.end + len];
-            if self.alignment == 1 {
-                self.handle.read_exact_at(target, self.next_read)?;
-            } else {
-                let bytes = read_range(
-                    &mut *self.handle,
-                    &mut self.chunk,
-                    self.alignment,
-                    self.next_read,
-                    len,
-                )?;
-                target.copy_from_slice(bytes);
-            }
-            self.end += len;
-            self.next_read += len as u64;
+            let read = match (wait, self.alignment) {
+                (Wait::Yes, 1) => {
+                    self.handle.read_exact_at(target, self.next_read)?;
+                    len
+                }
+                (Wait::No, 1) => match self.handle.read_at_nowait(target, self.next_read)? {
+                    None => return Ok(false),
+                    Some(0) => {
+                        return Err(StorageError::Truncated {
+                            path: self.path.clone(),
+                            offset: self.next_read,
+                            wanted: len as u64,
+                        }
+                        .into());
+                    }
+                    Some(read) => read,
+                },
+                // O_DIRECT reads go through the bounce buffer and always wait.
+                (Wait::No, _) => return Ok(false),
+                (Wait::Yes, _) => {
+                    let bytes = read_range(
+                        &mut *self.handle,
+                        &mut self.chunk,
+                        self.alignment,
+                        self.next_read,
+                        len,
+                    )?;
+                    target.copy_from_slice(bytes);
+                    len
+                }
+            };
+            self.end += read;
+            self.next_read += read as u64;
         }
-        Ok(())
+        Ok(true)
     }
+}
+
+/// Whether a stream's reads may wait for the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    Yes,
+    No,
+}
+
+/// Where [`RecordStream::ready`] left the stream.
+enum Ready {
+    /// The next record is in the window.
+    Record,
+    /// The file has ended.
+    End,
+    /// A read would have waited for the device.
+    WouldWait,
+}
+
+/// What [`RecordStream::next_record_nowait`] found.
+#[derive(Debug)]
+pub enum NextRecord<'a> {
+    /// The record's offset in the file and its payload.
+    Record(u64, &'a [u8]),
+    /// The file has ended.
+    End,
+    /// The bytes of the next record are not at hand: a read would wait for the device.
+    WouldWait,
 }
 
 #[cfg(test)]
