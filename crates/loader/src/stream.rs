@@ -5,31 +5,39 @@
 //! `prefetch`.
 //!
 //! Threads of one epoch:
-//! - `cycle` (= `read_threads`) file readers: reader `t` streams the rank's files `t, t +
+//! - `cycle` (= `read_threads`) streams of files: stream `t` reads the rank's files `t, t +
 //!   cycle, ...` front to back in `transfer_size` requests ([`RecordStream`]), checking the
 //!   framing of every record (and its data CRC when `reader.tfrecord_check_crc` says so). A
-//!   file that enters the stream is read to its end. Records go to the assembler in chunks of
-//!   up to [`CHUNK_RECORDS`] ([`chunk_records`]), so a hand-off (a wake-up) is paid per chunk,
-//!   not per record, and the readers of a rank run ahead by a bounded number of records
-//!   whatever their number.
+//!   file that enters the stream is read to its end. Who does the reads depends on the engine:
+//!   - where a read can tell that it would wait for the device (POSIX's buffered reads,
+//!     [`Capabilities::nowait_reads`]), the assembler reads every stream itself while the
+//!     page cache holds the bytes, and a helper thread per stream does the reads that would
+//!     wait, up to `cycle` of them in flight ([`InlineStreams`]). Nothing is handed between
+//!     threads on warm data, so a rank costs the same CPU per sample whatever `read_threads`;
+//!   - else a reader thread per stream reads its files and hands records to the assembler in
+//!     chunks of up to [`CHUNK_RECORDS`] ([`chunk_records`]), so a hand-off (a wake-up) is
+//!     paid per chunk, not per record, and the readers of a rank run ahead by a bounded number
+//!     of records whatever their number.
 //! - one assembler: takes records from the files of one group of `cycle` files at a time,
 //!   one from each in turn (the interleave), passes them through the shuffle buffer, keeps every
 //!   `P`-th one when the rank shards records, and cuts batches.
-//! - Under upstream's semantics (`decode`), readers copy each record's payload out of the
+//! - Under upstream's semantics (`decode`), each record's payload is copied out of the
 //!   stream, and `computation_threads` parsers decode each `tf.train.Example` (the `image`
 //!   bytes), the work of tf.data's `map`, and, when the workload resizes samples
 //!   (`record_length_bytes_resize`, `transformed_record_dims`), copy each image, cut or
 //!   zero-padded to that size, into the parser's batch buffer, as DLIO's parse function hands
 //!   the step the resized array.
 //! - Under the MLPerf Storage fork's (the default), the fork's parse returns one dummy tensor
-//!   per batch whatever the records hold, so nothing is copied: each reader walks the record's
-//!   `Example` where the stream read it ([`find_tfrecord_image`], which checks it as a parse
-//!   would) and hands on only where it came from and its image's length; the assembler passes
+//!   per batch whatever the records hold, so nothing is copied: each record's `Example` is
+//!   walked where the stream read it ([`find_tfrecord_image`], which checks it as a parse
+//!   would), and only where it came from and its image's length go on; the assembler passes
 //!   full batches (counts and byte totals) straight to the queue, and no parse thread runs.
 //!   Bytes move once, from the engine into the stream's window.
 //!
 //! Batches reach the trainer in step order through a bounded queue of `prefetch_size`
 //! batches. Every byte goes through the storage the loader was given, so `Metered` counts it.
+//!
+//! [`Capabilities::nowait_reads`]: dlio_storage::Capabilities::nowait_reads
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
@@ -37,10 +45,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use dlio_config::{Config, Shuffle};
-use dlio_format::{FormatError, RecordStream, decode_tfrecord_image, find_tfrecord_image};
+use dlio_format::{
+    FormatError, NextRecord, RecordStream, decode_tfrecord_image, find_tfrecord_image,
+};
 use dlio_metrics::LatencyHistogram;
 use dlio_plan::{EpochPlan, RecordStreamPlan};
 use dlio_storage::Storage;
@@ -178,30 +188,45 @@ impl StreamEpoch {
         let stats = Arc::new(Mutex::new(EpochReadStats::default()));
         let cycle = shape.cycle().min(shape.files()).max(1) as usize;
         let mut threads = Vec::new();
-        let mut commands = Vec::new();
-        let mut records = Vec::new();
-        for _ in 0..cycle {
-            let (command_tx, command_rx) = sync_channel::<u64>(1);
-            let (record_tx, record_rx) = sync_channel::<FromReader>(CHUNKS_AHEAD);
-            commands.push(command_tx);
-            records.push(record_rx);
-            let storage = Arc::clone(&storage);
-            let files = Arc::clone(&files);
-            let stop = Arc::clone(&stop);
-            let stats = Arc::clone(&stats);
-            let read = ReadOptions {
-                chunk_records: chunk_records(cycle),
-                transfer: options.transfer_size,
-                decode: options.decode,
-                check_data_crc: options.check_data_crc,
-            };
-            threads.push(std::thread::spawn(move || {
-                crate::priority::lower_this_thread();
-                read_files(
-                    &*storage, &files, read, command_rx, record_tx, &stop, &stats,
-                );
-            }));
-        }
+        let read = ReadOptions {
+            chunk_records: chunk_records(cycle),
+            transfer: options.transfer_size,
+            decode: options.decode,
+            check_data_crc: options.check_data_crc,
+        };
+        let feeds = if storage.capabilities().nowait_reads {
+            Feeds::Inline(InlineStreams::new(
+                Arc::clone(&storage),
+                Arc::clone(&files),
+                read,
+                cycle,
+                Arc::clone(&stats),
+            ))
+        } else {
+            let mut commands = Vec::new();
+            let mut feeds = Vec::new();
+            for _ in 0..cycle {
+                let (command_tx, command_rx) = sync_channel::<u64>(1);
+                let (record_tx, record_rx) = sync_channel::<FromReader>(CHUNKS_AHEAD);
+                commands.push(command_tx);
+                feeds.push(ReaderFeed {
+                    from: record_rx,
+                    waiting: VecDeque::with_capacity(CHUNK_RECORDS),
+                    file_ends: false,
+                });
+                let storage = Arc::clone(&storage);
+                let files = Arc::clone(&files);
+                let stop = Arc::clone(&stop);
+                let stats = Arc::clone(&stats);
+                threads.push(std::thread::spawn(move || {
+                    crate::priority::lower_this_thread();
+                    read_files(
+                        &*storage, &files, read, command_rx, record_tx, &stop, &stats,
+                    );
+                }));
+            }
+            Feeds::Readers { commands, feeds }
+        };
         let parsers = if options.decode {
             options.computation_threads.max(1) as usize
         } else {
@@ -233,7 +258,7 @@ impl StreamEpoch {
         let work = options.decode.then_some(work_tx);
         threads.push(std::thread::spawn(move || {
             crate::priority::lower_this_thread();
-            assembler.run(commands, records, work, out_tx, &stop_assembler, &cancel);
+            assembler.run(feeds, work, out_tx, &stop_assembler, &cancel);
         }));
         StreamEpoch {
             batches: out_rx,
@@ -324,23 +349,7 @@ fn read_files(
                 break 'files;
             }
             let record = match stream.next_record() {
-                Ok(Some((offset, payload))) => {
-                    if read.decode {
-                        Ok(Tagged {
-                            file,
-                            offset,
-                            image_len: 0,
-                            payload: Some(payload.to_vec()),
-                        })
-                    } else {
-                        find_tfrecord_image(path, offset, payload).map(|image| Tagged {
-                            file,
-                            offset,
-                            image_len: image.len() as u64,
-                            payload: None,
-                        })
-                    }
-                }
+                Ok(Some((offset, payload))) => tagged(path, file, offset, payload, read.decode),
                 Ok(None) => {
                     let last = std::mem::take(&mut chunk);
                     if out.send(FromReader::Records(last, true)).is_err() {
@@ -373,6 +382,32 @@ fn read_files(
         window = stream.into_window();
     }
     lock(stats).sample_read.merge(&hist);
+}
+
+/// The record at `offset` of `file` as the assembler takes it: its payload copied out to be
+/// decoded, or (not decoding) its Example walked where it lies for the image's length.
+fn tagged(
+    path: &Path,
+    file: u64,
+    offset: u64,
+    payload: &[u8],
+    decode: bool,
+) -> Result<Tagged, FormatError> {
+    if decode {
+        Ok(Tagged {
+            file,
+            offset,
+            image_len: 0,
+            payload: Some(payload.to_vec()),
+        })
+    } else {
+        find_tfrecord_image(path, offset, payload).map(|image| Tagged {
+            file,
+            offset,
+            image_len: image.len() as u64,
+            payload: None,
+        })
+    }
 }
 
 /// Decodes the Examples of each batch (tf.data's `map(parse)`), resizing the samples when
@@ -433,14 +468,14 @@ struct Assembler {
 }
 
 /// The records one reader has handed over and the assembler has not taken yet.
-struct Feed {
+struct ReaderFeed {
     from: Receiver<FromReader>,
     waiting: VecDeque<Tagged>,
     /// The waiting records end the reader's current file.
     file_ends: bool,
 }
 
-impl Feed {
+impl ReaderFeed {
     /// The next record of the reader's current file, or `None` when that file has ended.
     fn next(&mut self, reader: usize) -> Result<Option<Tagged>, LoaderError> {
         loop {
@@ -467,28 +502,293 @@ impl Feed {
     }
 }
 
+/// Where the assembler takes the records of its `cycle` streams from.
+enum Feeds {
+    /// A reader thread per stream ([`read_files`]), for engines whose reads always may wait.
+    Readers {
+        commands: Vec<SyncSender<u64>>,
+        feeds: Vec<ReaderFeed>,
+    },
+    /// The assembler reads the streams itself ([`InlineStreams`]).
+    Inline(InlineStreams),
+}
+
+impl Feeds {
+    /// Starts streaming `file` as stream `t`; `false` when its reader has gone (the pipeline
+    /// is being torn down).
+    fn start(&mut self, t: usize, file: u64) -> Result<bool, LoaderError> {
+        match self {
+            Feeds::Readers { commands, .. } => Ok(commands[t].send(file).is_ok()),
+            Feeds::Inline(streams) => streams.start(t, file).map(|()| true),
+        }
+    }
+
+    /// The next record of stream `t`'s file, or `None` when it has ended; `active` are the
+    /// streams whose files have not ended.
+    fn next(&mut self, t: usize, active: &[usize]) -> Result<Option<Tagged>, LoaderError> {
+        match self {
+            Feeds::Readers { feeds, .. } => feeds[t].next(t),
+            Feeds::Inline(streams) => streams.next(t, active),
+        }
+    }
+}
+
+/// The `cycle` streams of a rank read by the assembler's own thread, for engines that can
+/// tell a read that would wait for the device ([`Capabilities::nowait_reads`]): while the page
+/// cache holds the bytes, records are cut where the read put them and nothing is handed
+/// between threads. A read that would wait goes to the stream's helper thread (started on
+/// the first such read), and so does the next read of every other stream that would wait,
+/// so that up to `cycle` reads are in flight, as with a reader thread per stream; the
+/// assembler takes each stream back when it needs its next record.
+///
+/// The I/O pattern is that of reader threads (files streamed front to back in
+/// `transfer_size` requests, `cycle` files interleaved), and the hand-offs happen only where
+/// the device is waited for anyway. Reader threads cost a rank 22% more CPU per sample with 8
+/// of them than with 1 on warm data; read this way, 9% (resnet50_h100, bench/RESULTS.md).
+///
+/// [`Capabilities::nowait_reads`]: dlio_storage::Capabilities::nowait_reads
+struct InlineStreams {
+    storage: Arc<dyn Storage>,
+    files: FileList,
+    read: ReadOptions,
+    slots: Vec<InlineSlot>,
+    hist: LatencyHistogram,
+    stats: Arc<Mutex<EpochReadStats>>,
+    /// When the assembler last gave way ([`SHARE_CPU_AFTER`]).
+    last_yield: Instant,
+}
+
+/// One stream of [`InlineStreams`].
+#[derive(Default)]
+struct InlineSlot {
+    file: u64,
+    /// The file being streamed; `None` while its helper reads it, or between files.
+    stream: Option<RecordStream>,
+    /// The stream is with the helper.
+    away: bool,
+    /// The buffer of the last stream, for the next ([`RecordStream::reuse_window`]).
+    window: Vec<u8>,
+    /// Records taken from the file, for error messages.
+    index: u64,
+    helper: Option<Helper>,
+}
+
+/// How long an assembler that reads its streams itself works before it gives way to the other
+/// threads that want the core (`sched_yield`), about four records of resnet50_h100.
+///
+/// Reader threads share the cores among the ranks finely, as each hands a chunk over every
+/// few records; an assembler that reads by itself runs for whole time slices. Ranks then get
+/// their first batch of an epoch at unequal times (resnet50_h100, 24 ranks on 2 cores: 18 to
+/// 190 ms after the epoch's start, against 143 to 179 ms when giving way), and since the
+/// first step is left out of the AU but every step ends at a barrier, a rank served early
+/// waits for the last one in a step that counts: AU 84-91% without giving way, 95-97% with
+/// it, 88-94% with reader threads (bench/RESULTS.md). Where no other thread is waiting, a
+/// yield costs a system call and returns.
+const SHARE_CPU_AFTER: Duration = Duration::from_micros(50);
+
+/// A thread that does the reads of one stream that wait for the device.
+struct Helper {
+    jobs: SyncSender<RecordStream>,
+    done: Receiver<(RecordStream, Result<(), FormatError>)>,
+    thread: JoinHandle<()>,
+}
+
+impl Helper {
+    fn spawn() -> Helper {
+        let (jobs, job_rx) = sync_channel::<RecordStream>(1);
+        let (done_tx, done) = sync_channel(1);
+        let thread = std::thread::spawn(move || {
+            crate::priority::lower_this_thread();
+            for mut stream in job_rx {
+                let read = stream.wait_for_next_record();
+                if done_tx.send((stream, read)).is_err() {
+                    return;
+                }
+            }
+        });
+        Helper { jobs, done, thread }
+    }
+}
+
+impl InlineStreams {
+    fn new(
+        storage: Arc<dyn Storage>,
+        files: FileList,
+        read: ReadOptions,
+        cycle: usize,
+        stats: Arc<Mutex<EpochReadStats>>,
+    ) -> InlineStreams {
+        InlineStreams {
+            storage,
+            files,
+            read,
+            slots: (0..cycle).map(|_| InlineSlot::default()).collect(),
+            hist: LatencyHistogram::new(),
+            stats,
+            last_yield: Instant::now(),
+        }
+    }
+
+    fn path(&self, file: u64) -> Result<&Path, LoaderError> {
+        self.files
+            .get(file as usize)
+            .ok_or_else(|| LoaderError::NoSuchFile {
+                file,
+                len: self.files.len(),
+            })
+    }
+
+    fn failed(&self, t: usize, source: FormatError) -> LoaderError {
+        let slot = &self.slots[t];
+        LoaderError::Read {
+            path: self.path(slot.file).unwrap_or(Path::new("")).to_path_buf(),
+            index: slot.index,
+            source: Box::new(source),
+        }
+    }
+
+    fn start(&mut self, t: usize, file: u64) -> Result<(), LoaderError> {
+        let path = self.path(file)?;
+        let opened = RecordStream::open(&*self.storage, path, self.read.transfer);
+        let slot = &mut self.slots[t];
+        slot.file = file;
+        slot.index = 0;
+        match opened {
+            Ok(stream) => {
+                slot.stream = Some(
+                    stream
+                        .check_data_crc(self.read.check_data_crc)
+                        .reuse_window(std::mem::take(&mut slot.window)),
+                );
+                Ok(())
+            }
+            Err(e) => Err(self.failed(t, e)),
+        }
+    }
+
+    fn next(&mut self, t: usize, active: &[usize]) -> Result<Option<Tagged>, LoaderError> {
+        let started = Instant::now();
+        loop {
+            if self.slots[t].away {
+                self.take_back(t)?;
+            }
+            let slot = &mut self.slots[t];
+            let Some(stream) = slot.stream.as_mut() else {
+                return Ok(None);
+            };
+            let path = self.files.get(slot.file as usize).unwrap_or(Path::new(""));
+            let taken = match stream.next_record_nowait() {
+                Ok(NextRecord::Record(offset, payload)) => {
+                    tagged(path, slot.file, offset, payload, self.read.decode).map(Some)
+                }
+                Ok(NextRecord::End) => Ok(None),
+                Ok(NextRecord::WouldWait) => {
+                    self.send_away(t)?;
+                    for &u in active.iter().filter(|&&u| u != t) {
+                        self.read_ahead(u);
+                    }
+                    continue;
+                }
+                Err(e) => Err(e),
+            };
+            return match taken {
+                Ok(Some(record)) => {
+                    slot.index += 1;
+                    let now = Instant::now();
+                    self.hist.record_duration(now - started);
+                    if now - self.last_yield >= SHARE_CPU_AFTER {
+                        // See [`SHARE_CPU_AFTER`].
+                        std::thread::yield_now();
+                        self.last_yield = Instant::now();
+                    }
+                    Ok(Some(record))
+                }
+                Ok(None) => {
+                    if let Some(stream) = slot.stream.take() {
+                        slot.window = stream.into_window();
+                    }
+                    Ok(None)
+                }
+                Err(e) => Err(self.failed(t, e)),
+            };
+        }
+    }
+
+    /// Hands stream `t` to its helper for the reads its next record waits for.
+    fn send_away(&mut self, t: usize) -> Result<(), LoaderError> {
+        let slot = &mut self.slots[t];
+        let Some(stream) = slot.stream.take() else {
+            return Ok(());
+        };
+        let helper = slot.helper.get_or_insert_with(Helper::spawn);
+        // A helper stops only when its jobs channel closes (in `Drop`), or if it panicked.
+        if let Err(returned) = helper.jobs.send(stream) {
+            slot.stream = Some(returned.0);
+            return Err(LoaderError::ReaderGone { worker: t as u32 });
+        }
+        slot.away = true;
+        Ok(())
+    }
+
+    /// Reads what stream `u`'s next record needs if it is at hand, else hands the stream to
+    /// its helper, so that its read is in flight while the assembler waits for another.
+    fn read_ahead(&mut self, u: usize) {
+        let slot = &mut self.slots[u];
+        let Some(stream) = slot.stream.as_mut() else {
+            return;
+        };
+        // An error here is met again, and reported, when the record is taken.
+        if let Ok(false) = stream.next_record_at_hand() {
+            let _ = self.send_away(u);
+        }
+    }
+
+    /// Waits for stream `t`'s helper to hand it back.
+    fn take_back(&mut self, t: usize) -> Result<(), LoaderError> {
+        let slot = &mut self.slots[t];
+        slot.away = false;
+        let back = slot.helper.as_ref().map(|h| h.done.recv());
+        match back {
+            Some(Ok((stream, read))) => {
+                slot.stream = Some(stream);
+                read.map_err(|e| self.failed(t, e))
+            }
+            _ => Err(LoaderError::ReaderGone { worker: t as u32 }),
+        }
+    }
+}
+
+impl Drop for InlineStreams {
+    /// Stops the helpers (each ends its read first) and merges the records' read latencies.
+    fn drop(&mut self) {
+        for slot in &mut self.slots {
+            if let Some(helper) = slot.helper.take() {
+                drop(helper.jobs);
+                drop(helper.done);
+                let _ = helper.thread.join();
+            }
+        }
+        lock(&self.stats).sample_read.merge(&self.hist);
+    }
+}
+
 impl Assembler {
     /// Interleaves, shuffles, shards and batches the readers' records. Full batches go to the
     /// parsers through `work` when there are any, else counted straight to `out`, which also
     /// takes the errors.
     fn run(
         self,
-        commands: Vec<SyncSender<u64>>,
-        readers: Vec<Receiver<FromReader>>,
+        mut feeds: Feeds,
         work: Option<SyncSender<(u64, Vec<Tagged>)>>,
         out: SyncSender<(u64, Result<LoadedBatch, LoaderError>)>,
         stop: &AtomicBool,
         cancel: &StopSignal,
     ) {
-        let cycle = readers.len().max(1) as u64;
-        let mut feeds: Vec<Feed> = readers
-            .into_iter()
-            .map(|from| Feed {
-                from,
-                waiting: VecDeque::with_capacity(CHUNK_RECORDS),
-                file_ends: false,
-            })
-            .collect();
+        let cycle = match &feeds {
+            Feeds::Readers { commands, .. } => commands.len(),
+            Feeds::Inline(streams) => streams.slots.len(),
+        }
+        .max(1) as u64;
         let (keep_step, keep_phase) = self.shape.keep_every();
         let shuffle = self.options.sample_shuffle != Shuffle::Off;
         let buffer_size = if shuffle {
@@ -550,10 +850,15 @@ impl Assembler {
             }
             let first = group * cycle;
             let in_group = cycle.min(files - first) as usize;
-            for (t, command) in commands.iter().enumerate().take(in_group) {
+            for t in 0..in_group {
                 let file = self.shape.file(first + t as u64);
-                if command.send(file).is_err() {
-                    break 'groups;
+                match feeds.start(t, file) {
+                    Ok(true) => {}
+                    Ok(false) => break 'groups,
+                    Err(e) => {
+                        let _ = out.send((step, Err(e)));
+                        return;
+                    }
                 }
             }
             let mut active: Vec<usize> = (0..in_group).collect();
@@ -564,7 +869,7 @@ impl Assembler {
                 let mut i = 0;
                 while i < active.len() {
                     let t = active[i];
-                    match feeds[t].next(t) {
+                    match feeds.next(t, &active) {
                         Ok(Some(record)) => {
                             i += 1;
                             if done(kept, step) {

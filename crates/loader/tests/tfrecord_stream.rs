@@ -4,12 +4,15 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use dlio_config::{Compression, ElementType, FormatKind, ReadType, Sampler, Shuffle};
 use dlio_format::FileLayout;
 use dlio_loader::{FileList, Loader, LoaderSpec, StopSignal, StreamOptions};
 use dlio_plan::{EpochPlan, PlanSpec};
-use dlio_storage::{Metered, PosixStorage, Storage};
+use dlio_storage::{
+    Capabilities, ForwardStorage, Metered, PosixStorage, ReadHandle, Storage, StorageError,
+};
 
 mod common;
 
@@ -87,7 +90,18 @@ fn epoch(
     rank: u32,
     options: StreamOptions,
 ) -> (u64, u64, u64, u64, u64) {
-    let metered = Arc::new(Metered::new(PosixStorage::new()));
+    epoch_on(PosixStorage::new(), files, spec, rank, options)
+}
+
+/// [`epoch`] through `engine`.
+fn epoch_on<S: Storage + 'static>(
+    engine: S,
+    files: &FileList,
+    spec: &PlanSpec,
+    rank: u32,
+    options: StreamOptions,
+) -> (u64, u64, u64, u64, u64) {
+    let metered = Arc::new(Metered::new(engine));
     let counters = Arc::clone(metered.counters());
     let mut loader = loader(metered, spec.read_threads, options);
     let plan = EpochPlan::new(spec, 1, rank).unwrap();
@@ -281,6 +295,173 @@ fn the_in_place_pipeline_still_refuses_a_record_that_is_not_an_example() {
     batches.finish();
     assert!(
         error.contains("f000.tfrecord") && error.contains("not a tf.train.Example"),
+        "{error}"
+    );
+}
+
+/// POSIX whose non-blocking reads answer "would wait" every `period`-th time (always, for 1),
+/// or that has none at all (`nowait: false`, as the engines whose reads always wait).
+#[derive(Debug, Default)]
+struct Hesitant {
+    inner: PosixStorage,
+    nowait: bool,
+    period: u64,
+    /// Non-blocking reads answered "would wait".
+    would_wait: Arc<AtomicU64>,
+    /// Reads that waited.
+    waited: Arc<AtomicU64>,
+}
+
+impl ForwardStorage for Hesitant {
+    fn forward_to(&self) -> &dyn Storage {
+        &self.inner
+    }
+}
+
+impl Storage for Hesitant {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            nowait_reads: self.nowait,
+            ..self.inner.capabilities()
+        }
+    }
+
+    fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {
+        Ok(Box::new(HesitantRead {
+            inner: self.inner.open(path)?,
+            period: self.period.max(1),
+            calls: 0,
+            would_wait: Arc::clone(&self.would_wait),
+            waited: Arc::clone(&self.waited),
+        }))
+    }
+
+    dlio_storage::forward_storage!(
+        engine,
+        create,
+        list,
+        size,
+        create_dir_all,
+        remove_file,
+        remove_dir_all,
+        partial_path,
+        drop_cache
+    );
+}
+
+struct HesitantRead {
+    inner: Box<dyn ReadHandle>,
+    period: u64,
+    calls: u64,
+    would_wait: Arc<AtomicU64>,
+    waited: Arc<AtomicU64>,
+}
+
+impl ReadHandle for HesitantRead {
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+
+    fn read_at(&mut self, buf: &mut [u8], offset: u64) -> Result<usize, StorageError> {
+        self.waited.fetch_add(1, Ordering::Relaxed);
+        self.inner.read_at(buf, offset)
+    }
+
+    fn read_at_nowait(
+        &mut self,
+        buf: &mut [u8],
+        offset: u64,
+    ) -> Result<Option<usize>, StorageError> {
+        self.calls += 1;
+        if self.calls.is_multiple_of(self.period) {
+            self.would_wait.fetch_add(1, Ordering::Relaxed);
+            return Ok(None);
+        }
+        self.inner.read_at_nowait(buf, offset)
+    }
+}
+
+#[test]
+fn reads_that_would_wait_go_to_helper_threads_and_the_epoch_does_not_change() {
+    // Engines that can read without waiting have the assembler read its streams itself; the
+    // reads that would wait go to a helper thread per stream. Every way, each rank reads the
+    // same steps, samples, bytes and requests as with a reader thread per stream.
+    let dir = tempfile::tempdir().unwrap();
+    let files = dataset(dir.path(), 10);
+    let size = file_len(&files[0]);
+    let spec = plan_spec(10, 2, 4, 2);
+    for decode in [false, true] {
+        let options = StreamOptions {
+            shuffle_size: 4,
+            sample_shuffle: Shuffle::Seed,
+            transfer_size: 1500,
+            decode,
+            ..StreamOptions::default()
+        };
+        for rank in 0..2 {
+            let readers = epoch_on(Hesitant::default(), &files, &spec, rank, options.clone());
+            assert_eq!(
+                readers,
+                (7, 14, 14 * 2000, 5 * size, 5 * size.div_ceil(1500)),
+                "rank {rank}, reader threads"
+            );
+            for period in [1, 2, 3, u64::MAX] {
+                let engine = Hesitant {
+                    nowait: true,
+                    period,
+                    ..Hesitant::default()
+                };
+                let (would_wait, waited) =
+                    (Arc::clone(&engine.would_wait), Arc::clone(&engine.waited));
+                let inline = epoch_on(engine, &files, &spec, rank, options.clone());
+                let what = format!("rank {rank}, decode {decode}, would wait every {period}");
+                assert_eq!(inline, readers, "{what}");
+                let (would_wait, waited) = (
+                    would_wait.load(Ordering::Relaxed),
+                    waited.load(Ordering::Relaxed),
+                );
+                if period == u64::MAX {
+                    assert_eq!((would_wait, waited), (0, 0), "{what}: no helper read");
+                } else {
+                    assert!(
+                        would_wait > 0 && waited > 0,
+                        "{what}: {would_wait} {waited}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_damaged_record_read_by_a_helper_fails_the_epoch_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = dataset(dir.path(), 3);
+    let mut bytes = std::fs::read(&files[2]).unwrap();
+    bytes[100] ^= 0xff;
+    std::fs::write(&files[2], &bytes).unwrap();
+    let spec = plan_spec(3, 1, 2, 2);
+    let engine = Hesitant {
+        nowait: true,
+        period: 1,
+        ..Hesitant::default()
+    };
+    let mut loader = loader(Arc::new(engine), 2, StreamOptions::default());
+    let mut batches = loader.start_epoch(EpochPlan::new(&spec, 1, 0).unwrap(), Arc::clone(&files));
+    let error = loop {
+        match batches.next_batch() {
+            Some(Err(e)) => break e.to_string(),
+            Some(Ok(_)) => continue,
+            None => panic!("the damaged record must fail the epoch"),
+        }
+    };
+    batches.finish();
+    assert!(
+        error.contains("f002.tfrecord") && error.contains("CRC"),
         "{error}"
     );
 }
