@@ -81,8 +81,9 @@ pub use raw::CHUNK_BYTES;
 pub use rng::DataRng;
 pub use tfrecord::{
     BytesList, DEFAULT_TRANSFER_SIZE, Example, Feature, FeatureKind, Features, FloatList,
-    Int64List, NextRecord, RecordStream, decode_image as decode_tfrecord_image,
-    find_image as find_tfrecord_image, index_path as tfrecord_index_path, masked_crc32c,
+    Int64List, NextRecord, RecordStream, StreamBuffers, TakeRecord,
+    decode_image as decode_tfrecord_image, find_image as find_tfrecord_image,
+    index_path as tfrecord_index_path, masked_crc32c,
 };
 
 use std::path::Path;

@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use dlio_storage::{IoBuffer, ReadHandle, Storage, StorageError};
+use dlio_storage::{Extent, IoBuffer, ReadHandle, Storage, StorageError};
 use prost::Message;
 use prost::encoding::WireType;
 
@@ -595,18 +595,98 @@ pub struct RecordStream {
     handle: Box<dyn ReadHandle>,
     transfer: usize,
     alignment: usize,
-    /// Bytes read and not consumed yet: `window[start..end]` is the file from `file_pos`.
+    window: Window,
+    buffers: StreamBuffers,
+    check_data_crc: bool,
+}
+
+/// The memory a stream reads into, kept from one file to the next by a reader that streams
+/// many ([`RecordStream::reuse_buffers`]): a new buffer per file is a fresh mapping to fault
+/// in, zero and unmap, and with many reader threads each unmap also interrupts every core to
+/// flush its TLB.
+#[derive(Debug, Default)]
+pub struct StreamBuffers {
+    /// The bytes read and not consumed yet ([`Window`]).
     window: Vec<u8>,
+    /// O_DIRECT engines read into this aligned buffer first; the others read straight into
+    /// the window.
+    bounce: Option<IoBuffer>,
+    /// The slots of the requests kept in flight by [`RecordStream::for_each_record`].
+    slots: Option<IoBuffer>,
+}
+
+/// The file's bytes read and not consumed yet: `buf[start..end]` is the file from `file_pos`.
+#[derive(Debug, Default)]
+struct Window {
     start: usize,
     end: usize,
-    /// File offset of `window[start]`.
+    /// File offset of `buf[start]`.
     file_pos: u64,
     /// File offset of the next byte to request.
     next_read: u64,
-    /// O_DIRECT engines read into this aligned buffer first; the others read straight into
-    /// `window`.
-    chunk: Option<IoBuffer>,
-    check_data_crc: bool,
+}
+
+impl Window {
+    /// How many unconsumed bytes the next record needs: its header while fewer than 12 are
+    /// here, then the whole record (at most what is left of the file, `file_len`).
+    fn record_need(&self, buf: &[u8], path: &Path, file_len: u64) -> Result<usize, FormatError> {
+        let remaining = file_len.saturating_sub(self.file_pos);
+        let have = &buf[self.start..self.end];
+        if have.len() < 12 {
+            return Ok((12u64.min(remaining)) as usize);
+        }
+        let len = u64::from_le_bytes(have[..8].try_into().unwrap_or([0; 8]));
+        let total = len.saturating_add(FRAMING);
+        if total > remaining {
+            // Let unframe report a damaged length (bad CRC) before a "file ends" error.
+            unframe(path, self.file_pos, &have[..12], false)?;
+        }
+        Ok(usize::try_from(total.min(remaining)).unwrap_or(usize::MAX))
+    }
+
+    /// Makes room for `len` more bytes at the end of `buf`, for a record that needs `want`
+    /// unconsumed bytes in all: the unconsumed bytes (less than one record) move to the front
+    /// when `len` no longer fits behind them. Returns where the bytes go.
+    fn room<'b>(
+        &mut self,
+        buf: &'b mut Vec<u8>,
+        len: usize,
+        want: usize,
+        transfer: usize,
+    ) -> &'b mut [u8] {
+        if buf.len() < self.end + len {
+            if self.start > 0 {
+                buf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            }
+            let room = (want + transfer).max(self.end + len);
+            if buf.len() < room {
+                buf.resize(room, 0);
+            }
+        }
+        &mut buf[self.end..self.end + len]
+    }
+
+    /// `n` bytes were read into the room at the end.
+    fn filled(&mut self, n: usize) {
+        self.end += n;
+        self.next_read += n as u64;
+    }
+
+    /// Takes the record at the front of the unconsumed bytes: its offset and payload.
+    fn cut<'b>(
+        &mut self,
+        buf: &'b [u8],
+        path: &Path,
+        check_data_crc: bool,
+    ) -> Result<(u64, &'b [u8]), FormatError> {
+        let offset = self.file_pos;
+        let (payload, used) = unframe(path, offset, &buf[self.start..self.end], check_data_crc)?;
+        self.start += used;
+        self.file_pos += used as u64;
+        Ok((offset, payload))
+    }
 }
 
 impl RecordStream {
@@ -630,28 +710,22 @@ impl RecordStream {
             handle,
             transfer,
             alignment,
-            window: Vec::new(),
-            start: 0,
-            end: 0,
-            file_pos: 0,
-            next_read: 0,
-            chunk: None,
+            window: Window::default(),
+            buffers: StreamBuffers::default(),
             check_data_crc: true,
         })
     }
 
-    /// Streams through `window`, the buffer of an earlier stream ([`RecordStream::into_window`]),
-    /// instead of a buffer of its own. A reader that streams file after file keeps one buffer:
-    /// a new one per file is a fresh mapping to fault in, zero and unmap, and with many reader
-    /// threads each unmap also interrupts every core to flush its TLB.
-    pub fn reuse_window(mut self, window: Vec<u8>) -> RecordStream {
-        self.window = window;
+    /// Streams through `buffers`, those of an earlier stream ([`RecordStream::into_buffers`]),
+    /// instead of buffers of its own.
+    pub fn reuse_buffers(mut self, buffers: StreamBuffers) -> RecordStream {
+        self.buffers = buffers;
         self
     }
 
-    /// The stream's buffer, for the next stream ([`RecordStream::reuse_window`]).
-    pub fn into_window(self) -> Vec<u8> {
-        self.window
+    /// The stream's buffers, for the next stream ([`RecordStream::reuse_buffers`]).
+    pub fn into_buffers(self) -> StreamBuffers {
+        self.buffers
     }
 
     /// Whether every record's data CRC is checked (default yes; the length's always is).
@@ -704,55 +778,120 @@ impl RecordStream {
         self.ready(Wait::Yes).map(drop)
     }
 
+    /// Calls `record` with every remaining record of the file (its offset and payload), in
+    /// file order, until it returns `false`. With `depth` above 1 the rest of the file is
+    /// requested as one stream of `transfer_size` requests ([`ReadHandle::read_stream`]), so
+    /// an engine that overlaps requests (io_uring, S3) keeps up to `depth` of them in flight
+    /// across records, as it does across samples of whole files; a completion that arrives
+    /// before the ones ahead of it waits in a copy. With `depth` 1 it is
+    /// [`RecordStream::next_record`] in a loop.
+    pub fn for_each_record(
+        &mut self,
+        depth: usize,
+        record: &mut TakeRecord<'_>,
+    ) -> Result<(), FormatError> {
+        if depth <= 1 {
+            while let Some((offset, payload)) = self.next_record()? {
+                if !record(offset, payload)? {
+                    break;
+                }
+            }
+            return Ok(());
+        }
+        let file_len = self.handle.len();
+        let transfer = self.transfer;
+        let first = self.window.next_read;
+        let slots = match &mut self.buffers.slots {
+            Some(slots) if slots.alignment() == self.alignment => slots,
+            other => other.insert(IoBuffer::new(self.alignment)?),
+        };
+        if slots.len() < depth * transfer {
+            slots.resize(depth * transfer)?;
+        }
+        let mut requests = (first..file_len)
+            .step_by(transfer)
+            .map(|offset| Extent::new(offset, transfer.min((file_len - offset) as usize)));
+        let path = &self.path;
+        let window = &mut self.window;
+        let buf = &mut self.buffers.window;
+        let check_data_crc = self.check_data_crc;
+        // Completions ahead of the next byte the window needs, copied out of their slots.
+        let mut early: Vec<(u64, Vec<u8>)> = Vec::new();
+        // Why the stream was stopped from inside `consume`: a damaged record, or `record`.
+        let mut stopped: Option<Result<(), FormatError>> = None;
+        let mut consume = |offset: u64, bytes: &[u8]| -> Result<(), StorageError> {
+            let mut take = |window: &mut Window, bytes: &[u8]| -> Result<bool, FormatError> {
+                let room = window.room(buf, bytes.len(), bytes.len(), transfer);
+                room.copy_from_slice(bytes);
+                window.filled(bytes.len());
+                while window.file_pos < file_len {
+                    let need = window.record_need(buf, path, file_len)?;
+                    if window.end - window.start < need {
+                        break;
+                    }
+                    let (offset, payload) = window.cut(buf, path, check_data_crc)?;
+                    if !record(offset, payload)? {
+                        return Ok(false);
+                    }
+                }
+                Ok(true)
+            };
+            if offset != window.next_read {
+                early.push((offset, bytes.to_vec()));
+                return Ok(());
+            }
+            let mut result = take(window, bytes);
+            while let Ok(true) = result {
+                let Some(i) = early.iter().position(|(o, _)| *o == window.next_read) else {
+                    break;
+                };
+                let (_, bytes) = early.swap_remove(i);
+                result = take(window, &bytes);
+            }
+            match result {
+                Ok(true) => Ok(()),
+                Ok(false) => {
+                    stopped = Some(Ok(()));
+                    Err(StorageError::Interrupted { path: path.clone() })
+                }
+                Err(e) => {
+                    stopped = Some(Err(e));
+                    Err(StorageError::Interrupted { path: path.clone() })
+                }
+            }
+        };
+        let streamed = self
+            .handle
+            .read_stream(slots, transfer, &mut requests, &mut consume);
+        match (stopped, streamed) {
+            (Some(why), _) => why,
+            (None, result) => result.map_err(FormatError::from),
+        }
+    }
+
     /// Brings the next record's bytes into the window.
     fn ready(&mut self, wait: Wait) -> Result<Ready, FormatError> {
-        if self.file_pos >= self.handle.len() {
-            return Ok(Ready::End);
+        loop {
+            let file_len = self.handle.len();
+            if self.window.file_pos >= file_len {
+                return Ok(Ready::End);
+            }
+            let need = self
+                .window
+                .record_need(&self.buffers.window, &self.path, file_len)?;
+            if self.window.end - self.window.start >= need {
+                return Ok(Ready::Record);
+            }
+            if !self.fill(need, wait)? {
+                return Ok(Ready::WouldWait);
+            }
         }
-        if !self.fill(12, wait)? {
-            return Ok(Ready::WouldWait);
-        }
-        let header = &self.window[self.start..self.end];
-        let len = if header.len() >= 8 {
-            u64::from_le_bytes(header[..8].try_into().unwrap_or([0; 8]))
-        } else {
-            0
-        };
-        let total = usize::try_from(len.saturating_add(FRAMING)).unwrap_or(usize::MAX);
-        if total as u64 > self.handle.len() - self.file_pos && header.len() >= 12 {
-            // Let unframe report a damaged length (bad CRC) before a "file ends" error.
-            unframe(
-                &self.path,
-                self.file_pos,
-                &header[..header.len().min(12)],
-                false,
-            )?;
-        }
-        if !self.fill(
-            total.min((self.handle.len() - self.file_pos) as usize),
-            wait,
-        )? {
-            return Ok(Ready::WouldWait);
-        }
-        Ok(Ready::Record)
     }
 
     /// Takes the record [`RecordStream::ready`] brought in.
     fn cut(&mut self) -> Result<(u64, &[u8]), FormatError> {
-        let offset = self.file_pos;
-        let (payload, used) = unframe(
-            &self.path,
-            offset,
-            &self.window[self.start..self.end],
-            self.check_data_crc,
-        )?;
-        let range = (
-            payload.as_ptr() as usize - self.window.as_ptr() as usize,
-            payload.len(),
-        );
-        self.start += used;
-        self.file_pos += used as u64;
-        Ok((offset, &self.window[range.0..range.0 + range.1]))
+        self.window
+            .cut(&self.buffers.window, &self.path, self.check_data_crc)
     }
 
     /// Makes at least `want` unconsumed bytes available (fewer at the end of the file), reading
@@ -764,35 +903,27 @@ impl RecordStream {
     /// turn, and with four requests per window 24 ranks of 8 streams spent 20% more system
     /// time (resnet50_h100, bench/capacity.sh) than with one.
     fn fill(&mut self, want: usize, wait: Wait) -> Result<bool, FormatError> {
-        while self.end - self.start < want && self.next_read < self.handle.len() {
+        let file_len = self.handle.len();
+        while self.window.end - self.window.start < want && self.window.next_read < file_len {
+            let next_read = self.window.next_read;
             let n = self.transfer.min(
-                (self.handle.len() - self.next_read).div_ceil(self.alignment as u64) as usize
-                    * self.alignment,
+                (file_len - next_read).div_ceil(self.alignment as u64) as usize * self.alignment,
             );
-            let len = (n as u64).min(self.handle.len() - self.next_read) as usize;
-            if self.window.len() < self.end + len {
-                if self.start > 0 {
-                    self.window.copy_within(self.start..self.end, 0);
-                    self.end -= self.start;
-                    self.start = 0;
-                }
-                let room = want + self.transfer;
-                if self.window.len() < room.max(self.end + len) {
-                    self.window.resize(room.max(self.end + len), 0);
-                }
-            }
-            let target = &mut self.window[self.end..self.end + len];
+            let len = (n as u64).min(file_len - next_read) as usize;
+            let target = self
+                .window
+                .room(&mut self.buffers.window, len, want, self.transfer);
             let read = match (wait, self.alignment) {
                 (Wait::Yes, 1) => {
-                    self.handle.read_exact_at(target, self.next_read)?;
+                    self.handle.read_exact_at(target, next_read)?;
                     len
                 }
-                (Wait::No, 1) => match self.handle.read_at_nowait(target, self.next_read)? {
+                (Wait::No, 1) => match self.handle.read_at_nowait(target, next_read)? {
                     None => return Ok(false),
                     Some(0) => {
                         return Err(StorageError::Truncated {
                             path: self.path.clone(),
-                            offset: self.next_read,
+                            offset: next_read,
                             wanted: len as u64,
                         }
                         .into());
@@ -804,21 +935,24 @@ impl RecordStream {
                 (Wait::Yes, _) => {
                     let bytes = read_range(
                         &mut *self.handle,
-                        &mut self.chunk,
+                        &mut self.buffers.bounce,
                         self.alignment,
-                        self.next_read,
+                        next_read,
                         len,
                     )?;
                     target.copy_from_slice(bytes);
                     len
                 }
             };
-            self.end += read;
-            self.next_read += read as u64;
+            self.window.filled(read);
         }
         Ok(true)
     }
 }
+
+/// What [`RecordStream::for_each_record`] hands each record to: its offset in the file and
+/// its payload; `false` stops the stream.
+pub type TakeRecord<'a> = dyn FnMut(u64, &[u8]) -> Result<bool, FormatError> + 'a;
 
 /// Whether a stream's reads may wait for the device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -966,16 +1100,72 @@ mod tests {
             }
             all
         };
-        let mut window = Vec::new();
+        let mut buffers = StreamBuffers::default();
         for path in paths.iter().chain(paths.iter().rev()) {
             let fresh = records(&mut RecordStream::open(&storage, path, 1000).unwrap());
             let mut reused = RecordStream::open(&storage, path, 1000)
                 .unwrap()
-                .reuse_window(std::mem::take(&mut window));
+                .reuse_buffers(std::mem::take(&mut buffers));
             assert_eq!(records(&mut reused), fresh, "{}", path.display());
             assert_eq!(fresh.len(), 4);
-            window = reused.into_window();
-            assert!(!window.is_empty());
+            buffers = reused.into_buffers();
+            assert!(!buffers.window.is_empty());
+        }
+    }
+
+    #[test]
+    fn records_streamed_with_requests_in_flight_are_the_records_read_one_by_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.tfrecord");
+        let layout = layout(9, vec![3000]);
+        TF.generate(
+            &PosixStorage::new(),
+            &path,
+            &layout,
+            &mut DataRng::for_file(1, 0, 0),
+        )
+        .unwrap();
+        let one_by_one = |storage: &dyn Storage| {
+            let mut stream = RecordStream::open(storage, &path, 4096).unwrap();
+            let mut all = Vec::new();
+            while let Some((offset, payload)) = stream.next_record().unwrap() {
+                all.push((offset, payload.to_vec()));
+            }
+            all
+        };
+        let expected = one_by_one(&PosixStorage::new());
+        assert_eq!(expected.len(), 9);
+        let mut engines: Vec<Box<dyn Storage>> = vec![Box::new(PosixStorage::new())];
+        match dlio_storage::UringStorage::new(4, true) {
+            Ok(uring) => engines.push(Box::new(uring)),
+            Err(e) => eprintln!("io_uring with O_DIRECT not tested here: {e}"),
+        }
+        for storage in engines {
+            let counted = Metered::new(std::sync::Arc::<dyn Storage>::from(storage));
+            for depth in [1, 4] {
+                let mut stream = RecordStream::open(&counted, &path, 4096).unwrap();
+                let mut all = Vec::new();
+                stream
+                    .for_each_record(depth, &mut |offset, payload| {
+                        all.push((offset, payload.to_vec()));
+                        Ok(true)
+                    })
+                    .unwrap();
+                assert_eq!(all, expected, "{} at depth {depth}", counted.engine());
+                // Stopped after 2 records: no more are handed over.
+                let mut stream = RecordStream::open(&counted, &path, 4096).unwrap();
+                let mut seen = 0;
+                stream
+                    .for_each_record(depth, &mut |_, _| {
+                        seen += 1;
+                        Ok(seen < 2)
+                    })
+                    .unwrap();
+                assert_eq!(seen, 2, "{} at depth {depth}", counted.engine());
+            }
+            let file = std::fs::metadata(&path).unwrap().len();
+            let read = counted.counters().snapshot().bytes_read;
+            assert!(read >= 2 * file, "{}: {read} of {file}", counted.engine());
         }
     }
 

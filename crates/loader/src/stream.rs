@@ -49,7 +49,8 @@ use std::time::{Duration, Instant};
 
 use dlio_config::{Config, Shuffle};
 use dlio_format::{
-    FormatError, NextRecord, RecordStream, decode_tfrecord_image, find_tfrecord_image,
+    FormatError, NextRecord, RecordStream, StreamBuffers, decode_tfrecord_image,
+    find_tfrecord_image,
 };
 use dlio_metrics::LatencyHistogram;
 use dlio_plan::{EpochPlan, RecordStreamPlan};
@@ -306,7 +307,8 @@ struct ReadOptions {
     check_data_crc: bool,
 }
 
-/// A file reader: streams each file it is told to, to its end.
+/// A file reader: streams each file it is told to, to its end, with up to the engine's
+/// `io_depth` requests in flight where it overlaps them ([`RecordStream::for_each_record`]).
 fn read_files(
     storage: &dyn Storage,
     files: &FileList,
@@ -316,10 +318,15 @@ fn read_files(
     stop: &AtomicBool,
     stats: &Mutex<EpochReadStats>,
 ) {
+    let capabilities = storage.capabilities();
+    let depth = match capabilities.batched {
+        true => capabilities.io_depth.max(1) as usize,
+        false => 1,
+    };
     let mut hist = LatencyHistogram::new();
-    // One stream buffer for every file of the epoch ([`RecordStream::reuse_window`]).
-    let mut window = Vec::new();
-    'files: while let Ok(file) = commands.recv() {
+    // One set of stream buffers for every file of the epoch ([`RecordStream::reuse_buffers`]).
+    let mut buffers = StreamBuffers::default();
+    while let Ok(file) = commands.recv() {
         let Some(path) = files.get(file as usize) else {
             let _ = out.send(FromReader::Failed(LoaderError::NoSuchFile {
                 file,
@@ -332,11 +339,10 @@ fn read_files(
             index,
             source: Box::new(source),
         };
-        let mut started = Instant::now();
         let mut stream = match RecordStream::open(storage, path, read.transfer) {
             Ok(s) => s
                 .check_data_crc(read.check_data_crc)
-                .reuse_window(std::mem::take(&mut window)),
+                .reuse_buffers(std::mem::take(&mut buffers)),
             Err(e) => {
                 let _ = out.send(FromReader::Failed(fail(e, 0)));
                 break;
@@ -344,42 +350,38 @@ fn read_files(
         };
         let mut index = 0u64;
         let mut chunk = Vec::with_capacity(read.chunk_records);
-        loop {
+        // Set when the pipeline is being torn down: the reader stops.
+        let mut gone = false;
+        let mut started = Instant::now();
+        let streamed = stream.for_each_record(depth, &mut |offset, payload| {
             if stop.load(Ordering::Relaxed) {
-                break 'files;
+                gone = true;
+                return Ok(false);
             }
-            let record = match stream.next_record() {
-                Ok(Some((offset, payload))) => tagged(path, file, offset, payload, read.decode),
-                Ok(None) => {
-                    let last = std::mem::take(&mut chunk);
-                    if out.send(FromReader::Records(last, true)).is_err() {
-                        break 'files;
-                    }
-                    break;
-                }
-                Err(e) => Err(e),
-            };
-            match record {
-                Ok(record) => {
-                    hist.record_duration(started.elapsed());
-                    chunk.push(record);
-                    index += 1;
-                    if chunk.len() == read.chunk_records {
-                        let full =
-                            std::mem::replace(&mut chunk, Vec::with_capacity(read.chunk_records));
-                        if out.send(FromReader::Records(full, false)).is_err() {
-                            break 'files;
-                        }
-                    }
-                    started = Instant::now();
-                }
-                Err(e) => {
-                    let _ = out.send(FromReader::Failed(fail(e, index)));
-                    break 'files;
+            chunk.push(tagged(path, file, offset, payload, read.decode)?);
+            hist.record_duration(started.elapsed());
+            index += 1;
+            if chunk.len() == read.chunk_records {
+                let full = std::mem::replace(&mut chunk, Vec::with_capacity(read.chunk_records));
+                if out.send(FromReader::Records(full, false)).is_err() {
+                    gone = true;
+                    return Ok(false);
                 }
             }
+            started = Instant::now();
+            Ok(true)
+        });
+        if gone {
+            break;
         }
-        window = stream.into_window();
+        if let Err(e) = streamed {
+            let _ = out.send(FromReader::Failed(fail(e, index)));
+            break;
+        }
+        if out.send(FromReader::Records(chunk, true)).is_err() {
+            break;
+        }
+        buffers = stream.into_buffers();
     }
     lock(stats).sample_read.merge(&hist);
 }
@@ -566,8 +568,8 @@ struct InlineSlot {
     stream: Option<RecordStream>,
     /// The stream is with the helper.
     away: bool,
-    /// The buffer of the last stream, for the next ([`RecordStream::reuse_window`]).
-    window: Vec<u8>,
+    /// The buffers of the last stream, for the next ([`RecordStream::reuse_buffers`]).
+    buffers: StreamBuffers,
     /// Records taken from the file, for error messages.
     index: u64,
     helper: Option<Helper>,
@@ -658,7 +660,7 @@ impl InlineStreams {
                 slot.stream = Some(
                     stream
                         .check_data_crc(self.read.check_data_crc)
-                        .reuse_window(std::mem::take(&mut slot.window)),
+                        .reuse_buffers(std::mem::take(&mut slot.buffers)),
                 );
                 Ok(())
             }
@@ -705,7 +707,7 @@ impl InlineStreams {
                 }
                 Ok(None) => {
                     if let Some(stream) = slot.stream.take() {
-                        slot.window = stream.into_window();
+                        slot.buffers = stream.into_buffers();
                     }
                     Ok(None)
                 }

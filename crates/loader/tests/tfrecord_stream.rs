@@ -11,7 +11,8 @@ use dlio_format::FileLayout;
 use dlio_loader::{FileList, Loader, LoaderSpec, StopSignal, StreamOptions};
 use dlio_plan::{EpochPlan, PlanSpec};
 use dlio_storage::{
-    Capabilities, ForwardStorage, Metered, PosixStorage, ReadHandle, Storage, StorageError,
+    Capabilities, Consume, Extent, ForwardStorage, Metered, PosixStorage, ReadHandle, Storage,
+    StorageError,
 };
 
 mod common;
@@ -464,4 +465,128 @@ fn a_damaged_record_read_by_a_helper_fails_the_epoch_naming_the_file() {
         error.contains("f002.tfrecord") && error.contains("CRC"),
         "{error}"
     );
+}
+
+/// POSIX as an engine that overlaps requests (`io_depth` 3): a stream's requests complete out
+/// of order, the last of each three first, and the most requests one stream had taken but not
+/// yet handed over is counted.
+#[derive(Debug, Default)]
+struct Reordering {
+    inner: PosixStorage,
+    most_in_flight: Arc<AtomicU64>,
+}
+
+impl ForwardStorage for Reordering {
+    fn forward_to(&self) -> &dyn Storage {
+        &self.inner
+    }
+}
+
+impl Storage for Reordering {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            batched: true,
+            io_depth: 3,
+            nowait_reads: false,
+            ..self.inner.capabilities()
+        }
+    }
+
+    fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {
+        Ok(Box::new(ReorderingRead {
+            inner: self.inner.open(path)?,
+            most_in_flight: Arc::clone(&self.most_in_flight),
+        }))
+    }
+
+    dlio_storage::forward_storage!(
+        engine,
+        create,
+        list,
+        size,
+        create_dir_all,
+        remove_file,
+        remove_dir_all,
+        partial_path,
+        drop_cache
+    );
+}
+
+struct ReorderingRead {
+    inner: Box<dyn ReadHandle>,
+    most_in_flight: Arc<AtomicU64>,
+}
+
+impl ReadHandle for ReorderingRead {
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+
+    fn read_at(&mut self, buf: &mut [u8], offset: u64) -> Result<usize, StorageError> {
+        self.inner.read_at(buf, offset)
+    }
+
+    fn read_stream(
+        &mut self,
+        window: &mut [u8],
+        block: usize,
+        requests: &mut dyn Iterator<Item = Extent>,
+        consume: &mut Consume<'_>,
+    ) -> Result<(), StorageError> {
+        let slots = (window.len() / block).min(3);
+        loop {
+            let taken: Vec<Extent> = (&mut *requests).take(slots).collect();
+            if taken.is_empty() {
+                return Ok(());
+            }
+            self.most_in_flight
+                .fetch_max(taken.len() as u64, Ordering::Relaxed);
+            for (slot, extent) in taken.iter().enumerate() {
+                let buf = &mut window[slot * block..slot * block + extent.len];
+                self.inner.read_exact_at(buf, extent.offset)?;
+            }
+            for (slot, extent) in taken.iter().enumerate().rev() {
+                consume(
+                    extent.offset,
+                    &window[slot * block..slot * block + extent.len],
+                )?;
+            }
+        }
+    }
+}
+
+#[test]
+fn an_engine_that_overlaps_requests_keeps_several_of_a_stream_in_flight() {
+    // Reader threads stream each file as one run of transfer-size requests on engines that
+    // overlap them (io_uring, S3), so io_depth of them are in flight across records; records
+    // come out in file order whatever order the requests complete in.
+    let dir = tempfile::tempdir().unwrap();
+    let files = dataset(dir.path(), 10);
+    let size = file_len(&files[0]);
+    let spec = plan_spec(10, 2, 2, 2);
+    for decode in [false, true] {
+        let options = StreamOptions {
+            shuffle_size: 4,
+            sample_shuffle: Shuffle::Seed,
+            transfer_size: 1500,
+            decode,
+            ..StreamOptions::default()
+        };
+        for rank in 0..2 {
+            let one_at_a_time = epoch_on(Hesitant::default(), &files, &spec, rank, options.clone());
+            assert_eq!(
+                one_at_a_time,
+                (7, 14, 14 * 2000, 5 * size, 5 * size.div_ceil(1500))
+            );
+            let engine = Reordering::default();
+            let most_in_flight = Arc::clone(&engine.most_in_flight);
+            let overlapped = epoch_on(engine, &files, &spec, rank, options.clone());
+            assert_eq!(overlapped, one_at_a_time, "rank {rank}, decode {decode}");
+            assert_eq!(most_in_flight.load(Ordering::Relaxed), 3, "rank {rank}");
+        }
+    }
 }
