@@ -121,6 +121,20 @@ fn epoch_on<S: Storage + 'static>(
     (steps, samples, bytes, io.bytes_read, io.read_requests)
 }
 
+/// Runs rank 0's epoch of `spec` until a batch fails; its error.
+fn epoch_error(loader: &mut Loader, spec: &PlanSpec, files: &FileList) -> String {
+    let mut batches = loader.start_epoch(EpochPlan::new(spec, 1, 0).unwrap(), Arc::clone(files));
+    let error = loop {
+        match batches.next_batch() {
+            Some(Err(e)) => break e.to_string(),
+            Some(Ok(_)) => continue,
+            None => panic!("the damaged record must fail the epoch"),
+        }
+    };
+    batches.finish();
+    error
+}
+
 fn file_len(path: &Path) -> u64 {
     std::fs::metadata(path).unwrap().len()
 }
@@ -184,17 +198,11 @@ fn a_damaged_record_fails_the_epoch_naming_the_file() {
     std::fs::write(&files[1], &bytes).unwrap();
     let spec = plan_spec(2, 1, 1, 2);
     let storage: Arc<dyn Storage> = Arc::new(PosixStorage::new());
-    let mut loader = loader(storage, 1, StreamOptions::default());
-    let mut batches = loader.start_epoch(EpochPlan::new(&spec, 1, 0).unwrap(), Arc::clone(&files));
-    let mut error = None;
-    while let Some(batch) = batches.next_batch() {
-        if let Err(e) = batch {
-            error = Some(e.to_string());
-            break;
-        }
-    }
-    batches.finish();
-    let error = error.expect("the damaged file fails a batch");
+    let error = epoch_error(
+        &mut loader(storage, 1, StreamOptions::default()),
+        &spec,
+        &files,
+    );
     assert!(
         error.contains("f001.tfrecord") && error.contains("CRC"),
         "{error}"
@@ -284,56 +292,57 @@ fn the_in_place_pipeline_still_refuses_a_record_that_is_not_an_example() {
         ..StreamOptions::default()
     };
     let storage: Arc<dyn Storage> = Arc::new(PosixStorage::new());
-    let mut loader = loader(storage, 1, options);
-    let mut batches = loader.start_epoch(EpochPlan::new(&spec, 1, 0).unwrap(), Arc::clone(&files));
-    let error = loop {
-        match batches.next_batch() {
-            Some(Err(e)) => break e.to_string(),
-            Some(Ok(_)) => continue,
-            None => panic!("the damaged record must fail the epoch"),
-        }
-    };
-    batches.finish();
+    let error = epoch_error(&mut loader(storage, 1, options), &spec, &files);
     assert!(
         error.contains("f000.tfrecord") && error.contains("not a tf.train.Example"),
         "{error}"
     );
 }
 
-/// POSIX whose non-blocking reads answer "would wait" every `period`-th time (always, for 1),
-/// or that has none at all (`nowait: false`, as the engines whose reads always wait).
+/// POSIX with the traits of other engines, for the pipeline's two ways of reading:
+/// - `would_wait_every: Some(n)`: non-blocking reads (as POSIX's), every `n`-th of which
+///   answers "would wait" (always, for 1);
+/// - `overlaps`: an engine that overlaps requests (`io_depth` 3, as io_uring): a stream's
+///   requests complete out of order, the last of each three first;
+/// - neither (the default): an engine whose every read waits, one at a time.
 #[derive(Debug, Default)]
-struct Hesitant {
+struct Emulated {
     inner: PosixStorage,
-    nowait: bool,
-    period: u64,
+    would_wait_every: Option<u64>,
+    overlaps: bool,
     /// Non-blocking reads answered "would wait".
     would_wait: Arc<AtomicU64>,
-    /// Reads that waited.
+    /// Reads that waited (outside streams).
     waited: Arc<AtomicU64>,
+    /// The most requests one stream had taken and not yet handed over.
+    most_in_flight: Arc<AtomicU64>,
 }
 
-impl ForwardStorage for Hesitant {
+impl ForwardStorage for Emulated {
     fn forward_to(&self) -> &dyn Storage {
         &self.inner
     }
 }
 
-impl Storage for Hesitant {
+impl Storage for Emulated {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            nowait_reads: self.nowait,
+            nowait_reads: self.would_wait_every.is_some(),
+            batched: self.overlaps,
+            io_depth: if self.overlaps { 3 } else { 1 },
             ..self.inner.capabilities()
         }
     }
 
     fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {
-        Ok(Box::new(HesitantRead {
+        Ok(Box::new(EmulatedRead {
             inner: self.inner.open(path)?,
-            period: self.period.max(1),
-            calls: 0,
+            would_wait_every: self.would_wait_every,
+            overlaps: self.overlaps,
+            nowait_calls: 0,
             would_wait: Arc::clone(&self.would_wait),
             waited: Arc::clone(&self.waited),
+            most_in_flight: Arc::clone(&self.most_in_flight),
         }))
     }
 
@@ -350,15 +359,17 @@ impl Storage for Hesitant {
     );
 }
 
-struct HesitantRead {
+struct EmulatedRead {
     inner: Box<dyn ReadHandle>,
-    period: u64,
-    calls: u64,
+    would_wait_every: Option<u64>,
+    overlaps: bool,
+    nowait_calls: u64,
     would_wait: Arc<AtomicU64>,
     waited: Arc<AtomicU64>,
+    most_in_flight: Arc<AtomicU64>,
 }
 
-impl ReadHandle for HesitantRead {
+impl ReadHandle for EmulatedRead {
     fn path(&self) -> &Path {
         self.inner.path()
     }
@@ -377,20 +388,57 @@ impl ReadHandle for HesitantRead {
         buf: &mut [u8],
         offset: u64,
     ) -> Result<Option<usize>, StorageError> {
-        self.calls += 1;
-        if self.calls.is_multiple_of(self.period) {
+        let Some(every) = self.would_wait_every else {
+            return Ok(None);
+        };
+        self.nowait_calls += 1;
+        if self.nowait_calls.is_multiple_of(every.max(1)) {
             self.would_wait.fetch_add(1, Ordering::Relaxed);
             return Ok(None);
         }
         self.inner.read_at_nowait(buf, offset)
     }
+
+    fn read_stream(
+        &mut self,
+        window: &mut [u8],
+        block: usize,
+        requests: &mut dyn Iterator<Item = Extent>,
+        consume: &mut Consume<'_>,
+    ) -> Result<(), StorageError> {
+        let slots = if self.overlaps {
+            (window.len() / block).min(3)
+        } else {
+            1
+        };
+        loop {
+            let taken: Vec<Extent> = (&mut *requests).take(slots).collect();
+            if taken.is_empty() {
+                return Ok(());
+            }
+            self.most_in_flight
+                .fetch_max(taken.len() as u64, Ordering::Relaxed);
+            for (slot, extent) in taken.iter().enumerate() {
+                let buf = &mut window[slot * block..slot * block + extent.len];
+                self.inner.read_exact_at(buf, extent.offset)?;
+            }
+            for (slot, extent) in taken.iter().enumerate().rev() {
+                consume(
+                    extent.offset,
+                    &window[slot * block..slot * block + extent.len],
+                )?;
+            }
+        }
+    }
 }
 
 #[test]
-fn reads_that_would_wait_go_to_helper_threads_and_the_epoch_does_not_change() {
-    // Engines that can read without waiting have the assembler read its streams itself; the
-    // reads that would wait go to a helper thread per stream. Every way, each rank reads the
-    // same steps, samples, bytes and requests as with a reader thread per stream.
+fn every_way_of_reading_the_streams_reads_the_same_epoch() {
+    // A reader thread per stream, one request at a time (engines whose reads wait); the same
+    // with requests in flight across records, completing out of order (io_uring, S3); the
+    // assembler reading its streams itself, with the reads that would wait done by a helper
+    // thread per stream (POSIX). Every way, each rank reads the same steps, samples, bytes
+    // and requests.
     let dir = tempfile::tempdir().unwrap();
     let files = dataset(dir.path(), 10);
     let size = file_len(&files[0]);
@@ -404,17 +452,27 @@ fn reads_that_would_wait_go_to_helper_threads_and_the_epoch_does_not_change() {
             ..StreamOptions::default()
         };
         for rank in 0..2 {
-            let readers = epoch_on(Hesitant::default(), &files, &spec, rank, options.clone());
+            let readers = epoch_on(Emulated::default(), &files, &spec, rank, options.clone());
             assert_eq!(
                 readers,
                 (7, 14, 14 * 2000, 5 * size, 5 * size.div_ceil(1500)),
                 "rank {rank}, reader threads"
             );
+            let engine = Emulated {
+                overlaps: true,
+                ..Emulated::default()
+            };
+            let most_in_flight = Arc::clone(&engine.most_in_flight);
+            let overlapped = epoch_on(engine, &files, &spec, rank, options.clone());
+            assert_eq!(
+                overlapped, readers,
+                "rank {rank}, decode {decode}, overlapped"
+            );
+            assert_eq!(most_in_flight.load(Ordering::Relaxed), 3, "rank {rank}");
             for period in [1, 2, 3, u64::MAX] {
-                let engine = Hesitant {
-                    nowait: true,
-                    period,
-                    ..Hesitant::default()
+                let engine = Emulated {
+                    would_wait_every: Some(period),
+                    ..Emulated::default()
                 };
                 let (would_wait, waited) =
                     (Arc::clone(&engine.would_wait), Arc::clone(&engine.waited));
@@ -446,147 +504,17 @@ fn a_damaged_record_read_by_a_helper_fails_the_epoch_naming_the_file() {
     bytes[100] ^= 0xff;
     std::fs::write(&files[2], &bytes).unwrap();
     let spec = plan_spec(3, 1, 2, 2);
-    let engine = Hesitant {
-        nowait: true,
-        period: 1,
-        ..Hesitant::default()
+    let engine = Emulated {
+        would_wait_every: Some(1),
+        ..Emulated::default()
     };
-    let mut loader = loader(Arc::new(engine), 2, StreamOptions::default());
-    let mut batches = loader.start_epoch(EpochPlan::new(&spec, 1, 0).unwrap(), Arc::clone(&files));
-    let error = loop {
-        match batches.next_batch() {
-            Some(Err(e)) => break e.to_string(),
-            Some(Ok(_)) => continue,
-            None => panic!("the damaged record must fail the epoch"),
-        }
-    };
-    batches.finish();
+    let error = epoch_error(
+        &mut loader(Arc::new(engine), 2, StreamOptions::default()),
+        &spec,
+        &files,
+    );
     assert!(
         error.contains("f002.tfrecord") && error.contains("CRC"),
         "{error}"
     );
-}
-
-/// POSIX as an engine that overlaps requests (`io_depth` 3): a stream's requests complete out
-/// of order, the last of each three first, and the most requests one stream had taken but not
-/// yet handed over is counted.
-#[derive(Debug, Default)]
-struct Reordering {
-    inner: PosixStorage,
-    most_in_flight: Arc<AtomicU64>,
-}
-
-impl ForwardStorage for Reordering {
-    fn forward_to(&self) -> &dyn Storage {
-        &self.inner
-    }
-}
-
-impl Storage for Reordering {
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            batched: true,
-            io_depth: 3,
-            nowait_reads: false,
-            ..self.inner.capabilities()
-        }
-    }
-
-    fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {
-        Ok(Box::new(ReorderingRead {
-            inner: self.inner.open(path)?,
-            most_in_flight: Arc::clone(&self.most_in_flight),
-        }))
-    }
-
-    dlio_storage::forward_storage!(
-        engine,
-        create,
-        list,
-        size,
-        create_dir_all,
-        remove_file,
-        remove_dir_all,
-        partial_path,
-        drop_cache
-    );
-}
-
-struct ReorderingRead {
-    inner: Box<dyn ReadHandle>,
-    most_in_flight: Arc<AtomicU64>,
-}
-
-impl ReadHandle for ReorderingRead {
-    fn path(&self) -> &Path {
-        self.inner.path()
-    }
-
-    fn len(&self) -> u64 {
-        self.inner.len()
-    }
-
-    fn read_at(&mut self, buf: &mut [u8], offset: u64) -> Result<usize, StorageError> {
-        self.inner.read_at(buf, offset)
-    }
-
-    fn read_stream(
-        &mut self,
-        window: &mut [u8],
-        block: usize,
-        requests: &mut dyn Iterator<Item = Extent>,
-        consume: &mut Consume<'_>,
-    ) -> Result<(), StorageError> {
-        let slots = (window.len() / block).min(3);
-        loop {
-            let taken: Vec<Extent> = (&mut *requests).take(slots).collect();
-            if taken.is_empty() {
-                return Ok(());
-            }
-            self.most_in_flight
-                .fetch_max(taken.len() as u64, Ordering::Relaxed);
-            for (slot, extent) in taken.iter().enumerate() {
-                let buf = &mut window[slot * block..slot * block + extent.len];
-                self.inner.read_exact_at(buf, extent.offset)?;
-            }
-            for (slot, extent) in taken.iter().enumerate().rev() {
-                consume(
-                    extent.offset,
-                    &window[slot * block..slot * block + extent.len],
-                )?;
-            }
-        }
-    }
-}
-
-#[test]
-fn an_engine_that_overlaps_requests_keeps_several_of_a_stream_in_flight() {
-    // Reader threads stream each file as one run of transfer-size requests on engines that
-    // overlap them (io_uring, S3), so io_depth of them are in flight across records; records
-    // come out in file order whatever order the requests complete in.
-    let dir = tempfile::tempdir().unwrap();
-    let files = dataset(dir.path(), 10);
-    let size = file_len(&files[0]);
-    let spec = plan_spec(10, 2, 2, 2);
-    for decode in [false, true] {
-        let options = StreamOptions {
-            shuffle_size: 4,
-            sample_shuffle: Shuffle::Seed,
-            transfer_size: 1500,
-            decode,
-            ..StreamOptions::default()
-        };
-        for rank in 0..2 {
-            let one_at_a_time = epoch_on(Hesitant::default(), &files, &spec, rank, options.clone());
-            assert_eq!(
-                one_at_a_time,
-                (7, 14, 14 * 2000, 5 * size, 5 * size.div_ceil(1500))
-            );
-            let engine = Reordering::default();
-            let most_in_flight = Arc::clone(&engine.most_in_flight);
-            let overlapped = epoch_on(engine, &files, &spec, rank, options.clone());
-            assert_eq!(overlapped, one_at_a_time, "rank {rank}, decode {decode}");
-            assert_eq!(most_in_flight.load(Ordering::Relaxed), 3, "rank {rank}");
-        }
-    }
 }
