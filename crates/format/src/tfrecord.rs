@@ -815,8 +815,10 @@ impl RecordStream {
         let window = &mut self.window;
         let buf = &mut self.buffers.window;
         let check_data_crc = self.check_data_crc;
-        // Completions ahead of the next byte the window needs, copied out of their slots.
+        // Completions ahead of the next byte the window needs, copied out of their slots, and
+        // the buffers of those already taken, for the next ones.
         let mut early: Vec<(u64, Vec<u8>)> = Vec::new();
+        let mut spare: Vec<Vec<u8>> = Vec::new();
         // Why the stream was stopped from inside `consume`: a damaged record, or `record`.
         let mut stopped: Option<Result<(), FormatError>> = None;
         let mut consume = |offset: u64, bytes: &[u8]| -> Result<(), StorageError> {
@@ -837,7 +839,10 @@ impl RecordStream {
                 Ok(true)
             };
             if offset != window.next_read {
-                early.push((offset, bytes.to_vec()));
+                let mut copy = spare.pop().unwrap_or_default();
+                copy.clear();
+                copy.extend_from_slice(bytes);
+                early.push((offset, copy));
                 return Ok(());
             }
             let mut result = take(window, bytes);
@@ -847,6 +852,7 @@ impl RecordStream {
                 };
                 let (_, bytes) = early.swap_remove(i);
                 result = take(window, &bytes);
+                spare.push(bytes);
             }
             match result {
                 Ok(true) => Ok(()),
@@ -865,7 +871,15 @@ impl RecordStream {
             .read_stream(slots, transfer, &mut requests, &mut consume);
         match (stopped, streamed) {
             (Some(why), _) => why,
-            (None, result) => result.map_err(FormatError::from),
+            (None, Err(e)) => Err(e.into()),
+            // Every range was consumed in order, so every record was cut; a shortfall would be
+            // a fault of the engine's stream, named rather than ignored.
+            (None, Ok(())) if self.window.file_pos < file_len => Err(FormatError::corrupt(
+                &self.path,
+                self.window.file_pos,
+                "the read stream ended before the file did",
+            )),
+            (None, Ok(())) => Ok(()),
         }
     }
 

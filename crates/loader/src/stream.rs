@@ -13,11 +13,14 @@
 //!     [`Capabilities::nowait_reads`]), the assembler reads every stream itself while the
 //!     page cache holds the bytes, and a helper thread per stream does the reads that would
 //!     wait, up to `cycle` of them in flight ([`InlineStreams`]). Nothing is handed between
-//!     threads on warm data, so a rank costs the same CPU per sample whatever `read_threads`;
-//!   - else a reader thread per stream reads its files and hands records to the assembler in
-//!     chunks of up to [`CHUNK_RECORDS`] ([`chunk_records`]), so a hand-off (a wake-up) is
-//!     paid per chunk, not per record, and the readers of a rank run ahead by a bounded number
-//!     of records whatever their number.
+//!     threads on warm data, so more `read_threads` hardly cost more CPU per sample (9% with 8
+//!     against 1, 22% with reader threads); the assembler gives way every
+//!     [`SHARE_CPU_AFTER`] so that ranks sharing the cores progress evenly;
+//!   - else a reader thread per stream reads each file as one stream of requests, the
+//!     engine's `io_depth` of them in flight ([`RecordStream::for_each_record`]), and hands
+//!     records to the assembler in chunks of up to [`CHUNK_RECORDS`] ([`chunk_records`]), so
+//!     a hand-off (a wake-up) is paid per chunk, not per record, and the readers of a rank run
+//!     ahead by a bounded number of records whatever their number.
 //! - one assembler: takes records from the files of one group of `cycle` files at a time,
 //!   one from each in turn (the interleave), passes them through the shuffle buffer, keeps every
 //!   `P`-th one when the rank shards records, and cuts batches.
@@ -32,7 +35,8 @@
 //!   walked where the stream read it ([`find_tfrecord_image`], which checks it as a parse
 //!   would), and only where it came from and its image's length go on; the assembler passes
 //!   full batches (counts and byte totals) straight to the queue, and no parse thread runs.
-//!   Bytes move once, from the engine into the stream's window.
+//!   Bytes move once, from the engine into the stream's window (O_DIRECT engines read into
+//!   aligned buffers first, and a request that completes ahead of its turn waits in a copy).
 //!
 //! Batches reach the trainer in step order through a bounded queue of `prefetch_size`
 //! batches. Every byte goes through the storage the loader was given, so `Metered` counts it.
@@ -204,29 +208,10 @@ impl StreamEpoch {
                 Arc::clone(&stats),
             ))
         } else {
-            let mut commands = Vec::new();
-            let mut feeds = Vec::new();
-            for _ in 0..cycle {
-                let (command_tx, command_rx) = sync_channel::<u64>(1);
-                let (record_tx, record_rx) = sync_channel::<FromReader>(CHUNKS_AHEAD);
-                commands.push(command_tx);
-                feeds.push(ReaderFeed {
-                    from: record_rx,
-                    waiting: VecDeque::with_capacity(CHUNK_RECORDS),
-                    file_ends: false,
-                });
-                let storage = Arc::clone(&storage);
-                let files = Arc::clone(&files);
-                let stop = Arc::clone(&stop);
-                let stats = Arc::clone(&stats);
-                threads.push(std::thread::spawn(move || {
-                    crate::priority::lower_this_thread();
-                    read_files(
-                        &*storage, &files, read, command_rx, record_tx, &stop, &stats,
-                    );
-                }));
-            }
-            Feeds::Readers { commands, feeds }
+            let (feeds, readers) =
+                Feeds::spawn_readers(cycle, read, &storage, &files, &stop, &stats);
+            threads.extend(readers);
+            feeds
         };
         let parsers = if options.decode {
             options.computation_threads.max(1) as usize
@@ -516,6 +501,41 @@ enum Feeds {
 }
 
 impl Feeds {
+    /// A reader thread per stream ([`read_files`]), and their threads.
+    fn spawn_readers(
+        cycle: usize,
+        read: ReadOptions,
+        storage: &Arc<dyn Storage>,
+        files: &FileList,
+        stop: &Arc<AtomicBool>,
+        stats: &Arc<Mutex<EpochReadStats>>,
+    ) -> (Feeds, Vec<JoinHandle<()>>) {
+        let mut commands = Vec::new();
+        let mut feeds = Vec::new();
+        let mut threads = Vec::new();
+        for _ in 0..cycle {
+            let (command_tx, command_rx) = sync_channel::<u64>(1);
+            let (record_tx, record_rx) = sync_channel::<FromReader>(CHUNKS_AHEAD);
+            commands.push(command_tx);
+            feeds.push(ReaderFeed {
+                from: record_rx,
+                waiting: VecDeque::with_capacity(CHUNK_RECORDS),
+                file_ends: false,
+            });
+            let storage = Arc::clone(storage);
+            let files = Arc::clone(files);
+            let stop = Arc::clone(stop);
+            let stats = Arc::clone(stats);
+            threads.push(std::thread::spawn(move || {
+                crate::priority::lower_this_thread();
+                read_files(
+                    &*storage, &files, read, command_rx, record_tx, &stop, &stats,
+                );
+            }));
+        }
+        (Feeds::Readers { commands, feeds }, threads)
+    }
+
     /// Starts streaming `file` as stream `t`; `false` when its reader has gone (the pipeline
     /// is being torn down).
     fn start(&mut self, t: usize, file: u64) -> Result<bool, LoaderError> {
