@@ -1,7 +1,6 @@
 //! The HTTP proxy of `crates/storage/tests/support/inflight_proxy.py`, for tests that count
 //! the object GETs a run sends to an endpoint.
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -34,29 +33,34 @@ impl InflightProxy {
         report: PathBuf,
         throttle: &str,
     ) -> InflightProxy {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .unwrap()
-            .port();
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("../storage/tests/support/inflight_proxy.py");
+        // Port 0: the proxy binds a free port itself and writes it to REPORT.port (a port
+        // picked here and bound there later could be taken in between, by the next proxy).
         let child = Command::new("python3")
             .arg(script)
-            .args([
-                &port.to_string(),
-                upstream,
-                &delay.as_secs_f64().to_string(),
-            ])
+            .args(["0", upstream, &delay.as_secs_f64().to_string()])
             .arg(&report)
             .arg(throttle)
             .stdout(Stdio::null())
             .spawn()
             .expect("python3 starts the proxy");
+        let mut port_file = report.clone().into_os_string();
+        port_file.push(".port");
         let deadline = Instant::now() + Duration::from_secs(20);
-        while !report.exists() || std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        let port = loop {
+            let port = std::fs::read_to_string(&port_file)
+                .ok()
+                .and_then(|p| p.trim().parse::<u16>().ok());
+            if let Some(port) = port
+                && report.exists()
+                && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+            {
+                break port;
+            }
             assert!(Instant::now() < deadline, "the proxy did not start");
             std::thread::sleep(Duration::from_millis(50));
-        }
+        };
         InflightProxy {
             child,
             endpoint: format!("http://127.0.0.1:{port}"),

@@ -3,7 +3,8 @@ in flight: each GET of an object is held for DELAY seconds before it is forwarde
 most GETs open at one time is written to REPORT whenever it grows.
 
 usage: inflight_proxy.py PORT UPSTREAM_URL DELAY REPORT [THROTTLE]
-The tests start it on a free port and point the client's endpoint at it; moto (the upstream)
+The tests start it with PORT 0 (it writes the port it listens on to REPORT.port) and point the
+client's endpoint at it; moto (the upstream)
 accepts the forwarded requests as they are (it does not check signatures).
 
 THROTTLE answers object GETs with S3's throttling reply (503 SlowDown) instead of forwarding
@@ -13,6 +14,7 @@ requests, each a request per object that a listing could have answered).
 """
 
 import http.client
+import os
 import sys
 import threading
 import time
@@ -95,6 +97,13 @@ class Forward(BaseHTTPRequestHandler):
     do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = forward
 
 
-report()
 ThreadingHTTPServer.daemon_threads = True
-ThreadingHTTPServer(("127.0.0.1", PORT), Forward).serve_forever()
+server = ThreadingHTTPServer(("127.0.0.1", PORT), Forward)
+# PORT 0: the system picks a free port, written to REPORT.port once the proxy listens on it
+# (a port picked by the caller and bound here later could be taken in between).
+if PORT == 0:
+    with open(REPORT + ".port.partial", "w") as f:
+        f.write(str(server.server_address[1]))
+    os.replace(REPORT + ".port.partial", REPORT + ".port")
+report()
+server.serve_forever()
