@@ -5,8 +5,8 @@
 //! pydftracer write of a Python script.
 //!
 //! `scripts/test.sh` installs the tools (pinned) into two virtualenvs and names them in
-//! `DLIO_DFTRACER_VENV` and `DLIO_DFANALYZER_VENV`; without them these tests say so and pass
-//! without checking anything.
+//! `DLIO_DFTRACER_VENV` and `DLIO_DFANALYZER_VENV` (unset: its default folders,
+//! `~/.cache/dlio-test-tools/{dftracer,dfanalyzer}`); a missing virtualenv fails these tests.
 
 mod common;
 
@@ -15,19 +15,29 @@ use std::process::Command;
 
 use common::{characterized, dlio, json, run_ok};
 
-fn venv(var: &str) -> Option<PathBuf> {
-    let dir = PathBuf::from(std::env::var_os(var)?);
-    dir.join("bin/python").exists().then_some(dir)
+/// The virtualenv named by `var`, else scripts/test.sh's default folder `name`; fails the
+/// test when neither holds one.
+fn venv(var: &str, name: &str) -> PathBuf {
+    let dir = std::env::var_os(var)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            let cache = std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+            Some(cache.join("dlio-test-tools").join(name))
+        })
+        .expect("neither the variable nor HOME is set");
+    assert!(
+        dir.join("bin/python").exists(),
+        "{var}: no virtualenv at {} (bash scripts/test.sh installs dftracer's tools there)",
+        dir.display()
+    );
+    dir
 }
 
-fn tools() -> Option<PathBuf> {
-    let found = venv("DLIO_DFTRACER_VENV");
-    if found.is_none() {
-        eprintln!(
-            "skipped: DLIO_DFTRACER_VENV names no dftracer virtualenv (scripts/test.sh makes one)"
-        );
-    }
-    found
+fn tools() -> PathBuf {
+    venv("DLIO_DFTRACER_VENV", "dftracer")
 }
 
 /// A traced 2-rank run with checkpoints, reading 8 files of 512 KiB from a folder called
@@ -111,7 +121,7 @@ fn scratch_copy(traces: &Path, name: &str) -> PathBuf {
 
 #[test]
 fn dftracer_tools_accept_our_traces_and_count_what_summary_json_counts() {
-    let Some(venv) = tools() else { return };
+    let venv = tools();
     let tmp = tempfile::tempdir().unwrap();
     let (out, traces) = traced_run(tmp.path());
 
@@ -199,10 +209,7 @@ fn close(ours: f64, theirs: f64, what: &str) {
 
 #[test]
 fn dfanalyzer_agrees_with_dlio_analyze_and_counts_a_process_per_rank() {
-    let Some(analyzer) = venv("DLIO_DFANALYZER_VENV") else {
-        eprintln!("skipped: DLIO_DFANALYZER_VENV names no dfanalyzer virtualenv");
-        return;
-    };
+    let analyzer = venv("DLIO_DFANALYZER_VENV", "dfanalyzer");
     let tmp = tempfile::tempdir().unwrap();
     let (_, traces) = traced_run(tmp.path());
     let ours = tmp.path().join("ours");
@@ -250,7 +257,7 @@ fn dfanalyzer_agrees_with_dlio_analyze_and_counts_a_process_per_rank() {
 
 #[test]
 fn a_trace_dftracer_writes_of_a_python_script_is_analysed_exactly() {
-    let Some(venv) = tools() else { return };
+    let venv = tools();
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     std::fs::create_dir_all(&data).unwrap();

@@ -480,8 +480,7 @@ fn capacity_under_a_launcher_runs_each_point_as_that_many_processes() {
 }
 
 mod common;
-#[path = "../../storage/tests/support/moto.rs"]
-mod moto;
+use dlio_testkit::moto::{self, Moto};
 
 /// MLPerf v3's multi-endpoint runs (`S3_ENDPOINT_URIS`, spec §3): each process reads through
 /// its own endpoint (process p uses entry p mod N, as the fork picks by MPI rank). Two
@@ -490,13 +489,7 @@ mod moto;
 /// bytes.
 #[test]
 fn multi_endpoint_runs_spread_the_processes_over_the_endpoints() {
-    let moto = match moto::Moto::start() {
-        Ok(m) => m,
-        Err(reason) => {
-            eprintln!("skipped: {reason}");
-            return;
-        }
-    };
+    let moto = Moto::start();
     moto.boto3("s3.create_bucket(Bucket='multi')");
     let tmp = tempfile::tempdir().unwrap();
     let proxies: Vec<common::inflight::InflightProxy> = (0..2)

@@ -398,11 +398,11 @@ fn ctrl_c_does_not_wait_for_a_preprocess_sleep() {
     generate(&data, &out, &[]);
     let mut child = tiny(&data, &out)
         .args([
-            "++workload.reader.preprocess_time=5",
+            "++workload.reader.preprocess_time=600",
             "++workload.reader.batch_size=4",
         ])
         .spawn_quiet();
-    // Once the epoch has started, the reader threads are in their 5 s sleeps.
+    // Once the epoch has started, the reader threads are in their 10-minute sleeps.
     let started = Instant::now();
     while !child.stderr().contains("Starting epoch 1") {
         assert!(
@@ -414,9 +414,10 @@ fn ctrl_c_does_not_wait_for_a_preprocess_sleep() {
     }
     std::thread::sleep(Duration::from_millis(200));
     interrupt(&child);
-    let (status, took) = wait_within(&mut child, Duration::from_secs(15));
+    // Well under the 600 s sleep, and loose enough for a loaded machine.
+    let (status, took) = wait_within(&mut child, Duration::from_secs(120));
     assert_eq!(status.code(), Some(130));
-    assert!(took < Duration::from_secs(2), "took {took:?} after Ctrl-C");
+    assert!(took < Duration::from_secs(60), "took {took:?} after Ctrl-C");
 }
 
 #[test]
@@ -580,12 +581,68 @@ fn final_files(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
         .collect()
 }
 
-fn kill_after(child: &mut Background, after: Duration) {
-    std::thread::sleep(after);
-    let _ = Command::new("kill")
-        .args(["-KILL", &child.child.id().to_string()])
-        .status();
-    let _ = child.child.wait();
+/// What a folder held at one moment: how many files under their final names, and the sizes
+/// of the temporary (`.NAME.partial`) files being written.
+#[derive(Debug, Clone, Default)]
+struct Written {
+    finals: usize,
+    partial_bytes: Vec<u64>,
+}
+
+fn written(dir: &Path) -> Written {
+    let mut seen = Written::default();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return seen;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let path = entry.path();
+        if path.is_dir() {
+            let inner = written(&path);
+            seen.finals += inner.finals;
+            seen.partial_bytes.extend(inner.partial_bytes);
+        } else if name.ends_with(".partial") {
+            seen.partial_bytes
+                .push(entry.metadata().map_or(0, |m| m.len()));
+        } else if !name.starts_with('.') {
+            seen.finals += 1;
+        }
+    }
+    seen
+}
+
+/// Kills `child` with SIGKILL as soon as `dir` shows a file half written (a temporary file
+/// with bytes in it) and `at_point` holds, and returns what the folder held just before
+/// the signal: the proof that the kill landed mid-write. Fails the test if the program ends
+/// first (the data set must then be made larger).
+fn kill_mid_write(
+    child: &mut Background,
+    dir: &Path,
+    at_point: impl Fn(&Written) -> bool,
+) -> Written {
+    let started = Instant::now();
+    loop {
+        let seen = written(dir);
+        if seen.partial_bytes.iter().any(|&b| b > 0) && at_point(&seen) {
+            let _ = Command::new("kill")
+                .args(["-KILL", &child.child.id().to_string()])
+                .status();
+            let _ = child.child.wait();
+            return seen;
+        }
+        if let Some(status) = child.child.try_wait().unwrap() {
+            panic!(
+                "the program ended ({status}) before a file was seen half written at the kill \
+                 point; last seen {seen:?}\n{}",
+                child.stderr()
+            );
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no kill point within 120 s: {seen:?}"
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    }
 }
 
 #[test]
@@ -601,16 +658,21 @@ fn generation_killed_at_any_point_leaves_only_whole_files_under_final_names() {
             "++workload.dataset.format=tfrecord",
         ],
     ];
+    // 16 files of 8 MB: each is being written long enough to be seen half written.
+    const FILES: usize = 16;
     let size = [
-        "++workload.dataset.num_files_train=24",
-        "++workload.dataset.record_length_bytes=600000",
+        "++workload.dataset.num_files_train=16",
+        "++workload.dataset.record_length_bytes=4000000",
     ];
     for (f, format) in formats.iter().enumerate() {
         let reference = tmp.path().join(format!("ref{f}"));
         generate(&reference, &out, &[*format, &size[..]].concat());
         let expected: std::collections::HashMap<_, _> =
             final_files(&reference).into_iter().collect();
-        for (k, millis) in [30u64, 90, 170, 260].into_iter().enumerate() {
+        assert!(expected.len() >= FILES, "{format:?}: {}", expected.len());
+        // Killed while the first file is being written, then with a quarter and with half
+        // of the files whole.
+        for (k, whole_before) in [0, FILES / 4, FILES / 2].into_iter().enumerate() {
             let data = tmp.path().join(format!("killed{f}-{k}"));
             let mut child = tiny(&data, &out)
                 .args([
@@ -620,8 +682,13 @@ fn generation_killed_at_any_point_leaves_only_whole_files_under_final_names() {
                 .args(*format)
                 .args(size)
                 .spawn_quiet();
-            kill_after(&mut child, Duration::from_millis(millis));
-            for (rel, bytes) in final_files(&data) {
+            let seen = kill_mid_write(&mut child, &data, |w| w.finals >= whole_before);
+            let left = final_files(&data);
+            assert!(
+                left.len() < expected.len(),
+                "{format:?}: the kill ({seen:?}) landed after the last file"
+            );
+            for (rel, bytes) in left {
                 if rel.to_string_lossy() == ".dlio-generation" {
                     continue;
                 }
@@ -630,7 +697,7 @@ fn generation_killed_at_any_point_leaves_only_whole_files_under_final_names() {
                     .unwrap_or_else(|| panic!("{format:?}: unexpected {}", rel.display()));
                 assert!(
                     &bytes == whole,
-                    "{format:?} killed after {millis} ms: {} has {} of {} bytes",
+                    "{format:?} killed at {seen:?}: {} has {} of {} bytes",
                     rel.display(),
                     bytes.len(),
                     whole.len()
@@ -675,28 +742,30 @@ fn checkpointing_killed_at_any_point_leaves_only_whole_checkpoint_files() {
         .map(|(rel, bytes)| (rel, bytes.len()))
         .collect();
     assert!(sizes.len() >= 4, "{sizes:?}");
-    let mut killed_mid_way = 0;
-    for (k, millis) in [40u64, 120, 250, 400, 600].into_iter().enumerate() {
+    // Killed while the first checkpoint's files are being written, then the second's and
+    // the third's.
+    let per_checkpoint = sizes.len() / 4;
+    for (k, whole_before) in [0, per_checkpoint, 2 * per_checkpoint]
+        .into_iter()
+        .enumerate()
+    {
         let folder = tmp.path().join(format!("killed{k}"));
         let mut child = tiny(&data, &tmp.path().join(format!("o{k}")))
             .args(args(&folder))
             .spawn_quiet();
-        kill_after(&mut child, Duration::from_millis(millis));
+        let seen = kill_mid_write(&mut child, &folder, |w| w.finals >= whole_before);
         let left = final_files(&folder);
-        if left.len() < sizes.len() {
-            killed_mid_way += 1;
-        }
+        assert!(
+            left.len() < sizes.len(),
+            "the kill ({seen:?}) landed after the last checkpoint file"
+        );
         for (rel, bytes) in left {
             assert_eq!(
                 Some(&bytes.len()),
                 sizes.get(&rel),
-                "killed after {millis} ms: {} is not whole",
+                "killed at {seen:?}: {} is not whole",
                 rel.display()
             );
         }
     }
-    assert!(
-        killed_mid_way > 0,
-        "no kill landed before the last checkpoint"
-    );
 }

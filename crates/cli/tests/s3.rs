@@ -1,8 +1,7 @@
-//! A whole run against an S3-compatible store: moto's server on 127.0.0.1 (a free port,
-//! killed at the end). Generation PUTs the dataset, two ranks train with ranged GETs, and
+//! A whole run against an S3-compatible store: moto's server on 127.0.0.1 (on a port it
+//! bound itself, stopped at the end). Generation PUTs the dataset, two ranks train with ranged GETs, and
 //! checkpoints are objects; wrong credentials fail at once and leave no trace of themselves.
-//! Skipped, with the reason printed, only when moto cannot be started (scripts/test.sh
-//! installs it).
+//! A moto that cannot start fails these tests (scripts/test.sh installs it).
 
 use std::time::{Duration, Instant};
 
@@ -11,19 +10,11 @@ use serde_json::Value;
 mod common;
 use common::{dlio, files_under};
 
-#[path = "../../storage/tests/support/moto.rs"]
-mod moto;
-use moto::Moto;
+use dlio_testkit::moto::{self, Moto};
 
 #[test]
 fn generate_train_on_two_ranks_and_checkpoint_in_a_bucket() {
-    let moto = match Moto::start() {
-        Ok(m) => m,
-        Err(reason) => {
-            eprintln!("skipped: {reason}");
-            return;
-        }
-    };
+    let moto = Moto::start();
     moto.boto3("s3.create_bucket(Bucket='dlio-s3-test')");
     let tmp = tempfile::tempdir().unwrap();
     let out = dlio()
@@ -105,13 +96,7 @@ fn generate_train_on_two_ranks_and_checkpoint_in_a_bucket() {
 /// Every file under `dir`, recursively.
 #[test]
 fn a_wrong_secret_fails_at_once_naming_the_endpoint_and_never_shows_the_secret() {
-    let moto = match Moto::start() {
-        Ok(m) => m,
-        Err(reason) => {
-            eprintln!("skipped: {reason}");
-            return;
-        }
-    };
+    let moto = Moto::start();
     moto.boto3("s3.create_bucket(Bucket='dlio-auth')");
     let (key_id, secret) = moto.require_authentication();
     let wrong_secret = format!("{}WRONG", &secret[..secret.len() / 2]);
@@ -184,13 +169,7 @@ fn a_wrong_secret_fails_at_once_naming_the_endpoint_and_never_shows_the_secret()
 /// the checkpoint is objects, and the log says which library name dlio's S3 engine stands for.
 #[test]
 fn unet3d_and_retinanet_generate_train_and_checkpoint_with_each_librarys_spelling() {
-    let moto = match Moto::start() {
-        Ok(m) => m,
-        Err(reason) => {
-            eprintln!("skipped: {reason}");
-            return;
-        }
-    };
+    let moto = Moto::start();
     let bucket = "dlio-v3-libraries";
     moto.boto3(&format!("s3.create_bucket(Bucket='{bucket}')"));
     let objects = |prefix: &str| moto.objects(bucket, prefix);

@@ -8,8 +8,8 @@
 //! `test_s3_checkpoint_ksm_config` reads only the config, as `test_checkpoint_ksm_config` of
 //! upstream_benchmark.rs does (the storage settings do not enter it).
 //! `test_s3_pytorch_multiprocessing_context` runs all four cases, including the two that
-//! upstream skips for its mock's patching limits. Skipped, with the reason printed, only when
-//! moto cannot be started (scripts/test.sh installs it).
+//! upstream skips for its mock's patching limits. A moto that cannot start fails these tests
+//! (scripts/test.sh installs it).
 
 mod common;
 
@@ -17,9 +17,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use common::upstream::{Case, CheckpointEpoch, NUM_PROCS, ensure, run_benchmark, run_matrix};
 
-#[path = "../../storage/tests/support/moto.rs"]
-mod moto;
-use moto::Moto;
+use dlio_testkit::moto::Moto;
 
 /// A bucket of its own for each case.
 fn new_bucket(moto: &Moto) -> String {
@@ -74,10 +72,7 @@ fn keys(moto: &Moto, bucket: &str, prefix: &str, suffix: &str) -> usize {
 }
 
 fn with_moto(test: impl FnOnce(&Moto)) {
-    match Moto::start() {
-        Ok(moto) => test(&moto),
-        Err(reason) => eprintln!("skipped: {reason}"),
-    }
+    test(&Moto::start());
 }
 
 fn words(moto: &Moto, bucket: &str, checkpoints: bool, rest: &[&str]) -> Vec<String> {

@@ -1150,18 +1150,16 @@ mod tests {
         let expected = one_by_one(&PosixStorage::new());
         assert_eq!(expected.len(), 9);
         let mut engines: Vec<Box<dyn Storage>> = vec![Box::new(PosixStorage::new())];
-        match dlio_storage::UringStorage::new(4, true) {
-            Ok(uring) => engines.push(Box::new(uring)),
-            Err(e) => eprintln!("io_uring with O_DIRECT not tested here: {e}"),
+        use dlio_testkit::{MachineProperty, probe, skip};
+        match (probe::io_uring(), probe::o_direct(path.parent().unwrap())) {
+            (Err(reason), _) => skip(MachineProperty::NoIoUring, &reason),
+            (_, Err(reason)) => skip(MachineProperty::NoODirect, &reason),
+            (Ok(()), Ok(())) => engines.push(Box::new(
+                dlio_storage::UringStorage::new(4, true).expect("io_uring with O_DIRECT"),
+            )),
         }
         for storage in engines {
             let counted = Metered::new(std::sync::Arc::<dyn Storage>::from(storage));
-            if let Err(FormatError::Storage(StorageError::DirectIoUnsupported { .. })) =
-                RecordStream::open(&counted, &path, 4096)
-            {
-                eprintln!("{}: this file system refuses O_DIRECT", counted.engine());
-                continue;
-            }
             for depth in [1, 4] {
                 let mut stream = RecordStream::open(&counted, &path, 4096).unwrap();
                 let mut all = Vec::new();

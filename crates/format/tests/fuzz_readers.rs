@@ -5,7 +5,10 @@
 //! panic, or a read that does not return within seconds, fails the test.
 //!
 //! The suite runs a fixed budget; `DLIO_FUZZ_CASES=N` runs N mutated files per format instead
-//! (`bench/fuzz.sh`), and `DLIO_FUZZ_SEED=N` another seed than the suite's.
+//! (`bench/fuzz.sh`), `DLIO_FUZZ_SEED=N` another seed than the suite's, and
+//! `DLIO_FUZZ_FORMAT=NAME` one format only. Each format's seed and the command that reruns it
+//! are printed before its cases (shown when the test fails), with proptest's smallest failing
+//! input; an input worth keeping goes into `damaged_files_that_once_crashed_a_reader_are_errors`.
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -17,12 +20,18 @@ use dlio_storage::{PosixStorage, Storage};
 use proptest::prelude::*;
 use proptest::test_runner::{Config as RunnerConfig, FileFailurePersistence, RngSeed, TestRunner};
 
-fn runner(default: u32) -> TestRunner {
+fn runner(default: u32, format: &str) -> TestRunner {
     let number = |name: &str| std::env::var(name).ok().and_then(|v| v.parse().ok());
+    let cases = number("DLIO_FUZZ_CASES").map_or(default, |n: u64| n as u32);
+    let seed = number("DLIO_FUZZ_SEED").unwrap_or(0x5eed);
+    eprintln!(
+        "{format}: seed {seed}, {cases} cases; rerun: DLIO_FUZZ_SEED={seed} \
+         DLIO_FUZZ_FORMAT={format} cargo test -p dlio-format --test fuzz_readers"
+    );
     TestRunner::new(RunnerConfig {
-        cases: number("DLIO_FUZZ_CASES").map_or(default, |n: u64| n as u32),
+        cases,
         failure_persistence: Some(Box::new(FileFailurePersistence::Off)),
-        rng_seed: RngSeed::Fixed(number("DLIO_FUZZ_SEED").unwrap_or(0x5eed)),
+        rng_seed: RngSeed::Fixed(seed),
         ..RunnerConfig::default()
     })
 }
@@ -137,8 +146,9 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Writes the damaged copies under `dir`, then opens the data file and reads every sample (and
-/// one past the end) on a thread of its own, which must finish within the deadline.
-fn read_damaged(p: &Pristine, dir: &Path, damages: &[(usize, Damage)]) {
+/// one past the end) on a thread of its own, which must finish within the deadline. Returns
+/// what each step gave: the open's error, or each read's length or error.
+fn read_damaged(p: &Pristine, dir: &Path, damages: &[(usize, Damage)]) -> Outcome {
     let mut files = p.files.clone();
     for (which, d) in damages {
         let n = files.len();
@@ -156,17 +166,25 @@ fn read_damaged(p: &Pristine, dir: &Path, damages: &[(usize, Damage)]) {
     std::thread::spawn(move || {
         let storage = PosixStorage::new();
         let mut reader = format.reader(&layout);
-        let mut outcome = Vec::new();
-        if reader.open(&storage as &dyn Storage, 9, &data).is_ok() {
-            for i in 0..=layout.samples {
-                outcome.push(reader.read_sample(&storage, 9, i).map(|s| s.len()).ok());
+        let outcome = match reader.open(&storage as &dyn Storage, 9, &data) {
+            Err(e) => Outcome::OpenFailed(e.to_string()),
+            Ok(()) => {
+                let reads = (0..=layout.samples)
+                    .map(|i| {
+                        reader
+                            .read_sample(&storage, 9, i)
+                            .map(|s| s.len())
+                            .map_err(|e| e.to_string())
+                    })
+                    .collect();
+                reader.close(9);
+                Outcome::Read(reads)
             }
-            reader.close(9);
-        }
+        };
         let _ = done.send(outcome);
     });
     match finished.recv_timeout(Duration::from_secs(20)) {
-        Ok(_) => {}
+        Ok(outcome) => outcome,
         Err(mpsc::RecvTimeoutError::Timeout) => {
             panic!(
                 "{} ({}): reading a damaged file hung: {damages:?}",
@@ -201,19 +219,46 @@ fn every_reader_returns_bytes_or_an_error_on_damaged_files() {
     if cfg!(feature = "hdf5") {
         kinds.push(FormatKind::Hdf5);
     }
+    let only = std::env::var("DLIO_FUZZ_FORMAT").ok();
     for kind in kinds {
+        if only.as_deref().is_some_and(|name| name != kind.name()) {
+            continue;
+        }
         for semantics in [Semantics::Upstream, Semantics::Mlperf] {
             let p = pristine(tmp.path(), kind, semantics);
             let scratch = tmp.path().join("scratch");
-            let mut runner = runner(60);
+            let mut runner = runner(60, kind.name());
             let strategy = proptest::collection::vec((any::<usize>(), damage()), 1..4);
             runner
                 .run(&strategy, |damages| {
                     let _ = std::fs::remove_dir_all(&scratch);
-                    read_damaged(&p, &scratch, &damages);
+                    let _ = read_damaged(&p, &scratch, &damages);
                     Ok(())
                 })
                 .unwrap_or_else(|e| panic!("{} ({}): {e}", p.name, semantics.as_str()));
+        }
+    }
+}
+
+/// What reading a damaged file gave.
+#[derive(Debug)]
+enum Outcome {
+    OpenFailed(String),
+    /// Samples 0..=samples (the last is one past the end, always an error).
+    Read(Vec<Result<usize, String>>),
+}
+
+impl Outcome {
+    /// The errors among the samples that exist (the open's, or those of samples
+    /// `0..samples`).
+    fn errors_within(&self, samples: u32) -> Vec<&str> {
+        match self {
+            Outcome::OpenFailed(e) => vec![e.as_str()],
+            Outcome::Read(reads) => reads
+                .iter()
+                .take(samples as usize)
+                .filter_map(|r| r.as_ref().err().map(String::as_str))
+                .collect(),
         }
     }
 }
@@ -225,9 +270,24 @@ fn damaged_files_that_once_crashed_a_reader_are_errors() {
     // A flipped footer byte gave a column chunk a negative offset; the parquet crate asserts
     // on it (seed 1, 10^5 files per format).
     let p = pristine(tmp.path(), FormatKind::Parquet, Semantics::Upstream);
-    read_damaged(
+    let outcome = read_damaged(
         &p,
         &tmp.path().join("scratch"),
         &[(12956039871937486090, Damage::Flip(14721382982394380639, 71))],
+    );
+    let errors = outcome.errors_within(p.layout.samples);
+    let name = p.files[0]
+        .0
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        !errors.is_empty(),
+        "the damaged footer was read as if whole: {outcome:?}"
+    );
+    assert!(
+        errors.iter().all(|e| e.contains(&name)),
+        "every error names the file: {errors:?}"
     );
 }

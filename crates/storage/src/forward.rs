@@ -19,13 +19,33 @@ pub trait ForwardStorage {
 /// Writes [`Storage`](crate::Storage) methods that call the same method of
 /// [`ForwardStorage::forward_to`], inside an `impl Storage for T` block:
 ///
-/// ```ignore
-/// impl ForwardStorage for MyDecorator { fn forward_to(&self) -> &dyn Storage { &self.inner } }
-/// impl Storage for MyDecorator {
-///     fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> { ... }
+/// ```
+/// use std::path::Path;
+/// use dlio_storage::{ForwardStorage, PosixStorage, ReadHandle, Storage, StorageError};
+///
+/// /// Counts the files opened, and passes every other call through.
+/// #[derive(Debug)]
+/// struct CountingOpens {
+///     inner: PosixStorage,
+///     opens: std::sync::atomic::AtomicU64,
+/// }
+/// impl ForwardStorage for CountingOpens {
+///     fn forward_to(&self) -> &dyn Storage {
+///         &self.inner
+///     }
+/// }
+/// impl Storage for CountingOpens {
+///     fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {
+///         self.opens.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+///         self.inner.open(path)
+///     }
 ///     dlio_storage::forward_storage!(engine, capabilities, create, list, size,
 ///         create_dir_all, remove_file, remove_dir_all, partial_path, drop_cache);
 /// }
+/// let storage = CountingOpens { inner: PosixStorage::new(), opens: Default::default() };
+/// assert!(storage.open(Path::new("/no/such/file")).is_err());
+/// assert_eq!(storage.engine(), "posix");
+/// assert_eq!(storage.opens.into_inner(), 1);
 /// ```
 #[macro_export]
 macro_rules! forward_storage {

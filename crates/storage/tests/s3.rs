@@ -1,8 +1,7 @@
-//! The s3 engine against a real S3-compatible server: moto's, started on 127.0.0.1 with a
-//! free port and killed at the end. Skipped, with the reason printed, only when moto cannot
-//! be started (`scripts/test.sh` installs it).
+//! The s3 engine against a real S3-compatible server: moto's, started on 127.0.0.1 on a port
+//! it bound itself and stopped at the end (`dlio_testkit::moto`). A moto that cannot start
+//! fails these tests (`scripts/test.sh` installs it).
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,14 +12,7 @@ use dlio_storage::{
     EngineKind, EngineSettings, Extent, IoCounters, S3Settings, Storage, StorageError, engine_for,
 };
 
-#[path = "support/moto.rs"]
-mod moto;
-use moto::{KEY_ID, Moto, SECRET};
-
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("address").port()
-}
+use dlio_testkit::moto::{KEY_ID, Moto, SECRET};
 
 fn s3_settings(endpoint: &str, bucket: &str) -> S3Settings {
     S3Settings {
@@ -71,13 +63,7 @@ fn samples(format: FormatKind, storage: &dyn Storage, path: &Path) -> Vec<Vec<u8
 
 #[test]
 fn a_dataset_and_a_checkpoint_live_in_a_bucket_and_read_back_identically() {
-    let moto = match Moto::start() {
-        Ok(moto) => moto,
-        Err(reason) => {
-            eprintln!("skipped: {reason}");
-            return;
-        }
-    };
+    let moto = Moto::start();
     moto.boto3("s3.create_bucket(Bucket='dlio-data')");
 
     // A missing bucket is named; credentials appear nowhere.
@@ -269,8 +255,9 @@ fn a_dataset_and_a_checkpoint_live_in_a_bucket_and_read_back_identically() {
 
 #[test]
 fn an_unreachable_endpoint_fails_within_the_retry_budget_naming_the_endpoint() {
-    let port = free_port(); // nothing listens there
-    let endpoint = format!("http://127.0.0.1:{port}");
+    // Bound by this test and never listened on: refused for as long as the test holds it.
+    let held = dlio_testkit::net::RefusingPort::bind();
+    let endpoint = format!("http://127.0.0.1:{}", held.port);
     let started = Instant::now();
     let error =
         engine_for(&engine_settings(s3_settings(&endpoint, "dlio-data"), None)).unwrap_err();
@@ -286,13 +273,7 @@ fn an_unreachable_endpoint_fails_within_the_retry_budget_naming_the_endpoint() {
 
 #[test]
 fn wrong_credentials_fail_at_once_with_an_authentication_error_that_hides_them() {
-    let moto = match Moto::start() {
-        Ok(moto) => moto,
-        Err(reason) => {
-            eprintln!("skipped: {reason}");
-            return;
-        }
-    };
+    let moto = Moto::start();
     moto.boto3("s3.create_bucket(Bucket='dlio-auth')");
     let (key_id, secret) = moto.require_authentication();
     let wrong_secret = format!("{secret}-wrong");

@@ -4,7 +4,7 @@
 //! config that loads and validates then goes through the run's pure set-up: the time
 //! distributions (with draws), the checkpoint plan, the training plan and its trim, the first
 //! epoch's plan and batch, the layout. Whatever the input, each step returns a value or an
-//! error; a panic fails the test.
+//! error; a panic, or a case that runs longer than 30 s (a hang), fails the test.
 //!
 //! The suite runs a fixed budget; `DLIO_FUZZ_CASES=N` runs N cases per property instead
 //! (`bench/fuzz.sh` runs 10^5), and `DLIO_FUZZ_SEED=N` another seed than the suite's. An input
@@ -12,6 +12,8 @@
 //! binary with `DLIO_FUZZ_PRINT=1 ... --nocapture` under `ulimit -v` and read the last case.
 
 use std::collections::BTreeSet;
+use std::sync::mpsc;
+use std::time::Duration;
 
 use dlio_config::{LoadArgs, Semantics, builtin_workloads, load, load_text, yaml::Value};
 use dlio_loader::TimeSampler;
@@ -89,11 +91,17 @@ fn cases(default: u32) -> u32 {
 }
 
 /// Fixed seed by default, so the suite is reproducible; `DLIO_FUZZ_SEED=N` explores others.
-fn runner(default: u32) -> RunnerConfig {
+/// The seed and the command that reruns the property are printed first (shown when it fails).
+fn runner(default: u32, test: &str) -> RunnerConfig {
     let seed = std::env::var("DLIO_FUZZ_SEED")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0x5eed);
+    eprintln!(
+        "{test}: seed {seed}, {} cases; rerun: DLIO_FUZZ_SEED={seed} cargo test -p dlio-trainer \
+         --test fuzz_config -- --exact {test}",
+        cases(default)
+    );
     RunnerConfig {
         cases: cases(default),
         failure_persistence: Some(Box::new(FileFailurePersistence::Off)),
@@ -219,6 +227,27 @@ fn apply(text: &str, mutations: &[Mutation], keys: &[String]) -> String {
 
 /// Loads, validates and round-trips a config, then sets up what a run would; any outcome but
 /// a panic is fine.
+/// How long one case may take: loading and planning one config is milliseconds, even in a
+/// debug build on a busy machine; a case still running after this has hung.
+const CASE_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Runs `case` on a thread of its own and fails the test, naming `what`, if it panics or
+/// does not finish within [`CASE_DEADLINE`] (a hang otherwise stalls the suite).
+fn within_deadline(what: String, case: impl FnOnce() + Send + 'static) {
+    let (done, finished) = mpsc::channel();
+    std::thread::spawn(move || {
+        case();
+        let _ = done.send(());
+    });
+    match finished.recv_timeout(CASE_DEADLINE) {
+        Ok(()) => {}
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            panic!("a case did not finish within {CASE_DEADLINE:?}: {what}")
+        }
+        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("a case panicked: {what}"),
+    }
+}
+
 fn exercise(loaded: Result<dlio_config::Loaded, dlio_config::ConfigError>, world: u32) {
     let Ok(loaded) = loaded else { return };
     let config = &loaded.config;
@@ -261,7 +290,7 @@ fn exercise(loaded: Result<dlio_config::Loaded, dlio_config::ConfigError>, world
 fn mutated_workload_files_load_or_fail_cleanly() {
     let texts = texts();
     let keys = key_paths();
-    proptest!(runner(1500), |(
+    proptest!(runner(1500, "mutated_workload_files_load_or_fail_cleanly"), |(
         which in any::<usize>(),
         mutations in proptest::collection::vec(mutation(), 1..6),
         world in 1u32..9,
@@ -270,7 +299,8 @@ fn mutated_workload_files_load_or_fail_cleanly() {
         if std::env::var_os("DLIO_FUZZ_PRINT").is_some() {
             eprintln!("case: world {world} {text:?}");
         }
-        exercise(load_text("fuzzed.yaml", &text, &[]), world);
+        let what = format!("world {world} {text:?}");
+        within_deadline(what, move || exercise(load_text("fuzzed.yaml", &text, &[]), world));
     });
 }
 
@@ -285,7 +315,7 @@ fn random_overrides_load_or_fail_cleanly() {
         "++",
         "hydra.",
     ];
-    proptest!(runner(1500), |(
+    proptest!(runner(1500, "random_overrides_load_or_fail_cleanly"), |(
         workload in any::<usize>(),
         words in proptest::collection::vec(
             (any::<usize>(), any::<usize>(), any::<usize>(), any::<bool>()), 1..5),
@@ -312,6 +342,7 @@ fn random_overrides_load_or_fail_cleanly() {
         if std::env::var_os("DLIO_FUZZ_PRINT").is_some() {
             eprintln!("case: world {world} {:?}", args.positional);
         }
-        exercise(load(&args), world);
+        let what = format!("world {world} {:?}", args.positional);
+        within_deadline(what, move || exercise(load(&args), world));
     });
 }

@@ -22,7 +22,7 @@ fn numpy_available() -> bool {
         return true;
     }
     if std::env::var("DLIO_SKIP_PYTHON").as_deref() == Ok("1") {
-        eprintln!("numpy not found: skipping the NumPy interoperability test (DLIO_SKIP_PYTHON=1)");
+        dlio_testkit::skip::opted_out("DLIO_SKIP_PYTHON", "numpy not found");
         return false;
     }
     panic!(

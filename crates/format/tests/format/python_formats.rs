@@ -21,7 +21,7 @@ fn python_available(modules: &str) -> bool {
         return true;
     }
     if std::env::var("DLIO_SKIP_PYTHON").as_deref() == Ok("1") {
-        eprintln!("python3 lacks {modules}: skipping (DLIO_SKIP_PYTHON=1)");
+        dlio_testkit::skip::opted_out("DLIO_SKIP_PYTHON", &format!("python3 lacks {modules}"));
         return false;
     }
     panic!(

@@ -1,14 +1,14 @@
-//! moto's S3 server for the S3 tests of `dlio-storage` and of the `dlio` binary (which includes
-//! this file with `#[path]`): started on 127.0.0.1 with a free port, killed when dropped.
-//! `scripts/test.sh` installs it (`pip install 'moto[server]' boto3`).
+//! moto's S3 server for the S3 tests of `dlio-storage` and of the `dlio` binary: started on
+//! 127.0.0.1 on a port it binds itself (`moto_server.py` prints it), stopped when dropped or
+//! when the test process ends (it serves until its stdin closes). `scripts/test.sh` installs
+//! moto (`pip install 'moto[server]' boto3`); a test that cannot start it fails, with moto's
+//! own error output.
 //!
 //! moto accepts any credentials until [`Moto::require_authentication`] turns its IAM checks on.
-#![allow(dead_code)] // each test file uses its own subset
 
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::Duration;
 /// Credentials for the server before it checks them (it accepts any).
 pub const KEY_ID: &str = "AKIDLIOTESTKEY0001";
 /// See [`KEY_ID`].
@@ -17,6 +17,8 @@ pub const SECRET: &str = "dlio-test-secret-value-0123456789";
 /// A running moto server.
 pub struct Moto {
     child: Child,
+    /// Held open: the server exits when it closes.
+    _stdin: ChildStdin,
     /// `http://127.0.0.1:PORT`.
     pub endpoint: String,
 }
@@ -28,34 +30,49 @@ impl Drop for Moto {
     }
 }
 
+/// The wrapper that binds its own port (see its docstring).
+const SERVER: &str = include_str!("moto_server.py");
+
 impl Moto {
-    /// Starts the server and waits until it listens. The error says why it could not start
-    /// (the caller skips its test with that reason).
-    pub fn start() -> Result<Moto, String> {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| format!("no free port on 127.0.0.1: {e}"))?
-            .port();
-        let child = Command::new("moto_server")
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
+    /// Starts the server and waits until it listens; panics with moto's stderr if it cannot
+    /// (a missing moto is a failure of the suite's set-up, not a reason to skip).
+    pub fn start() -> Moto {
+        let stderr = tempfile::NamedTempFile::new().expect("a temp file for moto's stderr");
+        let mut child = Command::new("python3")
+            .args(["-c", SERVER])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr.reopen().expect("moto's stderr file"))
             .spawn()
-            .map_err(|e| {
-                format!("moto_server cannot be started ({e}); scripts/test.sh installs it")
-            })?;
-        let moto = Moto {
-            child,
-            endpoint: format!("http://127.0.0.1:{port}"),
+            .unwrap_or_else(|e| panic!("python3 cannot be started for moto's server: {e}"));
+        let stdin = child.stdin.take().expect("piped stdin");
+        let stdout = child.stdout.take().expect("piped stdout");
+        // The first line is the port; a server that fails prints nothing and exits.
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = sender.send(line);
+        });
+        let line = receiver
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_default();
+        let Ok(port) = line.trim().parse::<u16>() else {
+            let _ = child.kill();
+            let _ = child.wait();
+            let mut said = String::new();
+            let _ =
+                std::fs::File::open(stderr.path()).and_then(|mut f| f.read_to_string(&mut said));
+            panic!(
+                "moto's S3 server did not start (scripts/test.sh installs it: pip install \
+                 'moto[server]' boto3); it printed {line:?} and said:\n{said}"
+            );
         };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if Instant::now() > deadline {
-                return Err("moto_server did not listen within 30 s".into());
-            }
-            std::thread::sleep(Duration::from_millis(100));
+        Moto {
+            child,
+            _stdin: stdin,
+            endpoint: format!("http://127.0.0.1:{port}"),
         }
-        Ok(moto)
     }
 
     /// Runs a Python `script` with boto3 clients `s3` and `iam` for this server (credentials
