@@ -66,6 +66,15 @@ pub(crate) fn untrack(fd: c_int) -> Option<Arc<str>> {
         .map(|t| t.json_path)
 }
 
+/// Stops following every descriptor in `first..=last`.
+pub(crate) fn untrack_range(first: u32, last: u32) {
+    let mut table = TABLE.lock();
+    let end = table.len().min((last as usize).saturating_add(1));
+    for slot in table.iter_mut().take(end).skip(first as usize) {
+        *slot = None;
+    }
+}
+
 /// Runs `f` on `fd`'s entry when it is followed.
 pub(crate) fn with<R>(fd: c_int, f: impl FnOnce(&mut Tracked) -> R) -> Option<R> {
     let slot = usize::try_from(fd).ok()?;

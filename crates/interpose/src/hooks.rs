@@ -229,6 +229,13 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     let Some(real) = real!(close: unsafe extern "C" fn(c_int) -> c_int) else {
         return missing();
     };
+    // The trace's own descriptor does not exist for the program (a program that closes every
+    // descriptor it did not open would otherwise close it, and the trace would be written into
+    // the next file it opens): answered as libc would answer without this library.
+    if sink::is_trace_fd(fd) {
+        set_errno(libc::EBADF);
+        return -1;
+    }
     // Forget the descriptor before libc frees its number: after that another thread's `open`
     // may get the same number, and its entry must not be the one removed.
     let path = if Guard::enter().is_some() {
@@ -253,6 +260,143 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
         },
     )
 }
+
+/// Closes `first..=last` (libc's `close_range` semantics for `flags`) around the trace's own
+/// descriptor, which stays open, and stops following every closed number.
+fn close_range_keeping_trace(first: u32, last: u32, flags: c_int) -> c_int {
+    let trace = sink::trace_fd();
+    let ranges: [(u32, u32); 2] = match u32::try_from(trace) {
+        // Below the trace's number (none when it is `first`), then above it.
+        Ok(t) if (first..=last).contains(&t) => match t.checked_sub(1) {
+            Some(below) => [(first, below), (t.saturating_add(1), last)],
+            None => [(1, last), (1, 0)],
+        },
+        _ => [(first, last), (1, 0)],
+    };
+    let mut ret = 0;
+    for (low, high) in ranges {
+        if low > high {
+            continue;
+        }
+        fds::untrack_range(low, high);
+        // SAFETY: close_range takes plain integers.
+        let r = unsafe { libc::syscall(libc::SYS_close_range, low, high, flags) };
+        if r != 0 {
+            ret = -1;
+        }
+    }
+    ret
+}
+
+/// Python's `os.closerange` and `subprocess` call this.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn close_range(
+    first: libc::c_uint,
+    last: libc::c_uint,
+    flags: c_int,
+) -> c_int {
+    let Some(real) =
+        real!(close_range: unsafe extern "C" fn(libc::c_uint, libc::c_uint, c_int) -> c_int)
+    else {
+        return missing();
+    };
+    // Marking close-on-exec closes nothing now (and the trace's descriptor has the mark).
+    let closes = flags & libc::CLOSE_RANGE_CLOEXEC as c_int == 0;
+    if closes && Guard::enter().is_some() && sink::trace_fd() >= 0 {
+        return close_range_keeping_trace(first, last, flags);
+    }
+    if closes {
+        fds::untrack_range(first, last);
+    }
+    // SAFETY: the caller's arguments, passed on unchanged.
+    unsafe { real(first, last, flags) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn closefrom(low: c_int) {
+    let first = u32::try_from(low).unwrap_or(0);
+    if Guard::enter().is_some() && sink::trace_fd() >= 0 {
+        close_range_keeping_trace(first, u32::MAX, 0);
+        return;
+    }
+    fds::untrack_range(first, u32::MAX);
+    if let Some(real) = real!(closefrom: unsafe extern "C" fn(c_int)) {
+        // SAFETY: the caller's argument, passed on unchanged.
+        unsafe { real(low) }
+    }
+}
+
+/// `closedir` closes the descriptor of a directory stream inside libc, past the `close`
+/// hook: a stream made with `fdopendir` on a followed descriptor must stop its following.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn closedir(dir: *mut libc::DIR) -> c_int {
+    let Some(real) = real!(closedir: unsafe extern "C" fn(*mut libc::DIR) -> c_int) else {
+        return missing();
+    };
+    if !dir.is_null() && Guard::enter().is_some() {
+        // SAFETY: a non-null stream the caller owns; dirfd only reads it.
+        fds::untrack(unsafe { libc::dirfd(dir) });
+    }
+    // SAFETY: the caller's argument, passed on unchanged.
+    unsafe { real(dir) }
+}
+
+// --- descriptors made by calls this library does not follow ------------------------------
+//
+// A number the kernel hands out again is a new file: whatever was followed under it (a
+// descriptor closed past the hooks) is forgotten, so reads on a pipe or socket are never taken
+// for reads of a data file.
+
+macro_rules! new_fd_hook {
+    ($name:ident ( $($arg:ident : $ty:ty),* )) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
+            let Some(real) = real!($name: unsafe extern "C" fn($($ty),*) -> c_int) else {
+                return missing();
+            };
+            // SAFETY: the caller's arguments, passed on unchanged.
+            let fd = unsafe { real($($arg),*) };
+            if fd >= 0 {
+                let saved = errno();
+                fds::untrack(fd);
+                set_errno(saved);
+            }
+            fd
+        }
+    };
+}
+new_fd_hook!(socket(domain: c_int, kind: c_int, protocol: c_int));
+new_fd_hook!(accept(fd: c_int, address: *mut libc::sockaddr, len: *mut libc::socklen_t));
+new_fd_hook!(accept4(fd: c_int, address: *mut libc::sockaddr, len: *mut libc::socklen_t, flags: c_int));
+new_fd_hook!(eventfd(initial: libc::c_uint, flags: c_int));
+new_fd_hook!(epoll_create1(flags: c_int));
+new_fd_hook!(memfd_create(name: *const c_char, flags: libc::c_uint));
+
+macro_rules! fd_pair_hook {
+    ($name:ident ( $($arg:ident : $ty:ty),* ), $pair:ident) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
+            let Some(real) = real!($name: unsafe extern "C" fn($($ty),*) -> c_int) else {
+                return missing();
+            };
+            // SAFETY: the caller's arguments, passed on unchanged.
+            let ret = unsafe { real($($arg),*) };
+            if ret == 0 && !$pair.is_null() {
+                let saved = errno();
+                // SAFETY: on success libc wrote two descriptors where `$pair` points.
+                let pair = unsafe { [*$pair, *$pair.add(1)] };
+                for fd in pair {
+                    fds::untrack(fd);
+                }
+                set_errno(saved);
+            }
+            ret
+        }
+    };
+}
+fd_pair_hook!(pipe(fds_out: *mut c_int), fds_out);
+fd_pair_hook!(pipe2(fds_out: *mut c_int, flags: c_int), fds_out);
+fd_pair_hook!(socketpair(domain: c_int, kind: c_int, protocol: c_int, fds_out: *mut c_int), fds_out);
 
 // --- descriptor copies -----------------------------------------------------------------------
 //
@@ -281,6 +425,9 @@ pub unsafe extern "C" fn dup2(fd: c_int, target: c_int) -> c_int {
     let Some(real) = real!(dup2: unsafe extern "C" fn(c_int, c_int) -> c_int) else {
         return missing();
     };
+    // Onto the trace's number: the trace moves first (the program's copy takes the number,
+    // free as far as it knows).
+    sink::move_trace_off(target, target.saturating_add(1));
     // SAFETY: the caller's arguments, passed on unchanged.
     traced(
         || unsafe { real(fd, target) },
@@ -297,6 +444,7 @@ pub unsafe extern "C" fn dup3(fd: c_int, target: c_int, flags: c_int) -> c_int {
     let Some(real) = real!(dup3: unsafe extern "C" fn(c_int, c_int, c_int) -> c_int) else {
         return missing();
     };
+    sink::move_trace_off(target, target.saturating_add(1));
     // SAFETY: the caller's arguments, passed on unchanged.
     traced(
         || unsafe { real(fd, target, flags) },
@@ -694,25 +842,40 @@ stdio_transfer_hook!(fwrite, *const c_void);
 
 // --- the end of a process image --------------------------------------------------------------
 
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn execve(
-    path: *const c_char,
-    argv: *const *const c_char,
-    envp: *const *const c_char,
-) -> c_int {
-    type ExecveFn =
-        unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
-    let Some(real) = real!(execve: ExecveFn) else {
-        return missing();
-    };
+/// Completes the trace, then runs `exec` (which replaces the process image and returns only
+/// when it failed); records again if it returned.
+fn around_exec(exec: impl FnOnce() -> c_int) -> c_int {
     let finished = Guard::enter().is_some_and(|_guard| sink::finish());
-    // SAFETY: the caller's arguments, passed on unchanged.
-    let ret = unsafe { real(path, argv, envp) };
+    let ret = exec();
     if finished {
         sink::resume();
     }
     ret
 }
+
+type Argv = *const *const c_char;
+
+// libc's `execv`, `execvp` and `execvpe` call its `execve` inside libc, past the hook, so each
+// has a hook of its own. The variadic `execl`, `execlp` and `execle` cannot be defined in
+// stable Rust: a process that ends with them leaves its trace `.partial` (Python's `os.exec*`
+// and `subprocess` call `execv`/`execve`).
+macro_rules! exec_hook {
+    ($name:ident ( $($arg:ident : $ty:ty),* )) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
+            let Some(real) = real!($name: unsafe extern "C" fn($($ty),*) -> c_int) else {
+                return missing();
+            };
+            // SAFETY: the caller's arguments, passed on unchanged.
+            around_exec(|| unsafe { real($($arg),*) })
+        }
+    };
+}
+exec_hook!(execve(path: *const c_char, argv: Argv, envp: Argv));
+exec_hook!(execv(path: *const c_char, argv: Argv));
+exec_hook!(execvp(file: *const c_char, argv: Argv));
+exec_hook!(execvpe(file: *const c_char, argv: Argv, envp: Argv));
+exec_hook!(fexecve(fd: c_int, argv: Argv, envp: Argv));
 
 macro_rules! exit_hook {
     ($name:ident) => {

@@ -6,7 +6,7 @@ use std::ffi::{CString, c_int, c_void};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
 
 use parking_lot::Mutex;
 
@@ -17,6 +17,27 @@ const FLUSH_BYTES: usize = 1 << 20;
 
 static DIR: OnceLock<PathBuf> = OnceLock::new();
 static SINK: Mutex<Option<Sink>> = Mutex::new(None);
+
+/// The descriptor of this process's open trace, -1 when none is open. The program never
+/// opened it, so the hooks keep it from the program's closes and copies (see
+/// [`is_trace_fd`]); read without the lock, as a close of it may come from any thread.
+static TRACE_FD: AtomicI32 = AtomicI32::new(-1);
+
+/// The lowest descriptor number the trace takes: high, so that the program's own opens get
+/// the numbers they would get untraced (3 first, ...), and below the usual limit of 1024.
+fn high_fd_floor() -> c_int {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct given.
+    let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+        limit.rlim_cur
+    } else {
+        1024
+    };
+    (soft / 2).clamp(10, 1000) as c_int
+}
 
 thread_local! {
     /// The calling thread's kernel id (0 until first asked; reset in a forked child).
@@ -114,6 +135,8 @@ impl Sink {
             );
             return None;
         }
+        let fd = move_above(fd, high_fd_floor());
+        TRACE_FD.store(fd, Ordering::Release);
         let mut buf = Vec::with_capacity(FLUSH_BYTES + 4096);
         buf.extend_from_slice(b"[\n");
         Some(Sink {
@@ -209,10 +232,10 @@ impl Sink {
     fn finish(mut self) {
         self.buf.extend_from_slice(b"\n]\n");
         self.flush();
-        if let Some(close) = real!(close: unsafe extern "C" fn(c_int) -> c_int) {
-            // SAFETY: the descriptor is the trace's own, opened by `open`.
-            unsafe { close(self.fd) };
-        }
+        TRACE_FD.store(-1, Ordering::Release);
+        // SAFETY: the descriptor is the trace's own, opened by `open`; a plain system call
+        // (libc's `close` would be this library's hook).
+        unsafe { libc::syscall(libc::SYS_close, self.fd) };
         if !self.broken {
             // SAFETY: both are NUL-terminated paths.
             unsafe { libc::rename(self.partial.as_ptr(), self.complete.as_ptr()) };
@@ -410,10 +433,49 @@ pub(crate) extern "C" fn after_fork_in_child() {
     TID.with(|t| t.set(0));
     // The parent's unwritten events and its file are the parent's: forget the buffer and close
     // the child's copy of the descriptor; the child's first event opens its own file.
-    if let Some(s) = SINK.lock().take()
-        && let Some(close) = real!(close: unsafe extern "C" fn(c_int) -> c_int)
-    {
+    if let Some(s) = SINK.lock().take() {
+        TRACE_FD.store(-1, Ordering::Release);
         // SAFETY: the child's copy of the trace's descriptor, used by nothing else.
-        unsafe { close(s.fd) };
+        unsafe { libc::syscall(libc::SYS_close, s.fd) };
     }
+}
+
+/// Whether `fd` is the trace's own descriptor: a number the program would find closed
+/// without this library, so a `close` of it answers EBADF and leaves it open.
+pub(crate) fn is_trace_fd(fd: c_int) -> bool {
+    fd >= 0 && TRACE_FD.load(Ordering::Acquire) == fd
+}
+
+/// The trace's descriptor, -1 when none is open.
+pub(crate) fn trace_fd() -> c_int {
+    TRACE_FD.load(Ordering::Acquire)
+}
+
+/// Moves the trace off descriptor `fd` when it is there (the program is about to make `fd`
+/// a copy of another file with `dup2`/`dup3`, which would close the trace silently), to a
+/// number at least `floor`.
+pub(crate) fn move_trace_off(fd: c_int, floor: c_int) {
+    if !is_trace_fd(fd) {
+        return;
+    }
+    let mut sink = SINK.lock();
+    if let Some(s) = sink.as_mut()
+        && s.fd == fd
+    {
+        s.fd = move_above(fd, floor.max(high_fd_floor()));
+        TRACE_FD.store(s.fd, Ordering::Release);
+    }
+}
+
+/// `fd` copied to the lowest free number >= `floor` (close-on-exec) and closed, with plain
+/// system calls; `fd` itself when no such number is free.
+fn move_above(fd: c_int, floor: c_int) -> c_int {
+    // SAFETY: F_DUPFD_CLOEXEC on an open descriptor only allocates a new number.
+    let moved = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_DUPFD_CLOEXEC, floor) };
+    if moved < 0 {
+        return fd;
+    }
+    // SAFETY: the old number, now a copy of the trace nobody uses.
+    unsafe { libc::syscall(libc::SYS_close, fd) };
+    moved as c_int
 }
