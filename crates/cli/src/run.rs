@@ -778,6 +778,9 @@ impl Run<'_> {
             crate::device_check::page_cache_verdict(&device_reads);
         reports.sort_by_key(|r| r.rank);
         let metrics = dlio_metrics::aggregate(&reports, &planned.params);
+        if let Some(warning) = metrics.measured.metric_window.warning() {
+            log.warn(&warning);
+        }
         let (memory, trim) = (&planned.memory, &planned.trim);
         let run = RunInfo {
             start: self.run_start,

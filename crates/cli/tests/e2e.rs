@@ -828,3 +828,52 @@ fn dlio_log_level_is_honoured_as_dlio_reads_it() {
         "{err}"
     );
 }
+
+/// When the steps the metric window leaves out hold most of an epoch's time, the figures
+/// describe only the rest: the log and `summary.json` say how much was left out and what to
+/// change; when they do not, nothing is said.
+#[test]
+fn a_metric_window_that_leaves_out_most_of_the_time_is_warned_about() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |exclude: u64, out: &str| -> (Value, String) {
+        let mut args = small(tmp.path(), 12, 1);
+        args.retain(|a| !a.contains("computation_time") && !a.contains("output.folder"));
+        args.extend([
+            "++workload.workflow.generate_data=True".into(),
+            "++workload.train.computation_time=0.05".into(),
+            format!("++workload.output.metric.exclude_start_steps={exclude}"),
+            format!(
+                "++workload.output.folder={}",
+                tmp.path().join(out).display()
+            ),
+        ]);
+        let output = run_ok(dlio().arg("run").args(&args));
+        let summary = json(&tmp.path().join(out).join("summary.json"));
+        (
+            summary,
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    // 9 of 12 equal steps left out: about 75% of the time.
+    let (summary, log) = run(9, "most");
+    let window = &summary["dlio_rs"]["metric_window"];
+    let share = window["largest_excluded_fraction"].as_f64().unwrap();
+    assert!((0.6..=1.0).contains(&share), "{window}");
+    assert_eq!(window["exclude_start_steps"], 9);
+    assert_eq!(window["per_epoch"].as_array().unwrap().len(), 1, "{window}");
+    let warning = window["warning"].as_str().expect("a warning");
+    assert!(
+        warning.contains("exclude_start_steps=9") && warning.contains("epoch 1"),
+        "{warning}"
+    );
+    assert!(log.contains("the metric window left out"), "{log}");
+    // The default window (the first step) leaves out a twelfth.
+    let (summary, log) = run(1, "some");
+    let window = &summary["dlio_rs"]["metric_window"];
+    assert!(
+        window["largest_excluded_fraction"].as_f64().unwrap() < 0.5,
+        "{window}"
+    );
+    assert!(window["warning"].is_null(), "{window}");
+    assert!(!log.contains("the metric window left out"), "{log}");
+}

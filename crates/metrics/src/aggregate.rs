@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 
 use crate::formulas::{
-    MetricParams, epoch_train_metrics, eval_metrics, mean, population_stdev, rate,
+    MetricParams, block_metrics, epoch_train_metrics, eval_metrics, mean, population_stdev, rate,
 };
 use crate::histogram::LatencySummary;
 use crate::recorder::{
@@ -119,12 +119,114 @@ pub struct MlperfCheckpointMetrics {
 pub struct MeasuredMetrics {
     /// Number of rank reports.
     pub ranks: usize,
+    /// How much of the training time the metric window leaves out.
+    pub metric_window: MetricWindowCheck,
     /// Training phase.
     pub train: MeasuredPhase,
     /// Evaluation phase.
     pub eval: MeasuredPhase,
     /// Per-rank figures.
     pub per_rank: Vec<RankMetrics>,
+}
+
+/// How much of each epoch's training time falls in the steps the metric window leaves out
+/// (`output.metric.exclude_start_steps` at the start of each block, `exclude_end_steps` at the end).
+/// DLIO's AU and throughput are computed without that time, as they should be when it is a
+/// warm-up; when it is most of the epoch (readers prefetching a whole epoch's objects in its
+/// first step, say), the figures describe what little is left, and [`Self::warning`] says so.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MetricWindowCheck {
+    /// Per epoch with a closed training block: the largest share over ranks of the epoch's
+    /// block time spent in left-out steps.
+    pub per_epoch: Vec<ExcludedTime>,
+    /// The largest of those (0..=1).
+    pub largest_excluded_fraction: f64,
+    /// Where it was.
+    pub at: Option<ExcludedTime>,
+    /// Steps left out at the start of each block (`output.metric.exclude_start_steps`).
+    pub exclude_start_steps: u64,
+    /// Steps left out at the end of each epoch (`output.metric.exclude_end_steps`).
+    pub exclude_end_steps: u64,
+}
+
+/// The share of one epoch's training time on one rank that the metric window left out.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ExcludedTime {
+    /// The epoch.
+    pub epoch: u32,
+    /// The rank.
+    pub rank: u32,
+    /// Left-out step time over block time, 0..=1.
+    pub excluded_fraction: f64,
+}
+
+impl MetricWindowCheck {
+    /// Above this share of an epoch's time in left-out steps, the figures are flagged.
+    pub const WARN_ABOVE: f64 = 0.5;
+
+    /// The warning for the log and `summary.json`, when an epoch's left-out steps held most
+    /// of its time.
+    pub fn warning(&self) -> Option<String> {
+        let ExcludedTime { epoch, rank, .. } = self.at?;
+        if self.largest_excluded_fraction <= Self::WARN_ABOVE {
+            return None;
+        }
+        Some(format!(
+            "the metric window left out {:.0}% of epoch {epoch}'s training time on rank {rank} \
+             (output.metric.exclude_start_steps={}, exclude_end_steps={}): AU and samples/s \
+             describe only the rest. Run more steps per epoch (more files or a smaller batch), \
+             or set ++workload.output.metric.exclude_start_steps=0 to count the first step",
+            100.0 * self.largest_excluded_fraction,
+            self.exclude_start_steps,
+            self.exclude_end_steps,
+        ))
+    }
+}
+
+fn metric_window_check(reports: &[RankReport], params: &MetricParams) -> MetricWindowCheck {
+    let mut check = MetricWindowCheck {
+        per_epoch: Vec::new(),
+        largest_excluded_fraction: 0.0,
+        at: None,
+        exclude_start_steps: params.exclude_start_steps,
+        exclude_end_steps: params.exclude_end_steps,
+    };
+    for epoch in all_epoch_numbers(reports) {
+        let mut largest: Option<ExcludedTime> = None;
+        for report in reports {
+            let Some(record) = report.epoch(epoch) else {
+                continue;
+            };
+            let (excluded, wall) = record
+                .blocks
+                .iter()
+                .filter_map(|block| block_metrics(block, params))
+                .fold((0.0, 0.0), |(e, w), b| {
+                    (
+                        e + (b.wall_seconds - b.measured_seconds).max(0.0),
+                        w + b.wall_seconds,
+                    )
+                });
+            if wall > 0.0 {
+                let excluded_fraction = (excluded / wall).clamp(0.0, 1.0);
+                if largest.is_none_or(|l| excluded_fraction > l.excluded_fraction) {
+                    largest = Some(ExcludedTime {
+                        epoch,
+                        rank: report.rank,
+                        excluded_fraction,
+                    });
+                }
+            }
+        }
+        if let Some(largest) = largest {
+            check.per_epoch.push(largest);
+            if check.at.is_none() || largest.excluded_fraction > check.largest_excluded_fraction {
+                check.largest_excluded_fraction = largest.excluded_fraction;
+                check.at = Some(largest);
+            }
+        }
+    }
+    check
 }
 
 /// Measured figures of one phase over all ranks.
@@ -440,6 +542,7 @@ fn checkpoint_phase_metrics(
 fn measured_metrics(reports: &[RankReport], params: &MetricParams) -> MeasuredMetrics {
     MeasuredMetrics {
         ranks: reports.len(),
+        metric_window: metric_window_check(reports, params),
         train: measured_phase(reports, PhaseKind::Train),
         eval: measured_phase(reports, PhaseKind::Eval),
         per_rank: reports.iter().map(|r| rank_metrics(r, params)).collect(),

@@ -71,8 +71,9 @@ mod output;
 mod recorder;
 
 pub use aggregate::{
-    CheckpointMetrics, CheckpointPhaseMetrics, MeasuredEpoch, MeasuredMetrics, MeasuredPhase,
-    MlperfCheckpointMetrics, PhaseMetrics, RankEpochMetrics, RankMetrics, RunMetrics, aggregate,
+    CheckpointMetrics, CheckpointPhaseMetrics, ExcludedTime, MeasuredEpoch, MeasuredMetrics,
+    MeasuredPhase, MetricWindowCheck, MlperfCheckpointMetrics, PhaseMetrics, RankEpochMetrics,
+    RankMetrics, RunMetrics, aggregate,
 };
 pub use error::MetricsError;
 pub use formulas::{

@@ -284,6 +284,14 @@ fn ours_section(
             ours.insert("checkpoint_async".into(), asynchronous);
         }
     }
+    if metrics.train.is_some() {
+        let window = &measured.metric_window;
+        let mut section = to_json(window)?;
+        if let Value::Object(fields) = &mut section {
+            fields.insert("warning".into(), window.warning().into());
+        }
+        ours.insert("metric_window".into(), section);
+    }
     ours.insert("per_rank".into(), to_json(&measured.per_rank)?);
     match &run.ours {
         Value::Object(extra) => {
