@@ -85,12 +85,10 @@ export DLIO_SKIP_LOG=$LOGS/skips
 status=0
 
 echo "== cargo test (workspace)"
-cargo test --workspace --locked --features dlio-format/hdf5 2>&1 | tee "$LOGS/workspace.out" || status=1
+cargo test --workspace --locked --no-fail-fast --features dlio-format/hdf5 2>&1 | tee "$LOGS/workspace.out" || status=1
 
-if [ $status = 0 ]; then
-  echo "== cargo test: the same binary under mpirun (feature mpi)"
-  cargo test --locked -p dlio --features mpi --test mpi 2>&1 | tee "$LOGS/mpi.out" || status=1
-fi
+echo "== cargo test: the same binary under mpirun (feature mpi)"
+cargo test --locked --no-fail-fast -p dlio --features mpi --test mpi 2>&1 | tee "$LOGS/mpi.out" || status=1
 
 bash scripts/count-skips.sh scripts/allowed-skips "$DLIO_SKIP_LOG" "$LOGS"/*.out || status=1
 exit $status

@@ -466,8 +466,11 @@ impl Run<'_> {
         let train_spec =
             dlio_trainer::train_plan_spec(config, world, train_files.len() as u64, random_seed);
         let trim = dlio_plan::trim(&train_spec);
-        if !checkpoint_only {
-            check_steps(config, &train_spec, &trim)?;
+        if !checkpoint_only && let Some(warning) = check_steps(config, &train_spec, &trim)? {
+            if self.loaded.strict {
+                bail!("{warning} (--strict makes a run with no training step an error)");
+            }
+            log.warn(&warning);
         }
         if trim.used_samples < trim.total_samples {
             log.warn(&format!(
@@ -1363,7 +1366,14 @@ fn check_collective(config: &Config, local_ranks: u32) -> Result<()> {
     Ok(())
 }
 
-fn check_steps(config: &Config, spec: &dlio_plan::PlanSpec, trim: &dlio_plan::Trim) -> Result<()> {
+/// Refuses a step cap the epoch cannot reach; returns the warning for a data set too small for
+/// one full batch per rank, which trains no step (DLIO runs such epochs empty and exits 0, and
+/// upstream's own tests rely on it).
+fn check_steps(
+    config: &Config,
+    spec: &dlio_plan::PlanSpec,
+    trim: &dlio_plan::Trim,
+) -> Result<Option<String>> {
     let total = config.train.total_training_steps;
     if total > 0 {
         let uncapped = dlio_plan::trim(&dlio_plan::PlanSpec {
@@ -1382,15 +1392,14 @@ fn check_steps(config: &Config, spec: &dlio_plan::PlanSpec, trim: &dlio_plan::Tr
         }
     }
     if trim.steps_per_rank == 0 {
-        bail!(
-            "no training step fits: {} samples cannot give each of the {} ranks a full batch of {}; \
-             add files (dataset.num_files_train) or lower reader.batch_size",
-            trim.total_samples,
-            spec.world,
-            spec.batch_size
-        );
+        return Ok(Some(format!(
+            "no training step fits: {} samples cannot give each of the {} ranks a full batch of \
+             {}, so every epoch trains 0 steps and AU is 0, as in DLIO; add files \
+             (dataset.num_files_train) or lower reader.batch_size",
+            trim.total_samples, spec.world, spec.batch_size
+        )));
     }
-    Ok(())
+    Ok(None)
 }
 
 fn metric_params(config: &Config, world: u32, files: u64, eval_files: u64) -> MetricParams {

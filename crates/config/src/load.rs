@@ -57,6 +57,9 @@ pub struct Loaded {
     /// applied to them as typed (no defaults filled in, no aliases folded). This is what
     /// Hydra writes, under `workload:`, to `<output_subdir>/config.yaml`.
     pub composed: yaml_serde::Value,
+    /// `--strict` was given: what upstream tolerates with a warning (unknown keys, a run
+    /// with no training step) is an error.
+    pub strict: bool,
 }
 
 /// Loads the workload named by `workload=NAME` in `args.positional` (default `default`),
@@ -87,6 +90,7 @@ pub fn load(args: &LoadArgs) -> Result<Loaded, ConfigError> {
         hydra_run_dir: words.hydra_run_dir,
         warnings,
         composed,
+        strict: args.strict,
     })
 }
 
@@ -121,6 +125,7 @@ pub fn load_text(name: &str, yaml: &str, overrides: &[String]) -> Result<Loaded,
         hydra_run_dir: words.hydra_run_dir,
         warnings,
         composed,
+        strict: false,
     })
 }
 

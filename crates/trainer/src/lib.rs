@@ -313,7 +313,13 @@ fn run_training(
         setup.train_files.len() as u64,
         setup.random_seed,
     );
-    train_spec.validate().map_err(TrainError::Plan)?;
+    // A data set too small for one full batch per rank trains no step, as DLIO does: its
+    // epochs run empty (the run driver has warned, or refused under --strict).
+    let zero_steps = match train_spec.validate() {
+        Ok(()) => false,
+        Err(dlio_plan::PlanError::TooFewSamples { .. }) => true,
+        Err(e) => return Err(TrainError::Plan(e)),
+    };
     let eval_spec = eval_plan_spec(
         config,
         world,
@@ -372,8 +378,11 @@ fn run_training(
         // `_train`; evaluation comes after it, in its own span.
         let train_span = tracer.span(ai::PIPELINE_TRAIN).epoch(u64::from(epoch));
         recorder.start_epoch(epoch);
-        let plan = EpochPlan::new(&train_spec, epoch, rank).map_err(TrainError::Plan)?;
-        let steps = plan.steps();
+        let plan = (!zero_steps)
+            .then(|| EpochPlan::new(&train_spec, epoch, rank))
+            .transpose()
+            .map_err(TrainError::Plan)?;
+        let steps = plan.as_ref().map_or(0, EpochPlan::steps);
         let pass = Pass::Train { epoch };
         setup.observer.pass_started(rank, pass, steps);
         let mut block = 1;
@@ -381,7 +390,7 @@ fn run_training(
         let mut next_checkpoint_step = steps_between;
         recorder.start_block(epoch, block);
         let io_before = setup.counters.snapshot();
-        let mut batches = loader.start_epoch(plan, Arc::clone(&setup.train_files));
+        let mut batches = plan.map(|plan| loader.start_epoch(plan, Arc::clone(&setup.train_files)));
         let mut batch_wait = LatencyHistogram::new();
         let mut done = 0u64;
         let mut start_loading = Instant::now();
@@ -390,7 +399,7 @@ fn run_training(
             if done < steps {
                 read_side_files(setup, done + 1, &mut side_buf)?;
             }
-            let Some(batch) = batches.next_batch() else {
+            let Some(batch) = batches.as_mut().and_then(|b| b.next_batch()) else {
                 break;
             };
             check_cancel(setup)?;
@@ -443,7 +452,7 @@ fn run_training(
             start_loading = Instant::now();
             tracer.complete(ai::FETCH_BLOCK, loaded, start_loading, &step_args);
         }
-        let read = batches.finish();
+        let read = batches.map(|b| b.finish()).unwrap_or_default();
         recorder.end_block(epoch, block, block_steps);
         comm.barrier()?;
         record_io(
