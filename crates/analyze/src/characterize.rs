@@ -9,10 +9,10 @@
 //!    files (`--data-dir` names the folder instead). Other files read during training more
 //!    than once are side files; files written during training are checkpoints.
 //! 2. **Steps**: the intervals in which some data-file call is in progress are merged; the
-//!    pauses between them split into two groups at the largest jump of their (sorted) lengths,
-//!    if that jump is at least [`MIN_GAP_RATIO`]: the long pauses are the compute between
-//!    steps, the bursts between them the steps' loading. No such jump: the program reads
-//!    without pause (I/O bound) and steps cannot be told apart.
+//!    pauses between them fall into levels (jumps of 2x between sorted neighbours); the top
+//!    level whose median is at least [`MIN_GAP_RATIO`] times the level below is the compute
+//!    between steps, the bursts between its pauses the steps' loading. No such level: the
+//!    program reads without pause (I/O bound) and steps cannot be told apart.
 //! 3. **Samples**: when each opening of a data file is read within one burst, a sample is a
 //!    file (files read whole); otherwise a sample is a read of the dominant request size
 //!    (slices of large files).
@@ -34,9 +34,12 @@ use crate::ingest::Rec;
 use crate::report::escape;
 use crate::timeline::{Timeline, load, op};
 
-/// The shortest ratio between the shortest compute pause and the longest pause inside a burst
-/// for the pauses to count as compute.
+/// The shortest ratio between the median compute pause and the median of the level of pauses
+/// below it (the program's work between samples) for the pauses to count as compute.
 pub const MIN_GAP_RATIO: f64 = 3.0;
+
+/// The shortest jump between two neighbouring sorted pauses that separates two levels.
+const MIN_JUMP_RATIO: f64 = 2.0;
 
 /// The shortest per-sample loader time written as `reader.preprocess_time`: a shorter sleep
 /// costs its timer's slack (about 50 us on Linux) rather than its length.
@@ -482,15 +485,27 @@ pub(crate) fn bursts(calls: &[&Rec], compute_starts: &[i64]) -> (Vec<Burst>, boo
     (out, threshold.is_some())
 }
 
-/// The pause length above which a pause between data calls is compute: at the longest-pause
-/// jump (sorted pauses, the next at least [`MIN_GAP_RATIO`] times the one before, at least
-/// 0.2 ms, with two or more pauses above it); `None` when there is no such jump.
+/// The pause length above which a pause between data calls is compute.
+///
+/// Sorted, the pauses fall into levels separated by jumps of at least [`MIN_JUMP_RATIO`]
+/// between neighbours: system calls back to back, then the program's work between samples,
+/// then its compute between steps. The compute is the top level of two or more pauses of at
+/// least 0.2 ms whose median is at least [`MIN_GAP_RATIO`] times the median of the level
+/// below it. Levels told apart by a jump of 2 (not only 3) and confirmed by their medians
+/// hold on a busy machine, where scheduling delays stretch some pauses inside a burst towards
+/// the compute pauses; `None` when there is no such level.
 fn pause_threshold(busy: &[(i64, i64)]) -> Option<i64> {
     let mut gaps: Vec<i64> = busy.windows(2).map(|w| w[1].0 - w[0].1).collect();
     gaps.sort_unstable();
     let n = gaps.len();
+    let jump = |i: usize| gaps[i] as f64 >= MIN_JUMP_RATIO * gaps[i - 1].max(1000) as f64;
+    let median = |level: &[i64]| level[level.len() / 2] as f64;
     let at = (1..n.saturating_sub(1)).rev().find(|&i| {
-        gaps[i] >= 200_000 && gaps[i] as f64 >= MIN_GAP_RATIO * gaps[i - 1].max(1) as f64
+        if gaps[i] < 200_000 || !jump(i) {
+            return false;
+        }
+        let below_start = (1..i).rev().find(|&k| jump(k)).unwrap_or(0);
+        median(&gaps[i..]) >= MIN_GAP_RATIO * median(&gaps[below_start..i]).max(1000.0)
     })?;
     let threshold = ((gaps[at - 1].max(1) as f64) * (gaps[at] as f64)).sqrt() as i64;
     // A stray long pause inside a burst (a thread scheduled late, a garbage collection) can
@@ -1072,7 +1087,7 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
             value,
             format!(
                 "{} pauses without data I/O between bursts: mean {:.3} ms, stdev {:.3} ms (the \
-                 longest pause inside a burst is shorter by {MIN_GAP_RATIO}x or more){}",
+                 median pause inside a burst is shorter by {MIN_GAP_RATIO}x or more){}",
                 compute_s.count,
                 compute_s.mean * 1e3,
                 compute_s.stdev * 1e3,
@@ -1303,6 +1318,7 @@ fn readers_ahead(
     }
     let mut counts = Vec::new();
     let mut firsts = Vec::new();
+    let mut per_reader_bursts: Vec<Vec<Burst>> = Vec::new();
     let mut busy = 0i64;
     let mut gaps_inside = 0.0;
     let mut bursts_seen = 0u64;
@@ -1323,9 +1339,16 @@ fn readers_ahead(
             .map(|b| secs(b.end - b.start - b.busy))
             .sum::<f64>();
         bursts_seen += rb.len() as u64;
+        per_reader_bursts.push(rb);
     }
     let batch = mode(&counts).max(1);
     if samples_per_burst.is_some_and(|n| n != batch) || batch < 2 {
+        return None;
+    }
+    // A pool whose threads share each batch reads in bursts of all its readers at once;
+    // readers that run ahead take turns. Told apart by overlap, which a busy machine does not
+    // change the way it changes pauses.
+    if together_share(&per_reader_bursts) > 0.5 {
         return None;
     }
     let steps = ((samples.len() as f64 / batch as f64).round() as u64).max(1);
@@ -1348,6 +1371,32 @@ fn readers_ahead(
         per_sample_s: gaps_inside / (bursts_seen as f64 * (batch - 1) as f64).max(1.0),
         busy_share: busy as f64 / readers as f64 / (end - start).max(1) as f64,
     })
+}
+
+/// The share of the readers' bursts (each reader's own, `per_reader`) that overlap a burst of
+/// every other reader: near 1 for a pool whose threads read each batch together, low for
+/// readers that take turns.
+fn together_share(per_reader: &[Vec<Burst>]) -> f64 {
+    let total: usize = per_reader.iter().map(Vec::len).sum();
+    if per_reader.len() < 2 || total == 0 {
+        return 0.0;
+    }
+    let overlaps = |b: &Burst, others: &[Burst]| {
+        let i = others.partition_point(|o| o.end < b.start);
+        others.get(i).is_some_and(|o| o.start <= b.end)
+    };
+    let together = per_reader
+        .iter()
+        .enumerate()
+        .flat_map(|(i, own)| own.iter().map(move |b| (i, b)))
+        .filter(|(i, b)| {
+            per_reader
+                .iter()
+                .enumerate()
+                .all(|(j, other)| j == *i || overlaps(b, other))
+        })
+        .count();
+    together as f64 / total as f64
 }
 
 /// One read of a file opening: from the end?, offset from that end, bytes.

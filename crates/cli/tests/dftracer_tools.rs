@@ -357,6 +357,14 @@ log.finalize()
     assert_eq!(derived["reader.batch_size"], "1", "{derived:?}");
     assert_eq!(derived["train.epochs"], "1", "{derived:?}");
     assert_eq!(c["steps"], 3, "{c}");
-    let compute: f64 = derived["train.computation_time"].parse().unwrap();
-    assert!((0.019..0.03).contains(&compute), "{compute}");
+    // A number, or `{mean: x, stdev: y}` when the pauses vary (a busy machine's do).
+    let value = &derived["train.computation_time"];
+    let compute: f64 = value
+        .trim_start_matches("{mean: ")
+        .split([',', '}'])
+        .next()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("train.computation_time is {value}"));
+    // The script sleeps 20 ms per step; a loaded machine only lengthens the pauses.
+    assert!((0.019..0.06).contains(&compute), "{compute}");
 }
