@@ -1,71 +1,75 @@
 #!/usr/bin/env bash
-# Characterise a real training job and score its emulation (#17): a PyTorch DataLoader with two
-# worker processes over npy files (bench/programs/torch_loader.py, run with the reference
-# virtualenv's torch) is traced with `dlio trace`, characterised with `dlio characterize`,
-# replayed with `dlio run --trace` and scored with `dlio fidelity`; then the same workload with
-# what the paper's method keeps, the medians only (one request size, the median pause as the
-# compute, no loader time per sample), is replayed and scored the same way. The tests'
-# three numpy programs (crates/cli/tests/programs) are run the same way with the release build.
+# Characterisation on programs it has never seen (#30): every program of bench/corpus/programs
+# (17 training-style programs: PyTorch DataLoader, tf.data, h5py, numpy memmap, PIL, pyarrow,
+# pools of threads and processes, ...) and the three of crates/cli/tests/programs is made,
+# traced with `dlio trace`, characterised with `dlio characterize`, replayed with
+# `dlio run --trace` (release build) and scored twice: by `dlio fidelity` (its verdict and the
+# bounds that failed) and by bench/corpus/score.py, an independent scorer written apart from
+# dlio (numpy only; its own reading of both traces, its own bursts and KS).
 #
-# Usage: bash bench/fidelity.sh [DIR]   (default /work/bench-tmp)
-# Needs ../shared/bench/reference-dlio.sh's virtualenv (torch) at $VENV (/opt/dlio-reference/venv).
+# Usage: bash bench/fidelity.sh [DIR] [NAME...]   (DIR default /work/bench-tmp)
+# Programs that need torch or tensorflow run with $VENV/bin/python (default
+# /opt/dlio-reference/venv, made by ../shared/bench/reference-dlio.sh setup, plus pyarrow);
+# without it they are listed as not run. KEEP=1 keeps the data sets.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$PWD
 DIR=${1:-/work/bench-tmp}/fidelity
+shift || true
 VENV=${VENV:-/opt/dlio-reference/venv}
-[ -x "$VENV/bin/python" ] || { echo "no virtualenv with torch at $VENV: run ../shared/bench/reference-dlio.sh setup"; exit 1; }
-cargo build --release --locked -p dlio -p dlio-interpose >/dev/null
-DLIO=$PWD/target/release/dlio
+cargo build --release --locked -p dlio -p dlio-interpose --features dlio-format/hdf5 >/dev/null
+DLIO=$ROOT/target/release/dlio
 rm -rf "$DIR" && mkdir -p "$DIR"
 
-score() { # NAME TRACES WORKLOAD -> prints the fidelity line
-  local name=$1 traces=$2 workload=$3
-  "$DLIO" run "workload=$workload" "++workload.dataset.data_folder=$DIR/$name/emulated" \
-    "++workload.checkpoint.checkpoint_folder=$DIR/$name/checkpoints" \
-    "hydra.run.dir=$DIR/$name/run" --trace >"$DIR/$name.run.log" 2>&1
-  "$DLIO" fidelity "$traces" "$DIR/$name/run" >"$DIR/$name.fidelity.txt"
-  python3 - "$DIR/$name/run/fidelity.json" "$name" <<'PY'
-import json, sys
-f = json.load(open(sys.argv[1]))
-print(f"{sys.argv[2]:<28} cosine {f['cosine_similarity']:.4f}  end-to-end error "
-      f"{100 * f['end_to_end_error']:5.2f}%  fetch CDF similarity {f['fetch_cdf_similarity']:.3f}  "
-      f"(real {f['real']['end_to_end_s']:.3f} s, emulated {f['emulated']['end_to_end_s']:.3f} s)")
+programs=("$@")
+if [ ${#programs[@]} -eq 0 ]; then
+  for p in bench/corpus/programs/*.py crates/cli/tests/programs/*.py; do programs+=("$p"); done
+fi
+
+echo "== dlio $(git rev-parse --short HEAD), $(date -u '+%F %H:%M') UTC, release build"
+printf '%-24s %-8s %-8s %-60s %s\n' program dlio score.py "dlio's failed bounds" "score.py's failed bounds"
+for prog in "${programs[@]}"; do
+  [ -f "$prog" ] || prog=bench/corpus/programs/$prog.py
+  name=$(basename "$prog" .py)
+  d=$DIR/$name
+  mkdir -p "$d"
+  py=python3
+  needs=$(python3 "$prog" /nonexistent --truth 2>/dev/null \
+    | python3 -c 'import json,sys; print(" ".join(json.load(sys.stdin).get("needs", [])))' 2>/dev/null || true)
+  if [ -n "$needs" ]; then
+    if [ -x "$VENV/bin/python" ]; then py=$VENV/bin/python; else
+      printf '%-24s not run: needs %s (no virtualenv at %s)\n' "$name" "$needs" "$VENV"; continue
+    fi
+  fi
+  "$py" "$prog" "$d/data" --make >"$d/make.log" 2>&1
+  if ! "$DLIO" trace --out "$d/traces" -- "$py" "$prog" "$d/data" >"$d/trace.log" 2>&1; then
+    printf '%-24s the program failed under dlio trace (%s)\n' "$name" "$d/trace.log"; continue
+  fi
+  if ! "$DLIO" characterize "$d/traces" --out "$d/workload/characterized.yaml" >"$d/characterize.log" 2>&1; then
+    printf '%-24s characterize failed: %s\n' "$name" "$(tail -1 "$d/characterize.log")"; continue
+  fi
+  if ! "$DLIO" run "workload=$d/workload/characterized.yaml" "++workload.dataset.data_folder=$d/emulated" \
+      "++workload.checkpoint.checkpoint_folder=$d/checkpoints" "hydra.run.dir=$d/run" --trace \
+      >"$d/run.log" 2>&1; then
+    printf '%-24s the replay failed: %s\n' "$name" "$(grep -m1 -i error "$d/run.log" || tail -1 "$d/run.log")"; continue
+  fi
+  "$DLIO" fidelity "$d/traces" "$d/run" >"$d/fidelity.txt" 2>&1 || true
+  python3 bench/corpus/score.py "$d/traces" "$d/run" --real-data "$d/data" \
+    --emulated-data "$d/emulated" --json "$d/score.json" >"$d/score.txt" 2>&1 || true
+  python3 - "$d" "$name" <<'PY'
+import json, os, sys
+d, name = sys.argv[1:]
+f = json.load(open(os.path.join(d, "run", "fidelity.json")))
+try:
+    s = json.load(open(os.path.join(d, "score.json")))
+    sv, sf = ("pass" if s["pass"] else "FAIL"), ", ".join(s["failed"]) or "-"
+except (OSError, ValueError, KeyError):
+    sv, sf = "error", "-"
+failed = ", ".join(
+    f"{b['name']} {100 * b['error']:.0f}%" if b["measure"] == "relative_error"
+    else f"{b['name']} {b['error']:.2f}" for b in f["bounds"] if not b["pass"]) or "-"
+print(f"{name:<24} {f['verdict']:<8} {sv:<8} {failed:<60} {sf}")
 PY
-}
-
-medians_only() { # WORKLOAD.yaml CHARACTERIZE.json OUT.yaml
-  python3 - "$@" <<'PY'
-import json, sys, yaml
-src, char, out = sys.argv[1:]
-w = yaml.safe_load(open(src))
-c = json.load(open(char))
-r = w["reader"]
-for key in ("sample_requests", "transfer_size_distribution", "preprocess_time", "transfer_size"):
-    r.pop(key, None)
-sizes = sorted(s["size"] for s in c["transfer_sizes"] for _ in range(s["count"]))
-median = sizes[len(sizes) // 2]
-if median < w["dataset"]["record_length_bytes"]:
-    r["transfer_size"] = median
-w["train"]["computation_time"] = round(c["compute_s"]["median"], 6)
-yaml.safe_dump(w, open(out, "w"), sort_keys=False)
-PY
-}
-
-run_case() { # NAME PYTHON PROGRAM
-  local name=$1 py=$2 prog=$3
-  "$py" "$prog" "$DIR/$name/data" --make
-  "$DLIO" trace --out "$DIR/$name/traces" -- "$py" "$prog" "$DIR/$name/data" 2>"$DIR/$name.trace.log"
-  "$DLIO" characterize "$DIR/$name/traces" --out "$DIR/$name/workload/characterized.yaml" >"$DIR/$name.characterize.txt"
-  score "$name" "$DIR/$name/traces" "$DIR/$name/workload/characterized.yaml"
-  medians_only "$DIR/$name/workload/characterized.yaml" "$DIR/$name/workload/characterize.json" \
-    "$DIR/$name/workload/medians.yaml"
-  score "$name-medians" "$DIR/$name/traces" "$DIR/$name/workload/medians.yaml"
-}
-
-echo "== dlio $(git rev-parse --short HEAD), $(date -u +%F)"
-run_case torch_loader "$VENV/bin/python" bench/programs/torch_loader.py
-for p in npz_loop chunked_reader thread_pool; do
-  run_case "$p" python3 "crates/cli/tests/programs/$p.py"
 done
-echo "(feature tables: $DIR/*.fidelity.txt; derived workloads: $DIR/*/workload/)"
+echo "(per program: $DIR/NAME/{fidelity.txt,score.txt,workload/characterized.yaml})"
 [ "${KEEP:-0}" = 1 ] || rm -rf "$DIR"/*/data "$DIR"/*/emulated "$DIR"/*/checkpoints

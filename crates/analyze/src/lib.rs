@@ -70,8 +70,9 @@ pub use characterize::{
 };
 pub use error::AnalyzeError;
 pub use fidelity::{
-    Feature, Fidelity, FidelityOptions, Side, cdf_similarity, fidelity, render_fidelity,
-    scaled_cosine, write_fidelity,
+    BOUNDS as FIDELITY_BOUNDS, Bound, Feature, Fidelity, FidelityOptions, KS_RESOLUTION, Measure,
+    Side, Verdict as FidelityVerdict, cdf_similarity, fidelity, ks_distance, ks_distance_within,
+    log_cosine, render_fidelity, scaled_cosine, write_fidelity,
 };
 pub use model::{
     AccessPattern, Analysis, Bandwidth, Bucket, Corrupt, CorruptLine, Counts, FileRow, FileSummary,

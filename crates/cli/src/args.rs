@@ -95,9 +95,12 @@ enum Command {
     /// sizes, compute, side files; writes workload.yaml, characterize.json and
     /// characterize.html, each parameter beside its evidence.
     Characterize(CharacterizeArgs),
-    /// Score an emulation against the real program: the DLIO paper's I/O feature vector of
-    /// both traces, their cosine similarity, the end-to-end time error and the fetch-time CDF
-    /// similarity; writes fidelity.json.
+    /// Score an emulation against the real program: data bytes, read calls, files, the I/O
+    /// phase and the I/O time per step (relative errors), and the read sizes, gaps between
+    /// steps and loading times per step (Kolmogorov-Smirnov distances), each against a bound;
+    /// the verdict passes only when all hold (exit 3 on a failing verdict with --check). Also
+    /// the DLIO paper's cosine similarity (log-scaled features) and end-to-end error; writes
+    /// fidelity.json.
     Fidelity(FidelityArgs),
 }
 
@@ -142,6 +145,9 @@ struct FidelityArgs {
     /// The emulation's data folder (default: found the same way).
     #[arg(long, value_name = "DIR")]
     emulated_data_dir: Option<PathBuf>,
+    /// Exit with status 3 when the verdict fails (for scripts and CI).
+    #[arg(long)]
+    check: bool,
 }
 
 #[derive(Debug, Args)]
@@ -449,7 +455,13 @@ pub fn dispatch(cli: Cli, entry: Entry) -> Result<ExitCode> {
             let path = dlio_analyze::write_fidelity(&f, &out)
                 .with_context(|| format!("writing fidelity.json into {}", out.display()))?;
             emit(&format!("\nWrote {}\n", path.display()))?;
-            Ok(ExitCode::SUCCESS)
+            Ok(
+                if args.check && f.verdict == dlio_analyze::FidelityVerdict::Fail {
+                    ExitCode::from(3)
+                } else {
+                    ExitCode::SUCCESS
+                },
+            )
         }
         Command::Workloads => {
             let table = dlio_config::workload_table().context("listing the built-in workloads")?;

@@ -132,15 +132,24 @@ fn trace_characterize_replay(dir: &Path, name: &str) -> Replayed {
     }
 }
 
+/// Every bound of `dlio fidelity`'s verdict holds but the loading time per step: the debug
+/// build's own bookkeeping (about 0.5 ms per step, a tenth of that in a release build) is a
+/// large share of these programs' 0.3-3 ms loads, so that bound is checked in
+/// `bench/fidelity.sh` with the release build, not here (issue #30 keeps it open).
 fn assert_scores(name: &str, f: &Value) {
-    let cosine = f["cosine_similarity"].as_f64().unwrap();
-    let error = f["end_to_end_error"].as_f64().unwrap();
+    let failed: Vec<&str> = f["failed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .filter(|b| *b != "loading time per step")
+        .collect();
     assert!(
-        cosine >= 0.95 && error <= 0.05,
-        "{name}: cosine similarity {cosine:.4}, end-to-end error {:.2}%\n{}",
-        error * 100.0,
-        serde_json::to_string_pretty(&f["features"]).unwrap()
+        failed.is_empty(),
+        "{name}: failed {failed:?}\n{}",
+        serde_json::to_string_pretty(&f["bounds"]).unwrap()
     );
+    assert_eq!(f["bounds"].as_array().unwrap().len(), 8, "{}", f["bounds"]);
 }
 
 fn seconds(value: &str) -> f64 {
@@ -260,6 +269,74 @@ fn a_thread_pool_of_readers_is_characterised_and_replayed() {
     );
     assert_eq!(sizes(&r.emulated_data, "npy"), vec![128 << 10; 128]);
     assert_scores("thread_pool", &r.fidelity);
+
+    // Deliberately wrong workloads fail the verdict, on the bounds they break.
+    // The files have one dimension (`record_dims`), which sets their size.
+    let dims: u64 = d["dataset.record_dims"]
+        .trim_matches(['[', ']'])
+        .parse()
+        .unwrap();
+    for (what, edit, breaks) in [
+        (
+            "samples of half the size",
+            format!("++workload.dataset.record_dims=[{}]", dims / 2),
+            "data bytes read",
+        ),
+        (
+            "one reader for four",
+            "++workload.reader.read_threads=1".to_string(),
+            "loading time per step",
+        ),
+    ] {
+        let f = replay_variant(dir.path(), &r, what, &edit);
+        assert_eq!(f["verdict"], "fail", "{what}: {}", f["bounds"]);
+        let failed: Vec<&str> = f["failed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert!(failed.contains(&breaks), "{what}: failed {failed:?}");
+        // --check turns the failing verdict into exit status 3.
+        let run = dir.path().join(format!("run-{}", what.replace(' ', "-")));
+        let status = dlio()
+            .args(["fidelity", "--check"])
+            .arg(dir.path().join("traces"))
+            .arg(&run)
+            .status()
+            .unwrap();
+        assert_eq!(status.code(), Some(3), "{what}");
+    }
+}
+
+/// Replays `r`'s workload with one override (`what` names the run) and scores it.
+fn replay_variant(dir: &Path, r: &Replayed, what: &str, edit: &str) -> Value {
+    let _one_at_a_time = TIMED.lock().unwrap_or_else(|p| p.into_inner());
+    let tag = what.replace(' ', "-");
+    let run = dir.join(format!("run-{tag}"));
+    let emulated = dir.join(format!("emulated-{tag}"));
+    run_ok(
+        dlio()
+            .arg("run")
+            .arg(format!(
+                "workload={}",
+                dir.join("workload/characterized.yaml").display()
+            ))
+            .arg(format!(
+                "++workload.dataset.data_folder={}",
+                emulated.display()
+            ))
+            .arg(edit)
+            .arg(format!("hydra.run.dir={}", run.display()))
+            .arg(format!(
+                "++workload.checkpoint.checkpoint_folder={}",
+                dir.join("checkpoints").display()
+            ))
+            .arg("--trace"),
+    );
+    assert!(r.real_data.is_dir());
+    run_ok(dlio().arg("fidelity").arg(dir.join("traces")).arg(&run));
+    json(&run.join("fidelity.json"))
 }
 
 #[test]
