@@ -806,7 +806,11 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
     for r in &sample_events {
         per_burst[burst_of(&bursts, r.start)] += 1;
     }
-    let ahead = readers_ahead(&calls, &sample_events, paused.then(|| mode(&per_burst)));
+    let ahead = readers_ahead(
+        &calls,
+        &sample_events,
+        paused.then(|| (mode(&per_burst), bursts.as_slice())),
+    );
     let batch = if let Some(a) = &ahead {
         a.batch
     } else if paused {
@@ -1303,8 +1307,9 @@ struct Ahead {
 fn readers_ahead(
     calls: &[&Rec],
     samples: &[&Rec],
-    samples_per_burst: Option<u64>,
+    global: Option<(u64, &[Burst])>,
 ) -> Option<Ahead> {
+    let samples_per_burst = global.map(|g| g.0);
     let mut by_reader: BTreeMap<(u32, u32), Vec<&Rec>> = BTreeMap::new();
     for r in calls {
         by_reader.entry((r.rank, r.tid)).or_default().push(r);
@@ -1345,10 +1350,16 @@ fn readers_ahead(
     if samples_per_burst.is_some_and(|n| n != batch) || batch < 2 {
         return None;
     }
-    // A pool whose threads share each batch reads in bursts of all its readers at once;
-    // readers that run ahead take turns. Told apart by overlap, which a busy machine does not
-    // change the way it changes pauses.
-    if together_share(&per_reader_bursts) > 0.5 {
+    // A pool whose threads share each batch has several readers in each burst of all reads
+    // (the step waits for all of them before its compute); readers that run ahead read a
+    // batch each, alone. Where all reads together do not pause, the pool's readers' bursts
+    // overlap each other's. Both hold on a busy machine, which shifts the threads' starts but
+    // not the step's wait for all of them.
+    let shared = match global {
+        Some((_, all)) => shared_burst_share(all, calls),
+        None => together_share(&per_reader_bursts),
+    };
+    if shared > 0.5 {
         return None;
     }
     let steps = ((samples.len() as f64 / batch as f64).round() as u64).max(1);
@@ -1371,6 +1382,19 @@ fn readers_ahead(
         per_sample_s: gaps_inside / (bursts_seen as f64 * (batch - 1) as f64).max(1.0),
         busy_share: busy as f64 / readers as f64 / (end - start).max(1) as f64,
     })
+}
+
+/// The share of the bursts of all reads (`all`) in which more than one reader (process and
+/// thread) made a data call.
+fn shared_burst_share(all: &[Burst], calls: &[&Rec]) -> f64 {
+    if all.is_empty() {
+        return 0.0;
+    }
+    let mut readers: Vec<HashSet<(u32, u32)>> = vec![HashSet::new(); all.len()];
+    for r in calls {
+        readers[burst_of(all, r.start)].insert((r.rank, r.tid));
+    }
+    readers.iter().filter(|r| r.len() > 1).count() as f64 / all.len() as f64
 }
 
 /// The share of the readers' bursts (each reader's own, `per_reader`) that overlap a burst of
