@@ -56,7 +56,7 @@ for prog in "${programs[@]}"; do
   "$DLIO" fidelity "$d/traces" "$d/run" >"$d/fidelity.txt" 2>&1 || true
   python3 bench/corpus/score.py "$d/traces" "$d/run" --real-data "$d/data" \
     --emulated-data "$d/emulated" --json "$d/score.json" >"$d/score.txt" 2>&1 || true
-  python3 - "$d" "$name" <<'PY'
+  python3 - "$d" "$name" <<'PY' || true
 import json, os, sys
 d, name = sys.argv[1:]
 f = json.load(open(os.path.join(d, "run", "fidelity.json")))
@@ -65,11 +65,15 @@ try:
     sv, sf = ("pass" if s["pass"] else "FAIL"), ", ".join(s["failed"]) or "-"
 except (OSError, ValueError, KeyError):
     sv, sf = "error", "-"
-failed = ", ".join(
-    f"{b['name']} {100 * b['error']:.0f}%" if b["measure"] == "relative_error"
-    else f"{b['name']} {b['error']:.2f}" for b in f["bounds"] if not b["pass"]) or "-"
+def off(b):
+    e = b["error"]  # null: infinite (the real side had none of it)
+    if e is None:
+        return f"{b['name']} inf"
+    return f"{b['name']} {100 * e:.0f}%" if b["measure"] == "relative_error" else f"{b['name']} {e:.2f}"
+failed = ", ".join(off(b) for b in f["bounds"] if not b["pass"]) or "-"
 print(f"{name:<24} {f['verdict']:<8} {sv:<8} {failed:<60} {sf}")
 PY
+
 done
 echo "(per program: $DIR/NAME/{fidelity.txt,score.txt,workload/characterized.yaml})"
 [ "${KEEP:-0}" = 1 ] || rm -rf "$DIR"/*/data "$DIR"/*/emulated "$DIR"/*/checkpoints

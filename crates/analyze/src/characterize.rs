@@ -48,8 +48,12 @@ const MIN_PREPROCESS_S: f64 = 50e-6;
 /// The fewest bytes written to a file during training for it to count as a checkpoint.
 const MIN_WRITTEN_BYTES: u64 = 64 << 10;
 
-/// Most request sizes kept in a transfer-size distribution (the rest join the nearest kept).
+/// Most request sizes kept in a transfer-size distribution (more are binned by quantiles).
 const MAX_SIZES: usize = 16;
+
+/// The largest file dlio reads whole in one request, and so the largest a request pattern
+/// (`reader.sample_requests`) may shape: `dlio_format::CHUNK_BYTES`.
+const WHOLE_READ_LIMIT: u64 = 4 << 20;
 
 /// How to characterise.
 #[derive(Debug, Clone, Default)]
@@ -642,18 +646,42 @@ fn size_shares(reads: &[&Rec]) -> Vec<SizeShare> {
         .into_iter()
         .map(|(size, count)| SizeShare { size, count })
         .collect();
-    shares.sort_by(|a, b| b.count.cmp(&a.count).then(a.size.cmp(&b.size)));
     if shares.len() > MAX_SIZES {
-        let rest = shares.split_off(MAX_SIZES);
-        for r in rest {
-            let nearest = shares
-                .iter_mut()
-                .min_by_key(|s| s.size.abs_diff(r.size))
-                .expect("MAX_SIZES > 0");
-            nearest.count += r.count;
+        shares = quantile_shares(&shares, reads.len() as u64);
+    }
+    shares.sort_by(|a, b| b.count.cmp(&a.count).then(a.size.cmp(&b.size)));
+    shares
+}
+
+/// A distribution of more than [`MAX_SIZES`] sizes in as many entries: each size that holds
+/// a share of the reads of its own (a header read by every opening) is kept as it is, and the
+/// rest are cut into bins of equal counts, each at its mean size. The bytes and the shape of
+/// the distribution stay (a continuous set of sizes, lognormal files or variable records,
+/// would otherwise keep its smallest sizes and lose the rest to the largest kept).
+fn quantile_shares(shares: &[SizeShare], total: u64) -> Vec<SizeShare> {
+    let own = total / MAX_SIZES as u64;
+    let (atoms, rest): (Vec<SizeShare>, Vec<SizeShare>) =
+        shares.iter().partition(|s| s.count > own.max(1));
+    let bins = MAX_SIZES.saturating_sub(atoms.len()).max(1) as u64;
+    let rest_total: u64 = rest.iter().map(|s| s.count).sum();
+    let mut out = atoms;
+    let (mut count, mut bytes, mut filled, mut closed) = (0u64, 0u128, 0u64, 0u64);
+    for (i, s) in rest.iter().enumerate() {
+        count += s.count;
+        bytes += u128::from(s.size) * u128::from(s.count);
+        // Close a bin when the counts reach its share (the last takes what is left).
+        let target = rest_total * (closed + 1) / bins;
+        if count > 0 && (filled + count >= target || i + 1 == rest.len()) {
+            out.push(SizeShare {
+                size: (bytes / u128::from(count)) as u64,
+                count,
+            });
+            filled += count;
+            closed += 1;
+            (count, bytes) = (0, 0);
         }
     }
-    shares
+    out
 }
 
 fn derive(t: &Timeline, data: &DataSet) -> Characterization {
@@ -730,8 +758,10 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
     };
     let samples_in_data_set = (num_files * samples_per_file).max(1);
     let epochs = ((sample_events.len() as f64 / samples_in_data_set as f64).round() as u64).max(1);
+    // The mean, not the median: dlio's generator draws sizes around `record_length_bytes`
+    // as their mean, and a skewed set of files (lognormal sizes) loses bytes to the median.
     let record_length = if whole_files {
-        (file_sizes.median as u64).saturating_sub(header_bytes(format))
+        (file_sizes.mean.round() as u64).saturating_sub(header_bytes(format))
     } else {
         dominant
     };
@@ -764,7 +794,8 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
         record_length.to_string(),
         if whole_files {
             format!(
-                "median file size {} bytes{}",
+                "mean file size {} bytes (median {}){}",
+                file_sizes.mean.round() as u64,
                 file_sizes.median as u64,
                 match header_bytes(format) {
                     0 => String::new(),
@@ -798,6 +829,25 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
             "every data file has the same size: one dimension keeps the generated files exactly \
              that size"
                 .into(),
+        );
+    } else {
+        param(
+            "dataset.record_dims",
+            format!("[{record_length}]"),
+            "one dimension of the slice's size: the generated samples are exactly that size \
+             (dlio's default shape, a square, would round it down)"
+                .into(),
+        );
+    }
+    if !whole_files && matches!(format, "npz" | "npy" | "hdf5" | "jpeg" | "png") {
+        param(
+            "semantics",
+            "upstream".into(),
+            format!(
+                "samples are slices of {format} files: DLIO's own readers read each sample's \
+                 bytes, where MLPerf's fork (dlio's default) reads every byte of a file at each \
+                 sample"
+            ),
         );
     }
 
@@ -842,12 +892,14 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
         e.bytes += r.bytes as u64;
     }
     let reader_threads: Vec<ReaderThread> = threads.into_values().collect();
-    let processes: HashSet<u32> = reader_threads.iter().map(|r| r.pid).collect();
+    // Worker processes that end with each epoch (a DataLoader without persistent workers)
+    // are new processes every epoch: the readers are those alive at the same time.
+    let processes = concurrent_processes(&reads);
     let only_main = reader_threads.len() == 1 && reader_threads[0].pid == reader_threads[0].tid;
     let read_threads: u64 = if only_main {
         0
-    } else if processes.len() > 1 {
-        processes.len() as u64
+    } else if processes > 1 {
+        processes as u64
     } else {
         reader_threads.len() as u64
     };
@@ -877,8 +929,15 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
             "every data read is on the program's main thread: read_threads 0 reads on the step's \
              own thread"
                 .into()
-        } else if processes.len() > 1 {
-            format!("{} processes read data (worker processes)", processes.len())
+        } else if processes > 1 {
+            format!(
+                "{processes} processes read data at the same time (worker processes; {} in all)",
+                reader_threads
+                    .iter()
+                    .map(|r| r.pid)
+                    .collect::<HashSet<_>>()
+                    .len()
+            )
         } else {
             format!(
                 "{} threads of one process read data ({})",
@@ -957,12 +1016,18 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
     param("reader.sample_shuffle", order.into(), order_evidence);
 
     // Request sizes: the same requests for every sample, or a distribution.
-    let pattern = if whole_files {
+    // dlio replays a request pattern only for files it reads whole in one go (up to
+    // `dlio_format::CHUNK_BYTES`, 4 MiB); larger files keep a distribution.
+    let pattern = if whole_files && file_sizes.max <= WHOLE_READ_LIMIT as f64 {
         common_pattern(&calls, data)
     } else {
         None
     };
-    if let Some((pattern, share)) = &pattern {
+    if pattern.as_ref().is_some_and(|(p, _)| p.is_empty()) {
+        // Every opening reads its file in one request (or the requests before the rest are
+        // not shared): the emulation reads each file whole the same way, and a distribution
+        // would split those reads into drawn requests.
+    } else if let Some((pattern, share)) = &pattern {
         param(
             "reader.sample_requests",
             pattern
@@ -1384,6 +1449,29 @@ fn readers_ahead(
     })
 }
 
+/// The most processes reading data at one time, each from its first data read to its last.
+fn concurrent_processes(reads: &[&Rec]) -> usize {
+    let mut span: HashMap<u32, (i64, i64)> = HashMap::new();
+    for r in reads {
+        let s = span.entry(r.rank).or_insert((r.start, r.end));
+        s.0 = s.0.min(r.start);
+        s.1 = s.1.max(r.end);
+    }
+    // Ends sort before starts at the same instant: a worker that ends as the next begins is
+    // not counted with it.
+    let mut edges: Vec<(i64, i32)> = span
+        .values()
+        .flat_map(|&(start, end)| [(start, 1), (end, -1)])
+        .collect();
+    edges.sort_unstable();
+    let (mut alive, mut most) = (0i32, 0i32);
+    for (_, change) in edges {
+        alive += change;
+        most = most.max(alive);
+    }
+    most.max(0) as usize
+}
+
 /// The share of the bursts of all reads (`all`) in which more than one reader (process and
 /// thread) made a data call.
 fn shared_burst_share(all: &[Burst], calls: &[&Rec]) -> f64 {
@@ -1426,6 +1514,20 @@ fn together_share(per_reader: &[Vec<Burst>]) -> f64 {
 /// One read of a file opening: from the end?, offset from that end, bytes.
 type PatternStep = (bool, u64, u64);
 
+/// Whether the last request of an opening read from the start reaches its file's end: its
+/// offset and size are what is left of the file after the requests before it, read in order
+/// from the start (a header, then the rest).
+fn reads_to_end(p: &[PatternStep]) -> bool {
+    let mut at = 0u64;
+    for &(from_end, offset, size) in &p[..p.len() - 1] {
+        if from_end || offset != at {
+            return false;
+        }
+        at = offset + size;
+    }
+    matches!(p.last(), Some(&(false, offset, _)) if offset == at)
+}
+
 /// The request sequence most file openings make (each read as from the start, or from the end
 /// when it starts past the middle, and its size), with the share of openings that make it;
 /// `None` when fewer than 80% share one.
@@ -1466,6 +1568,15 @@ fn common_pattern(calls: &[&Rec], data: &DataSet) -> Option<(Vec<PatternStep>, f
     done.retain(|p| !p.is_empty());
     if done.len() < 2 {
         return None;
+    }
+    // A last request that goes on where the requests before it, all read in order from the
+    // start, stopped is "the rest": the emulation reads what the listed requests left unread
+    // in one request, so files of different sizes share the pattern of their first requests
+    // (np.load of an npy: the header, then the rest in one read).
+    for p in &mut done {
+        if reads_to_end(p) {
+            p.pop();
+        }
     }
     let mut counts: HashMap<&Pattern, usize> = HashMap::new();
     for p in &done {
@@ -1555,7 +1666,17 @@ fn workload_yaml(c: &Characterization) -> String {
     if let Some(p) = value_of("model.model_size_bytes") {
         let _ = writeln!(out, "  # {}\n  model_size_bytes: {}", p.evidence, p.value);
     }
-    out.push_str("framework: pytorch\nworkflow:\n  generate_data: True\n  train: True\n");
+    out.push_str("framework: pytorch\n");
+    for p in c.parameters.iter().filter(|p| !p.key.contains('.')) {
+        let _ = writeln!(
+            out,
+            "# {}\n{}: {}",
+            p.evidence.replace('\n', " "),
+            p.key,
+            p.value
+        );
+    }
+    out.push_str("workflow:\n  generate_data: True\n  train: True\n");
     match value_of("workflow.checkpoint") {
         Some(p) => {
             let _ = writeln!(out, "  # {}\n  checkpoint: {}", p.evidence, p.value);
@@ -1571,7 +1692,9 @@ fn workload_yaml(c: &Characterization) -> String {
     let mut ordered: Vec<&Parameter> = c
         .parameters
         .iter()
-        .filter(|p| !p.key.starts_with("model.") && !p.key.starts_with("workflow."))
+        .filter(|p| {
+            p.key.contains('.') && !p.key.starts_with("model.") && !p.key.starts_with("workflow.")
+        })
         .collect();
     ordered.sort_by_key(|p| {
         let sec = p.key.split_once('.').map_or("", |(s, _)| s);
@@ -1600,10 +1723,23 @@ fn workload_yaml(c: &Characterization) -> String {
                 let _ = writeln!(out, "    - {entry}}}");
             }
         } else {
-            let _ = writeln!(out, "  {key}: {}", p.value);
+            let _ = writeln!(out, "  {key}: {}", yaml_1_1_safe(&p.value));
         }
     }
     out
+}
+
+/// `value`, quoted when a YAML 1.1 reader (PyYAML, so OmegaConf and Python DLIO) would take
+/// the bare word for a boolean: `file_shuffle: off` is `False` there.
+fn yaml_1_1_safe(value: &str) -> String {
+    const BOOLEAN_WORDS: [&str; 8] = ["off", "on", "yes", "no", "y", "n", "true", "false"];
+    if BOOLEAN_WORDS.contains(&value.to_ascii_lowercase().as_str())
+        && !matches!(value, "True" | "False")
+    {
+        format!("\"{value}\"")
+    } else {
+        value.to_string()
+    }
 }
 
 /// The characterisation for a terminal.
