@@ -321,8 +321,6 @@ impl Storage for TestStorage {
 /// O_DIRECT ones only where the temp dir's file system accepts O_DIRECT (both probed first;
 /// then the engine must start).
 fn local_engines(transfer_size: Option<u64>) -> Vec<(&'static str, Engine)> {
-    let io_uring = dlio_testkit::probe::io_uring();
-    let o_direct = dlio_testkit::probe::o_direct(&std::env::temp_dir());
     let mut engines = Vec::new();
     for (label, engine, odirect) in [
         ("posix", EngineKind::Posix, false),
@@ -341,21 +339,12 @@ fn local_engines(transfer_size: Option<u64>) -> Vec<(&'static str, Engine)> {
             s3: None,
             read_bytes_per_second: 0,
         };
-        use dlio_testkit::{MachineProperty, skip};
-        if let (EngineKind::IoUring, Err(reason)) = (engine, &io_uring) {
-            skip(
-                MachineProperty::NoIoUring,
-                &format!("the {label} engine: {reason}"),
-            );
-            continue;
-        }
-        if (odirect || engine == EngineKind::Direct)
-            && let Err(reason) = &o_direct
-        {
-            skip(
-                MachineProperty::NoODirect,
-                &format!("the {label} engine: {reason}"),
-            );
+        let uses_o_direct = odirect || engine == EngineKind::Direct;
+        if !dlio_testkit::skip::engine_runs_here(
+            label,
+            engine == EngineKind::IoUring,
+            uses_o_direct,
+        ) {
             continue;
         }
         match engine_for(&settings) {

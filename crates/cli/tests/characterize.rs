@@ -324,6 +324,7 @@ fn a_thread_pool_of_readers_is_characterised_and_replayed() {
             .args(["fidelity", "--check"])
             .arg(dir.path().join("traces"))
             .arg(&run)
+            .stdout(std::process::Stdio::null())
             .status()
             .unwrap();
         assert_eq!(status.code(), Some(3), "{what}");

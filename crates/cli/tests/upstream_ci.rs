@@ -44,6 +44,21 @@ fn succeeds(cwd: &Path, words: &[String]) -> String {
     stderr
 }
 
+/// Upstream's pair of CI commands: generate with `common` + `generate`, then train with
+/// `common` + `train`; returns the training command's words and its stderr.
+fn generate_then_train(
+    cwd: &Path,
+    common: &[&str],
+    generate: &[&str],
+    train: &[&str],
+) -> (Vec<String>, String) {
+    let with = |extra: &[&str]| -> Vec<String> { s(common).into_iter().chain(s(extra)).collect() };
+    succeeds(cwd, &with(generate));
+    let train = with(train);
+    let stderr = succeeds(cwd, &train);
+    (train, stderr)
+}
+
 /// The run folder of the last run in `cwd` (Hydra's `hydra_log/<model>/<timestamp>`).
 fn last_run(cwd: &Path, model: &str) -> std::path::PathBuf {
     let dir = cwd.join("hydra_log").join(model);
@@ -79,95 +94,87 @@ fn assert_trained_no_step(cwd: &Path, model: &str, train: &[String], stderr: &st
     );
 }
 
+const GENERATE: [&str; 2] = [
+    "++workload.workflow.train=False",
+    "++workload.workflow.generate_data=True",
+];
+
 #[test]
 fn test_tf_loader_tfrecord_trains_no_step_and_exits_0() {
     let dir = tempfile::tempdir().unwrap();
-    let common = s(&[
-        "workload=resnet50_tf",
-        "++workload.dataset.num_files_train=64",
-        "++workload.dataset.num_files_train=4",
-        "++workload.dataset.num_samples_per_file=16",
-    ]);
-    let mut generate = common.clone();
-    generate.extend(s(&[
-        "++workload.workflow.train=False",
-        "++workload.workflow.generate_data=True",
-    ]));
-    succeeds(dir.path(), &generate);
-    let mut train = common;
-    train.extend(s(&[
-        "++workload.workflow.train=True",
-        "++workload.workflow.generate_data=False",
-        "++workload.train.computation_time=0.01",
-        "++workload.train.epochs=1",
-    ]));
-    let stderr = succeeds(dir.path(), &train);
+    let (train, stderr) = generate_then_train(
+        dir.path(),
+        &[
+            "workload=resnet50_tf",
+            "++workload.dataset.num_files_train=64",
+            "++workload.dataset.num_files_train=4",
+            "++workload.dataset.num_samples_per_file=16",
+        ],
+        &GENERATE,
+        &[
+            "++workload.workflow.train=True",
+            "++workload.workflow.generate_data=False",
+            "++workload.train.computation_time=0.01",
+            "++workload.train.epochs=1",
+        ],
+    );
     assert_trained_no_step(dir.path(), "resnet50", &train, &stderr, 1);
 }
+
+const UNET3D_NPZ: [&str; 7] = [
+    "workload=unet3d_a100",
+    "++workload.train.computation_time=0.05",
+    "++workload.evaluation.eval_time=0.01",
+    "++workload.dataset.num_files_train=8",
+    "++workload.dataset.num_files_eval=8",
+    "++workload.dataset.record_length=4096",
+    "++workload.dataset.record_length_stdev=0",
+];
+
+const UNET3D_TRAIN: [&str; 4] = [
+    "++workload.train.epochs=1",
+    "++workload.workflow.train=True",
+    "++workload.workflow.generate_data=False",
+    "++workload.reader.read_threads=0",
+];
 
 #[test]
 fn test_torch_loader_npz_trains_no_step_with_and_without_odirect() {
     let dir = tempfile::tempdir().unwrap();
-    let common = s(&[
-        "workload=unet3d_a100",
-        "++workload.train.computation_time=0.05",
-        "++workload.evaluation.eval_time=0.01",
-        "++workload.dataset.num_files_train=8",
-        "++workload.dataset.num_files_eval=8",
-        "++workload.dataset.record_length=4096",
-        "++workload.dataset.record_length_stdev=0",
-    ]);
-    let mut generate = common.clone();
-    generate.extend(s(&[
-        "++workload.workflow.train=False",
-        "++workload.workflow.generate_data=True",
-        "++workload.reader.read_threads=2",
-    ]));
-    succeeds(dir.path(), &generate);
-    for odirect in [false, true] {
-        let mut train = common.clone();
-        train.extend(s(&[
-            "++workload.train.epochs=1",
-            "++workload.workflow.train=True",
-            "++workload.workflow.generate_data=False",
-            "++workload.reader.read_threads=0",
-        ]));
-        if odirect {
-            train.push("++workload.reader.odirect=True".into());
-        }
-        let stderr = succeeds(dir.path(), &train);
-        assert_trained_no_step(dir.path(), "unet3d", &train, &stderr, 1);
-    }
+    let mut generate = GENERATE.to_vec();
+    generate.push("++workload.reader.read_threads=2");
+    let (train, stderr) = generate_then_train(dir.path(), &UNET3D_NPZ, &generate, &UNET3D_TRAIN);
+    assert_trained_no_step(dir.path(), "unet3d", &train, &stderr, 1);
+    let mut odirect = train;
+    odirect.push("++workload.reader.odirect=True".into());
+    let stderr = succeeds(dir.path(), &odirect);
+    assert_trained_no_step(dir.path(), "unet3d", &odirect, &stderr, 1);
 }
 
 #[test]
 fn test_tf_loader_npz_trains_its_steps() {
     let dir = tempfile::tempdir().unwrap();
-    let common = s(&[
-        "workload=unet3d_a100",
-        "++workload.framework=tensorflow",
-        "++workload.data_reader.data_loader=tensorflow",
-        "++workload.train.computation_time=0.05",
-        "++workload.evaluation.eval_time=0.01",
-        "++workload.train.epochs=2",
-        "++workload.dataset.num_files_train=16",
-        "++workload.dataset.num_files_eval=16",
-        "++workload.reader.read_threads=2",
-        "++workload.dataset.record_length=4096",
-        "++workload.dataset.record_length_stdev=0",
-    ]);
-    let mut generate = common.clone();
-    generate.extend(s(&[
-        "++workload.workflow.train=False",
-        "++workload.workflow.generate_data=True",
-    ]));
-    succeeds(dir.path(), &generate);
-    let mut train = common;
-    train.extend(s(&[
-        "++workload.workflow.train=True",
-        "++workload.workflow.generate_data=False",
-    ]));
-    let stderr = succeeds(dir.path(), &train);
+    let (_, stderr) = generate_then_train(
+        dir.path(),
+        &[
+            "workload=unet3d_a100",
+            "++workload.framework=tensorflow",
+            "++workload.data_reader.data_loader=tensorflow",
+            "++workload.train.computation_time=0.05",
+            "++workload.evaluation.eval_time=0.01",
+            "++workload.train.epochs=2",
+            "++workload.dataset.num_files_train=16",
+            "++workload.dataset.num_files_eval=16",
+            "++workload.reader.read_threads=2",
+            "++workload.dataset.record_length=4096",
+            "++workload.dataset.record_length_stdev=0",
+        ],
+        &GENERATE,
+        &[
+            "++workload.workflow.train=True",
+            "++workload.workflow.generate_data=False",
+        ],
+    );
     assert!(!stderr.contains("no training step fits"), "{stderr}");
     let summary = json(&last_run(dir.path(), "unet3d").join("summary.json"));
     // 16 samples over 2 ranks of batch 7: one step per rank per epoch.

@@ -49,8 +49,6 @@ fn settings(engine: EngineKind, odirect: bool, transfer_size: Option<u64>) -> En
 /// (probed first; then the engine must start), with O_DIRECT only where the temp dir's file
 /// system accepts it.
 fn local_engines(transfer_size: Option<u64>) -> Vec<(String, Engine)> {
-    let io_uring = probe::io_uring();
-    let o_direct = probe::o_direct(&std::env::temp_dir());
     let mut engines = Vec::new();
     for (label, kind, odirect) in [
         ("posix", EngineKind::Posix, false),
@@ -59,22 +57,9 @@ fn local_engines(transfer_size: Option<u64>) -> Vec<(String, Engine)> {
         ("io_uring", EngineKind::IoUring, false),
         ("io_uring+odirect", EngineKind::IoUring, true),
     ] {
-        if kind == EngineKind::IoUring
-            && let Err(reason) = &io_uring
+        let uses_o_direct = odirect || kind == EngineKind::Direct;
+        if !dlio_testkit::skip::engine_runs_here(label, kind == EngineKind::IoUring, uses_o_direct)
         {
-            skip(
-                MachineProperty::NoIoUring,
-                &format!("the {label} engine: {reason}"),
-            );
-            continue;
-        }
-        if (odirect || kind == EngineKind::Direct)
-            && let Err(reason) = &o_direct
-        {
-            skip(
-                MachineProperty::NoODirect,
-                &format!("the {label} engine: {reason}"),
-            );
             continue;
         }
         match engine_for(&settings(kind, odirect, transfer_size)) {

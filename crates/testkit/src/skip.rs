@@ -40,6 +40,33 @@ pub fn skip(property: MachineProperty, what: &str) {
     record(property.key(), what);
 }
 
+/// Whether this machine can run a local engine labelled `label` that uses io_uring and/or
+/// O_DIRECT (on the system temp dir's file system): probed (once per process), and a skip
+/// recorded for the property that is missing. An engine the machine can run must then start.
+pub fn engine_runs_here(label: &str, uses_io_uring: bool, uses_o_direct: bool) -> bool {
+    use std::sync::OnceLock;
+    static IO_URING: OnceLock<Result<(), String>> = OnceLock::new();
+    static O_DIRECT: OnceLock<Result<(), String>> = OnceLock::new();
+    let io_uring = IO_URING.get_or_init(crate::probe::io_uring);
+    let o_direct = O_DIRECT.get_or_init(|| crate::probe::o_direct(&std::env::temp_dir()));
+    let missing = [
+        (uses_io_uring, io_uring, MachineProperty::NoIoUring),
+        (uses_o_direct, o_direct, MachineProperty::NoODirect),
+    ]
+    .into_iter()
+    .find_map(|(uses, probed, property)| match probed {
+        Err(reason) if uses => Some((property, reason)),
+        _ => None,
+    });
+    match missing {
+        Some((property, reason)) => {
+            skip(property, &format!("the {label} engine: {reason}"));
+            false
+        }
+        None => true,
+    }
+}
+
 /// Records a skip the user asked for with an environment variable (`DLIO_SKIP_PYTHON=1`):
 /// counted like any other, and not on `scripts/allowed-skips`, so the suite fails.
 pub fn opted_out(variable: &str, what: &str) {
