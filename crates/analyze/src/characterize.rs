@@ -1415,16 +1415,23 @@ fn readers_ahead(
     if samples_per_burst.is_some_and(|n| n != batch) || batch < 2 {
         return None;
     }
-    // A pool whose threads share each batch has several readers in each burst of all reads
-    // (the step waits for all of them before its compute); readers that run ahead read a
-    // batch each, alone. Where all reads together do not pause, the pool's readers' bursts
-    // overlap each other's. Both hold on a busy machine, which shifts the threads' starts but
-    // not the step's wait for all of them.
+    // A pool whose threads share each batch has several readers at each step (the step waits
+    // for all of them before its compute); readers that run ahead read a batch each, alone,
+    // taking turns. Told apart by who reads together, which a busy machine does not change:
+    // it stretches and shifts the threads' bursts, not the step's wait for all of them.
+    let lockstep = lockstep_share(&per_reader_bursts);
     let shared = match global {
-        Some((_, all)) => shared_burst_share(all, calls),
-        None => together_share(&per_reader_bursts),
+        Some((_, all)) => lockstep.max(shared_burst_share(all, calls)),
+        None => lockstep,
     };
     if shared > 0.5 {
+        return None;
+    }
+    // Readers that run ahead load more than one batch before the program's first step (each
+    // worker its prefetch, all at once); a pool loads the first step's batch, then waits for
+    // the next step. On a busy machine one thread of a pool may take a whole batch, a
+    // different thread each step, which looks like workers taking turns: the start tells.
+    if initial_samples(samples, batch) <= batch + batch / 2 {
         return None;
     }
     let steps = ((samples.len() as f64 / batch as f64).round() as u64).max(1);
@@ -1472,6 +1479,25 @@ fn concurrent_processes(reads: &[&Rec]) -> usize {
     most.max(0) as usize
 }
 
+/// The samples read in the first step period, less a tenth (the period: the time from the
+/// first sample to the last over the steps between them, at `batch` samples a step): a
+/// loader that runs ahead fills its prefetch then (several batches), a pool reads one batch
+/// and computes.
+fn initial_samples(samples: &[&Rec], batch: u64) -> u64 {
+    let (Some(first), Some(last)) = (
+        samples.iter().map(|r| r.start).min(),
+        samples.iter().map(|r| r.start).max(),
+    ) else {
+        return 0;
+    };
+    let steps = (samples.len() as u64 / batch.max(1)).max(2);
+    let period = (last - first) / (steps as i64 - 1);
+    samples
+        .iter()
+        .filter(|r| r.start < first + period * 9 / 10)
+        .count() as u64
+}
+
 /// The share of the bursts of all reads (`all`) in which more than one reader (process and
 /// thread) made a data call.
 fn shared_burst_share(all: &[Burst], calls: &[&Rec]) -> f64 {
@@ -1485,30 +1511,57 @@ fn shared_burst_share(all: &[Burst], calls: &[&Rec]) -> f64 {
     readers.iter().filter(|r| r.len() > 1).count() as f64 / all.len() as f64
 }
 
-/// The share of the readers' bursts (each reader's own, `per_reader`) that overlap a burst of
-/// every other reader: near 1 for a pool whose threads read each batch together, low for
-/// readers that take turns.
-fn together_share(per_reader: &[Vec<Burst>]) -> f64 {
-    let total: usize = per_reader.iter().map(Vec::len).sum();
-    if per_reader.len() < 2 || total == 0 {
+/// The share of the moments of reading in which more than one reader reads: the readers' own
+/// bursts (`per_reader`), merged where one starts within a quarter of a turn of the one
+/// before ends (a turn: a reader's median time between its bursts over the number of readers,
+/// the time between two readers' bursts when they take turns). A pool's threads read at every
+/// step together (share near 1), workers that run ahead one at a time (near 0).
+fn lockstep_share(per_reader: &[Vec<Burst>]) -> f64 {
+    if per_reader.len() < 2 {
         return 0.0;
     }
-    let overlaps = |b: &Burst, others: &[Burst]| {
-        let i = others.partition_point(|o| o.end < b.start);
-        others.get(i).is_some_and(|o| o.start <= b.end)
-    };
-    let together = per_reader
+    let mut periods: Vec<i64> = per_reader
+        .iter()
+        .filter_map(|own| {
+            let mut gaps: Vec<i64> = own.windows(2).map(|w| w[1].start - w[0].start).collect();
+            gaps.sort_unstable();
+            gaps.get(gaps.len() / 2).copied()
+        })
+        .collect();
+    if periods.is_empty() {
+        return 0.0;
+    }
+    periods.sort_unstable();
+    let turn = periods[periods.len() / 2] / per_reader.len() as i64;
+    let slack = turn / 4;
+    let mut all: Vec<(i64, i64, usize)> = per_reader
         .iter()
         .enumerate()
-        .flat_map(|(i, own)| own.iter().map(move |b| (i, b)))
-        .filter(|(i, b)| {
-            per_reader
-                .iter()
-                .enumerate()
-                .all(|(j, other)| j == *i || overlaps(b, other))
-        })
-        .count();
-    together as f64 / total as f64
+        .flat_map(|(i, own)| own.iter().map(move |b| (b.start, b.end, i)))
+        .collect();
+    all.sort_unstable();
+    let (mut moments, mut shared) = (0usize, 0usize);
+    let mut current: Option<(i64, HashSet<usize>)> = None;
+    for (start, end, reader) in all {
+        match &mut current {
+            Some((until, readers)) if start <= *until + slack => {
+                *until = (*until).max(end);
+                readers.insert(reader);
+            }
+            _ => {
+                if let Some((_, readers)) = current.take() {
+                    moments += 1;
+                    shared += usize::from(readers.len() > 1);
+                }
+                current = Some((end, HashSet::from([reader])));
+            }
+        }
+    }
+    if let Some((_, readers)) = current {
+        moments += 1;
+        shared += usize::from(readers.len() > 1);
+    }
+    shared as f64 / moments.max(1) as f64
 }
 
 /// One read of a file opening: from the end?, offset from that end, bytes.

@@ -208,8 +208,12 @@ fn an_npz_loop_is_characterised_and_replayed() {
     // The generated files have the program's files' size.
     assert_eq!(sizes(&r.emulated_data, "npz"), sizes(&r.real_data, "npz"));
     assert_scores("npz_loop", &r.fidelity);
-    assert_eq!(r.fidelity["real"]["steps"], 32);
-    assert_eq!(r.fidelity["emulated"]["steps"], 32);
+    // 32 steps; on a loaded machine a pause inside a burst can stretch past the compute
+    // level and split one step in two.
+    for side in ["real", "emulated"] {
+        let steps = r.fidelity[side]["steps"].as_u64().unwrap();
+        assert!((32..=33).contains(&steps), "{side}: {steps} steps");
+    }
 }
 
 #[test]
