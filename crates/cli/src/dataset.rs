@@ -76,7 +76,9 @@ pub fn data_root(config: &Config) -> PathBuf {
 /// `PathBuf` at a time spends most of its time in the allocator.
 struct FileNames {
     dir: PathBuf,
-    files: u64,
+    /// The `N` of `_of_{N}`: the files generated (`dataset.num_files_generated`), which a run
+    /// may read only the first of.
+    generated: u64,
     subfolders: u64,
     name: String,
     prefix: String,
@@ -86,9 +88,15 @@ struct FileNames {
 impl FileNames {
     fn new(config: &Config, format: &dyn Format, list: List) -> FileNames {
         let (files, subfolders) = list.configured(config);
+        let generated = match list {
+            List::Train if config.dataset.num_files_generated > 0 => {
+                config.dataset.num_files_generated.max(files)
+            }
+            _ => files,
+        };
         FileNames {
             dir: data_root(config).join(list.dir_name()),
-            files,
+            generated,
             subfolders,
             name: String::new(),
             prefix: config.dataset.file_prefix.clone(),
@@ -107,13 +115,13 @@ impl FileNames {
             let _ = write!(self.name, "{:0width$}", index % self.subfolders);
             path.push(&self.name);
         }
-        let width = digits(self.files);
+        let width = digits(self.generated);
         self.name.clear();
         // Writing to a String cannot fail.
         let _ = write!(
             self.name,
             "{}_{:0width$}_of_{}.{}",
-            self.prefix, index, self.files, self.extension
+            self.prefix, index, self.generated, self.extension
         );
         path.push(&self.name);
     }
@@ -253,6 +261,50 @@ pub fn computed_files(
     })
 }
 
+/// Lists `dirs` with up to `threads` listings at once (`dataset.listing_threads`, as the
+/// fork's rank 0 lists subfolders), each folder's entries in the place of the folder, so the
+/// result is the same whatever the number of threads.
+fn list_folders(
+    storage: &dyn Storage,
+    dirs: &[DirEntry],
+    threads: usize,
+) -> Vec<Result<Vec<DirEntry>>> {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let list = |d: &DirEntry| {
+        storage
+            .list(&d.path)
+            .with_context(|| format!("listing {}", d.path.display()))
+    };
+    let threads = threads.min(dirs.len());
+    if threads <= 1 {
+        return dirs.iter().map(list).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let listed: Vec<Mutex<Option<Result<Vec<DirEntry>>>>> =
+        dirs.iter().map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(dir) = dirs.get(i) else { break };
+                    let entries = list(dir);
+                    *listed[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(entries);
+                }
+            });
+        }
+    });
+    listed
+        .into_iter()
+        .map(|slot| {
+            slot.into_inner()
+                .unwrap_or_else(|e| e.into_inner())
+                .unwrap_or_else(|| Err(anyhow::anyhow!("a listing thread stopped early")))
+        })
+        .collect()
+}
+
 /// The files of a data set, and what their listing learnt of their sizes.
 #[derive(Debug, Default)]
 pub struct Listing {
@@ -334,15 +386,13 @@ pub fn list_files(
                 dirs.len()
             );
         }
-        for d in dirs {
-            for e in storage
-                .list(&d.path)
-                .with_context(|| format!("listing {}", d.path.display()))?
-            {
-                if !e.is_dir && matches(&e.path) {
-                    files.push(e);
-                }
-            }
+        let threads = config.dataset.listing_threads.max(1) as usize;
+        for listed in list_folders(storage, &dirs, threads) {
+            files.extend(
+                listed?
+                    .into_iter()
+                    .filter(|e| !e.is_dir && matches(&e.path)),
+            );
         }
         files.sort_by(|a, b| a.path.file_name().cmp(&b.path.file_name()));
     } else {

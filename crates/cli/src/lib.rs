@@ -30,6 +30,21 @@ pub use cluster::Cluster;
 #[cfg(feature = "mpi")]
 pub use collective::CollectiveStorage;
 
+/// The version `--version` prints and `summary.json` records.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The commit the binary was built from (`-dirty` when tracked files differed from it;
+/// "unknown" outside a git checkout), set by build.rs.
+pub const COMMIT: &str = env!("DLIO_COMMIT");
+
+/// `--version`'s text: the version and the commit.
+pub const LONG_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("DLIO_COMMIT"),
+    ")"
+);
+
 /// Exit code for an interrupted run (128 + SIGINT, as shells report it).
 pub const EXIT_INTERRUPTED: u8 = 130;
 

@@ -385,11 +385,12 @@ impl Run<'_> {
             )
             .map(Some)
         };
+        let writers = generation_threads(config, &**format, self.local_ranks);
         let generated = generate(
             self.cluster,
             config,
             &*prepared.storage,
-            &**format,
+            (&**format, writers),
             log,
             self.bars,
             stop.flag(),
@@ -795,6 +796,8 @@ impl Run<'_> {
             complete: first_error.is_none(),
             hosts: dlio_metrics::group_hosts(shares),
             ours: serde_json::json!({
+                "version": crate::VERSION,
+                "commit": crate::COMMIT,
                 "format": prepared.format.as_ref().map(|f| f.name()),
                 "workload": self.loaded.workload,
                 "config_source": self.loaded.source,
@@ -927,6 +930,8 @@ fn interrupted_before_training(
             complete: false,
             hosts: Vec::new(),
             ours: serde_json::json!({
+                "version": crate::VERSION,
+                "commit": crate::COMMIT,
                 "workload": loaded.workload,
                 "config_source": loaded.source,
                 "config_warnings": loaded.warnings,
@@ -1451,7 +1456,7 @@ fn generate(
     cluster: &Cluster,
     config: &Config,
     storage: &dyn Storage,
-    format: &dyn Format,
+    (format, writers): (&dyn Format, usize),
     log: &RunLog,
     bars: &MultiProgress,
     cancel: &std::sync::atomic::AtomicBool,
@@ -1504,7 +1509,7 @@ fn generate(
             storage,
             format,
             files,
-            threads: generation_threads(config, format),
+            threads: writers,
             seed: config.train.seed,
         },
         &|p| crate::progress::generation_update(&bar, &p),
@@ -1532,21 +1537,41 @@ fn generate(
 /// Bytes of objects a process keeps in flight while generating on object storage.
 const OBJECT_BYTES_IN_FLIGHT: u64 = 256 << 20;
 
-/// Generation's worker threads: one per core on local storage, where making the bytes and
-/// writing them is CPU work; on object storage, where each PUT waits for the server, as many
-/// as keep [`OBJECT_BYTES_IN_FLIGHT`] of objects in flight (at least one per core, at most
-/// 16: on a 2-core client beside the server, 64 writer threads were slower than 16; an object
-/// above one PUT already uploads several parts at once).
-fn generation_threads(config: &Config, format: &dyn Format) -> usize {
-    let cores = available_cores();
-    if config.storage.storage_type != StorageType::S3 {
-        return cores;
+/// Generation's writer threads in this process: `reader.write_threads` per rank when it is
+/// above 1, as the fork's ranks each run that many. 1 (the fork's "size them for me") is one
+/// per core on local storage, where making the bytes and writing them is CPU work; on object
+/// storage, where each PUT waits for the server, as many as keep [`OBJECT_BYTES_IN_FLIGHT`]
+/// of objects in flight (at least one per core, at most 16: on a 2-core client beside the
+/// server, 64 writer threads were slower than 16; an object above one PUT already uploads
+/// several parts at once). `DLIO_MAX_AUTO_THREADS` caps that size, as it caps the fork's.
+fn generation_threads(config: &Config, format: &dyn Format, local_ranks: u32) -> usize {
+    let asked = config.reader.write_threads as usize;
+    if asked > 1 {
+        return asked.saturating_mul(local_ranks.max(1) as usize);
     }
-    let object = format
-        .expected_size(&dlio_trainer::nominal_layout(config))
-        .unwrap_or(0)
-        .max(1);
-    ((OBJECT_BYTES_IN_FLIGHT / object) as usize).clamp(cores, 16)
+    let cores = available_cores();
+    let auto = if config.storage.storage_type != StorageType::S3 {
+        cores
+    } else {
+        let object = format
+            .expected_size(&dlio_trainer::nominal_layout(config))
+            .unwrap_or(0)
+            .max(1);
+        ((OBJECT_BYTES_IN_FLIGHT / object) as usize).clamp(cores, 16)
+    };
+    match max_auto_threads() {
+        Some(cap) => auto.min(cap),
+        None => auto,
+    }
+}
+
+/// `DLIO_MAX_AUTO_THREADS`, the fork's cap on the threads it sizes itself; unset, empty or not
+/// a positive integer is no cap.
+fn max_auto_threads() -> Option<usize> {
+    std::env::var("DLIO_MAX_AUTO_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
 }
 
 /// A file that exists is kept by generation only when it is what this config writes: its

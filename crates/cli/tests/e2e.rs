@@ -877,3 +877,99 @@ fn a_metric_window_that_leaves_out_most_of_the_time_is_warned_about() {
     assert!(window["warning"].is_null(), "{window}");
     assert!(!log.contains("the metric window left out"), "{log}");
 }
+
+/// mlpstorage generates a data set once and runs on the first `num_files_train` of it, passing
+/// `dataset.num_files_generated` from its manifest: the names say `_of_{generated}`, whether
+/// computed (skip_listing) or listed (by `listing_threads` threads), and a run reads exactly the
+/// first files.
+#[test]
+fn a_run_reads_the_first_files_of_a_larger_generated_set() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args = small(tmp.path(), 12, 2);
+    args.push("++workload.dataset.num_subfolders_train=3".into());
+    args.push("++workload.dataset.record_length_bytes_stdev=1024".into());
+    run_ok(
+        dlio()
+            .arg("generate")
+            .args(&args)
+            .arg("++workload.reader.write_threads=3"),
+    );
+    let sizes: Vec<u64> = (0..12)
+        .map(|i| {
+            let path = tmp
+                .path()
+                .join(format!("data/train/{}/img_{i:02}_of_12.npz", i % 3));
+            path.metadata()
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+                .len()
+        })
+        .collect();
+    let first_eight: u64 = sizes[..8].iter().sum();
+    assert_ne!(
+        first_eight,
+        sizes[4..].iter().sum::<u64>(),
+        "sizes must tell files apart"
+    );
+    let mut run = args.clone();
+    run.push("++workload.dataset.num_files_train=8".into());
+    run.push("++workload.dataset.num_files_generated=12".into());
+    for how in [
+        vec![
+            "++workload.dataset.skip_listing=True",
+            "++workload.dataset.listing_validation_interval=1",
+        ],
+        vec!["++workload.dataset.listing_threads=1"],
+        vec!["++workload.dataset.listing_threads=3"],
+    ] {
+        run_ok(dlio().arg("run").arg("--strict").args(&run).args(&how));
+        let summary = json(&tmp.path().join("out/summary.json"));
+        assert_eq!(summary["num_files_train"], 8, "{how:?}");
+        assert_eq!(
+            summary["dlio_rs"]["bytes_read"].as_u64(),
+            Some(first_eight),
+            "{how:?}"
+        );
+    }
+    // Without num_files_generated, computed names say `_of_8`, which do not exist.
+    let mut wrong = args.clone();
+    wrong.push("++workload.dataset.num_files_train=8".into());
+    wrong.push("++workload.dataset.skip_listing=True".into());
+    let err = run_err(dlio().arg("run").args(&wrong));
+    assert!(err.contains("img_0_of_8.npz"), "{err}");
+}
+
+/// A wrapper records what ran: `--version` gives the version and the commit, and summary.json
+/// says the same.
+#[test]
+fn the_version_and_commit_are_printed_and_recorded() {
+    let mut versions = Vec::new();
+    for binary in [
+        env!("CARGO_BIN_EXE_dlio"),
+        env!("CARGO_BIN_EXE_dlio_benchmark"),
+    ] {
+        let out = Command::new(binary).arg("--version").output().unwrap();
+        assert!(out.status.success(), "{binary}");
+        versions.push(String::from_utf8_lossy(&out.stdout).trim().to_string());
+    }
+    let version = &versions[0];
+    let commit = version
+        .split("(commit ")
+        .nth(1)
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("no commit in {version:?}"));
+    // Built from a git checkout (as the test suite always is): 40 hex digits, maybe `-dirty`.
+    let hex = commit.trim_end_matches("-dirty");
+    assert!(
+        hex.len() == 40 && hex.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{commit:?}"
+    );
+    assert!(version.contains(env!("CARGO_PKG_VERSION")), "{version}");
+    assert!(versions[1].contains(commit), "{versions:?}");
+    let tmp = tempfile::tempdir().unwrap();
+    let args = small(tmp.path(), 4, 2);
+    run_ok(dlio().arg("generate").args(&args));
+    run_ok(dlio().arg("run").args(&args));
+    let summary = json(&tmp.path().join("out/summary.json"));
+    assert_eq!(summary["dlio_rs"]["commit"], commit);
+    assert_eq!(summary["dlio_rs"]["version"], env!("CARGO_PKG_VERSION"));
+}

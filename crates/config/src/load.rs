@@ -10,7 +10,7 @@ use crate::de::{DeError, DeErrorKind, NodeDe};
 use crate::error::{ConfigError, Origin};
 use crate::schema::Config;
 use crate::suggest::{is_known, keys_under, suggest};
-use crate::tree::{self, ALIASES, IGNORED, TIME_KEYS};
+use crate::tree::{self, ALIASES, IGNORED, STORAGE_LEVEL_OPTIONS, TIME_KEYS};
 use crate::vocab::{DataLoaderKind, Framework, Semantics};
 
 /// The `source` of a workload that came from the built-in copies.
@@ -557,6 +557,7 @@ fn resolve(
         }
     }
     fold_stdev_siblings(&mut root, &ctx)?;
+    lower_storage_level_options(&mut root, &ctx)?;
     drop_unknown_keys(&mut root, &ctx, settings.strict, &mut warnings)?;
     interpolate(&mut root, &ctx, &mut warnings)?;
     promote_storage_library(&mut root);
@@ -1307,6 +1308,49 @@ fn storage_type_shorthand(root: &mut Value, ctx: &Context<'_>, warnings: &mut Ve
 /// The fork reads `storage.storage_library` into `storage_options.storage_library`; both
 /// spellings end up in the latter (the options section is made if missing). The
 /// `DLIO_STORAGE_LIBRARY` environment variable fills it when neither is given.
+/// Moves [`STORAGE_LEVEL_OPTIONS`] from `storage` into `storage.storage_options`.
+fn lower_storage_level_options(root: &mut Value, ctx: &Context<'_>) -> Result<(), ConfigError> {
+    let Some(Value::Object(storage)) = root.get_mut("storage") else {
+        return Ok(());
+    };
+    for key in STORAGE_LEVEL_OPTIONS {
+        let Some(value) = storage.remove(*key).filter(|v| !v.is_null()) else {
+            continue;
+        };
+        let options = storage
+            .entry("storage_options")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if options.is_null() {
+            *options = Value::Object(Map::new());
+        }
+        let Value::Object(options) = options else {
+            continue;
+        };
+        match options.get(*key) {
+            Some(existing) if !existing.is_null() && loosely(existing) != loosely(&value) => {
+                return Err(ConfigError::ConflictingKeys {
+                    origin: ctx.file_origin(&["storage".to_string(), key.to_string()]),
+                    key: format!("storage.storage_options.{key}"),
+                    alias: format!("storage.{key}"),
+                    detail: format!(", with different values ({existing} and {value})"),
+                });
+            }
+            _ => {
+                options.insert(key.to_string(), value);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A scalar as text, lower case: the fork reads these options as the strings "true"/"false".
+fn loosely(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.trim().to_ascii_lowercase(),
+        other => other.to_string().to_ascii_lowercase(),
+    }
+}
+
 fn promote_storage_library(root: &mut Value) {
     let Some(Value::Object(storage)) = root.get_mut("storage") else {
         return;

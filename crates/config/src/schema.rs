@@ -387,6 +387,12 @@ pub struct DatasetConfig {
     pub num_files_train: u64,
     /// Files in the evaluation set. Default 0.
     pub num_files_eval: u64,
+    /// Training files the data set was generated with, when a run reads fewer (the fork's
+    /// key; mlpstorage passes it from its datagen manifest on every `training run`): file
+    /// names say `_of_{num_files_generated}` and pad the index to its digits, and the run
+    /// reads files `0 .. num_files_train` of them. Generation names its files the same way.
+    /// Default 0: the same as `num_files_train`.
+    pub num_files_generated: u64,
     /// Samples (records) per file. Default 1.
     pub num_samples_per_file: u64,
     /// Nominal bytes per sample (a float, as upstream allows: resnet50 uses 114660.07); also
@@ -432,6 +438,9 @@ pub struct DatasetConfig {
     /// With `skip_listing`, every this-many-th computed file is checked to exist before the
     /// run (the fork's key). Default 1000.
     pub listing_validation_interval: u64,
+    /// Threads that list a data set's subfolders at once (the fork's field, on POSIX and
+    /// object storage alike); the files keep the order of one listing. Default 4.
+    pub listing_threads: u32,
     /// The fork's generator back end (`dgen` or `numpy`); dlio generates with its own
     /// generator, so this only says which the workload asked for. Default none.
     pub data_gen_method: Option<String>,
@@ -599,6 +608,7 @@ impl Default for DatasetConfig {
             format: FormatKind::Tfrecord,
             num_files_train: 8,
             num_files_eval: 0,
+            num_files_generated: 0,
             num_samples_per_file: 1,
             record_length_bytes: 65536.0,
             record_length_bytes_stdev: 0.0,
@@ -618,6 +628,7 @@ impl Default for DatasetConfig {
             parquet: ParquetConfig::default(),
             skip_listing: false,
             listing_validation_interval: 1000,
+            listing_threads: 4,
             data_gen_method: None,
             side_files: Vec::new(),
         }
@@ -678,6 +689,11 @@ pub struct ReaderConfig {
     pub read_threads: u32,
     /// TF tfrecord `map` parallelism. Default 1.
     pub computation_threads: u32,
+    /// Generation's writer threads per rank (the fork's key). 1 (the default, as in the
+    /// fork) sizes them from the machine: one per core on local storage, enough to keep
+    /// 256 MiB of objects in flight on object storage (at most 16 per process), capped by the
+    /// environment's `DLIO_MAX_AUTO_THREADS`; more than 1 is that many per rank of the process.
+    pub write_threads: u32,
     /// Check the CRC of every TFRecord's data (ours; the length's CRC is always checked).
     /// Default: off under the MLPerf Storage semantics, whose readers do not pay for it, on
     /// under upstream's (TensorFlow's record reader checks it).
@@ -747,6 +763,7 @@ impl Default for ReaderConfig {
             batch_size_eval: 1,
             read_threads: 1,
             computation_threads: 1,
+            write_threads: 1,
             tfrecord_check_crc: None,
             prefetch_size: 2,
             file_shuffle: Shuffle::Off,

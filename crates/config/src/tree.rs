@@ -32,6 +32,12 @@ pub(crate) const ALIASES: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// Keys mlpstorage writes at the `storage` level that DLIO reads inside
+/// `storage.storage_options` (mlpstorage's object mode injects `storage.s3_force_path_style`
+/// when an endpoint is set; the fork reads only the option). They are moved there, and a file
+/// that gives both with different values is refused.
+pub(crate) const STORAGE_LEVEL_OPTIONS: &[&str] = &["s3_force_path_style"];
+
 /// Time keys that accept a legacy `{key}_stdev` sibling, as `(section, key)`.
 pub(crate) const TIME_KEYS: &[(&str, &str)] = &[
     ("train", "computation_time"),
@@ -77,6 +83,11 @@ pub(crate) const IGNORED: &[(&str, &str)] = &[
     (
         "reader.file_access",
         "has no effect, in DLIO either (it is parsed and never used); remove the key",
+    ),
+    (
+        "dataset.files_pre_sharded",
+        "is not read by MLPerf Storage's DLIO fork either (a field it sets itself whenever it \
+         trains, not a key); remove the key",
     ),
     (
         "workflow.debug",

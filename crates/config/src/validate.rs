@@ -616,6 +616,34 @@ impl Config {
                 "set ++workload.dataset.listing_validation_interval=1000 (the fork's default)",
             ));
         }
+        if d.num_files_generated > 0 && d.num_files_generated < d.num_files_train {
+            return Err(invalid(
+                "dataset.num_files_generated",
+                format!(
+                    "is {}, fewer than the {} files dataset.num_files_train asks to read; a run \
+                     reads files 0 .. num_files_train of those generated.",
+                    d.num_files_generated, d.num_files_train
+                ),
+                "generate more files, or lower ++workload.dataset.num_files_train to at most \
+                 num_files_generated",
+            ));
+        }
+        if d.listing_threads == 0 {
+            return Err(invalid(
+                "dataset.listing_threads",
+                "is 0; at least one thread lists the data set.".into(),
+                "set ++workload.dataset.listing_threads=4 (the fork's default)",
+            ));
+        }
+        if self.reader.write_threads == 0 {
+            return Err(invalid(
+                "reader.write_threads",
+                "is 0; at least one thread writes the data set (1 sizes them from the \
+                 machine)."
+                    .into(),
+                "set ++workload.reader.write_threads=1 (the fork's default)",
+            ));
+        }
         if let Some(method) = &d.data_gen_method
             && !matches!(
                 method.to_ascii_lowercase().as_str(),

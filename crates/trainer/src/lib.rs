@@ -20,6 +20,7 @@
 mod checkpoint;
 mod comm;
 mod error;
+pub mod system_flush;
 
 pub use checkpoint::{CheckpointSetup, checkpoint_plan, model_spec};
 pub use comm::{Aborted, Comm, CrossProcess, LocalComm, LocalGroup};
@@ -364,8 +365,18 @@ fn run_training(
     let mut next_eval_epoch = config.evaluation.eval_after_epoch;
     let mut next_checkpoint_epoch = setup.checkpoint.map_or(0, |c| c.after_epoch);
     let steps_between = setup.checkpoint.map_or(-1, |c| c.steps_between);
+    // The fork flushes the system's page cache before every training epoch (rank 0, then a
+    // barrier); upstream does not.
+    let flushes = config.semantics == dlio_config::vocab::Semantics::Mlperf;
+    let mut system_flush = (flushes && rank == 0).then(system_flush::SystemFlush::from_environment);
     for epoch in 1..=epochs {
         let epoch_wait = Instant::now();
+        if let Some(warning) = system_flush.as_mut().and_then(|f| f.before_epoch(epoch)) {
+            setup.observer.warn(rank, &warning);
+        }
+        if flushes {
+            comm.barrier()?;
+        }
         drop_page_cache(setup, &setup.train_files)?;
         tracer.complete(
             ai::EPOCH_ITER,
@@ -488,6 +499,9 @@ fn run_training(
             )?;
         }
         recorder.end_epoch(epoch, done);
+    }
+    if let Some(warning) = system_flush.as_ref().and_then(|f| f.summary()) {
+        setup.observer.warn(rank, &warning);
     }
     comm.barrier()?;
     Ok(())

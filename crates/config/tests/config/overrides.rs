@@ -375,3 +375,118 @@ fn hydra_dictionaries_need_no_space_after_the_colon() {
         TimeDistribution::Uniform { min: 0.5, max: 1.5 }
     );
 }
+
+/// What mlpstorage 3.0.x adds to a `training run` (from its datagen manifest, its object mode
+/// and `--params`) loads under `--strict`, each key with its meaning.
+#[test]
+fn the_keys_mlpstorage_3_passes_load_under_strict() {
+    let loaded = crate::load_words_strict(&[
+        "workload=unet3d_b200",
+        "++workload.dataset.num_files_train=100",
+        "++workload.dataset.num_files_generated=168",
+        "++workload.dataset.listing_threads=8",
+        "++workload.reader.write_threads=16",
+        "++workload.storage.s3_force_path_style=true",
+    ])
+    .unwrap_or_else(|e| panic!("{e}"));
+    let c = &loaded.config;
+    assert_eq!(c.dataset.num_files_generated, 168);
+    assert_eq!(c.dataset.listing_threads, 8);
+    assert_eq!(c.reader.write_threads, 16);
+    // The storage-level key is the option DLIO reads.
+    assert!(
+        c.storage
+            .storage_options
+            .as_ref()
+            .unwrap()
+            .s3_force_path_style
+    );
+    // No warning beyond the workload file's own.
+    let plain = builtin("unet3d_b200", &[]);
+    assert_eq!(loaded.warnings, plain.warnings);
+    // Their defaults: the fork's.
+    let d = plain.config;
+    assert_eq!(
+        (
+            d.dataset.num_files_generated,
+            d.dataset.listing_threads,
+            d.reader.write_threads
+        ),
+        (0, 4, 1)
+    );
+}
+
+#[test]
+fn a_storage_level_option_that_contradicts_storage_options_is_refused() {
+    // The same value, spelled as the fork's strings or as a boolean, is one value.
+    let same = builtin(
+        "unet3d_b200",
+        &[
+            "++workload.storage.s3_force_path_style=true",
+            "++workload.storage.storage_options.s3_force_path_style='True'",
+        ],
+    );
+    assert!(
+        same.config
+            .storage
+            .storage_options
+            .as_ref()
+            .unwrap()
+            .s3_force_path_style
+    );
+    let err = load_words(&[
+        "workload=unet3d_b200",
+        "++workload.storage.s3_force_path_style=true",
+        "++workload.storage.storage_options.s3_force_path_style=false",
+    ])
+    .unwrap_err()
+    .to_string();
+    assert_contains(&err, &["storage.s3_force_path_style"]);
+    assert_contains(&err, &["storage.storage_options.s3_force_path_style"]);
+}
+
+#[test]
+fn files_pre_sharded_is_accepted_with_a_warning_as_the_fork_ignores_it() {
+    let loaded = crate::load_words_strict(&[
+        "workload=unet3d_b200",
+        "++workload.dataset.files_pre_sharded=True",
+    ])
+    .unwrap_or_else(|e| panic!("{e}"));
+    let plain = builtin("unet3d_b200", &[]).warnings;
+    assert_eq!(
+        loaded.warnings.len(),
+        plain.len() + 1,
+        "{:?}",
+        loaded.warnings
+    );
+    let added = loaded.warnings.last().unwrap();
+    assert_contains(added, &["dataset.files_pre_sharded", "remove the key"]);
+}
+
+#[test]
+fn fork_key_values_that_cannot_work_are_refused_with_the_fix() {
+    for (words, key) in [
+        (
+            vec![
+                "++workload.dataset.num_files_train=100",
+                "++workload.dataset.num_files_generated=50",
+            ],
+            "dataset.num_files_generated",
+        ),
+        (
+            vec!["++workload.dataset.listing_threads=0"],
+            "dataset.listing_threads",
+        ),
+        (
+            vec!["++workload.reader.write_threads=0"],
+            "reader.write_threads",
+        ),
+    ] {
+        let mut all = vec!["workload=unet3d_b200"];
+        all.extend(words);
+        let loaded = load_words(&all).unwrap_or_else(|e| panic!("{e}"));
+        let err = loaded.config.validate(1).unwrap_err().to_string();
+        assert_contains(&err, &[key]);
+        assert_contains(&err, &["++workload."]);
+    }
+}
