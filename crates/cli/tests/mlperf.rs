@@ -473,3 +473,48 @@ fn a_prefetch_window_on_local_files_is_said_to_have_no_effect() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("prefetch_window: 8 has no effect"), "{err}");
 }
+
+/// The fork's parquet readers open a file once per worker and epoch and fetch each row group
+/// once; dlio's threads, to which consecutive batches go in turn, share which row groups they
+/// fetched. A row group of 1,000 rows spans 10 batches of 100, so over 4 threads each of them
+/// used to fetch it (4 times the bytes) and a sample read opened, stat'ed and closed its file.
+#[test]
+fn parquet_row_groups_are_fetched_once_per_epoch_whatever_the_reader_threads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut summaries = Vec::new();
+    for threads in [1, 4] {
+        let out = format!("run{threads}");
+        let mut words = vec!["workload=dlrm_b200".to_string()];
+        words.extend(small(tmp.path(), 2, 761, &out));
+        words.extend([
+            "++workload.workflow.generate_data=True".to_string(),
+            "++workload.dataset.num_samples_per_file=4000".into(),
+            "++workload.dataset.parquet.row_group_size=1000".into(),
+            "++workload.reader.batch_size=100".into(),
+            format!("++workload.reader.read_threads={threads}"),
+        ]);
+        run_ok(dlio().arg("run").args(&words));
+        summaries.push((
+            bytes_read(&tmp.path().join(&out)),
+            json(&tmp.path().join(&out).join("summary.json")),
+        ));
+    }
+    let (one, four) = (&summaries[0], &summaries[1]);
+    // 2 epochs x 2 files x 4,000 samples, read on demand: a file is opened once per epoch by
+    // each thread that reads it, never per sample.
+    for ((_, summary), threads) in summaries.iter().zip([1u64, 4]) {
+        assert_eq!(summary["dlio_rs"]["samples"], 16_000);
+        let opens = summary["dlio_rs"]["opens"].as_u64().unwrap();
+        assert!(opens <= 2 * 2 * threads, "{threads} threads: {opens} opens");
+    }
+    // Four threads read the selected chunks once, as one does: only their footers are extra
+    // (one per file, epoch and thread, about 49 KiB for 200 columns and 4 row groups, against
+    // about 640 KB of selected chunks per file).
+    assert!(
+        four.0 < one.0 * 3 / 2,
+        "4 threads read {} bytes, 1 thread {}",
+        four.0,
+        one.0
+    );
+    assert!(four.0 >= one.0, "4 threads read {} < {}", four.0, one.0);
+}

@@ -68,6 +68,7 @@ mod parquet_columns;
 mod ranged;
 mod raw;
 mod rng;
+mod row_groups;
 mod synthetic;
 mod tfrecord;
 mod whole_file;
@@ -158,6 +159,14 @@ pub trait Format: Send + Sync + std::fmt::Debug {
     /// files describe themselves (npz, npy) ignore it; `synthetic`, which reads nothing, hands
     /// out samples of its size.
     fn reader(&self, layout: &FileLayout) -> Box<dyn FormatReader>;
+
+    /// Readers for the `threads` reader threads of one loader (one rank). A format whose
+    /// samples share a unit larger than a sample (parquet's row groups) may let them share
+    /// what they fetched, so a unit is read once whichever threads need it. Default:
+    /// independent readers.
+    fn readers(&self, layout: &FileLayout, threads: usize) -> Vec<Box<dyn FormatReader>> {
+        (0..threads).map(|_| self.reader(layout)).collect()
+    }
 
     /// Whether its reader reads every byte of a file and decodes none of them (MLPerf
     /// Storage's readers), so that a loader may read the files itself with background
@@ -300,4 +309,11 @@ pub trait FormatReader: Send {
 
     /// Forgets file `key` and releases what it holds (buffers are kept for reuse).
     fn close(&mut self, key: FileKey);
+
+    /// The reads that follow belong to `epoch` (1-based; evaluation passes carry the number
+    /// of the epoch they follow). Readers that remember units across samples start afresh
+    /// when it changes. Default: nothing.
+    fn begin_epoch(&mut self, epoch: u32) {
+        let _ = epoch;
+    }
 }

@@ -7,8 +7,9 @@
 //! Reading is row-group granular, as the fork's reader: a sample read loads its row group's
 //! `data` column only (column selection: the labels are never read) through the storage,
 //! decodes it, and keeps the last few decoded row groups (the fork's `row_group_cache_size`,
-//! 4) so the neighbouring samples cost no I/O. The footer is read at every open, as pyarrow
-//! does when it opens a file.
+//! 4) so the neighbouring samples cost no I/O. The footer is read when a file is opened, as
+//! pyarrow does, once per file and epoch: a file closed after a sample stays open until the
+//! epoch ends.
 
 use std::collections::VecDeque;
 use std::io::Read;
@@ -255,13 +256,39 @@ impl Format for ParquetFormat {
 
     fn reader(&self, _layout: &FileLayout) -> Box<dyn FormatReader> {
         if !self.columns.is_empty() {
-            return Box::new(crate::parquet_columns::ColumnReader::new(&self.columns));
+            return Box::new(crate::parquet_columns::ColumnReader::new(
+                &self.columns,
+                None,
+            ));
         }
         Box::new(ParquetReader {
             open: rustc_hash::FxHashMap::default(),
             cache: VecDeque::new(),
             scratch: Vec::new(),
+            kept: rustc_hash::FxHashMap::default(),
+            kept_order: VecDeque::new(),
+            epoch: 0,
         })
+    }
+
+    /// Readers of a column schema share the row groups they fetched (each is fetched once per
+    /// epoch, whichever threads its batches went to); the legacy layout's readers decode
+    /// their row groups and keep them each.
+    fn readers(&self, layout: &FileLayout, threads: usize) -> Vec<Box<dyn FormatReader>> {
+        if self.columns.is_empty() {
+            return (0..threads).map(|_| self.reader(layout)).collect();
+        }
+        let shared = Arc::new(crate::row_groups::SharedRowGroups::new(
+            ROW_GROUP_CACHE * threads.max(1),
+        ));
+        (0..threads)
+            .map(|_| {
+                Box::new(crate::parquet_columns::ColumnReader::new(
+                    &self.columns,
+                    Some(Arc::clone(&shared)),
+                )) as Box<dyn FormatReader>
+            })
+            .collect()
     }
 }
 
@@ -339,7 +366,15 @@ struct ParquetReader {
     open: rustc_hash::FxHashMap<FileKey, OpenParquet>,
     cache: VecDeque<DecodedGroup>,
     scratch: Vec<ByteArray>,
+    /// Files closed this epoch, kept open with their footers, in the order they were closed.
+    kept: rustc_hash::FxHashMap<FileKey, OpenParquet>,
+    kept_order: VecDeque<FileKey>,
+    epoch: u32,
 }
+
+/// Files a reader keeps open after their samples were read, until the epoch ends: a
+/// per-sample open (`read_type: on_demand`) then costs a lookup, not an open and a footer.
+const KEPT_OPEN: usize = 16;
 
 impl FormatReader for ParquetReader {
     /// Reads the footer (file metadata), as opening a parquet file does.
@@ -349,6 +384,12 @@ impl FormatReader for ParquetReader {
         key: FileKey,
         path: &Path,
     ) -> Result<(), FormatError> {
+        if let Some(file) = self.kept.remove(&key)
+            && file.path == path
+        {
+            self.open.insert(key, file);
+            return Ok(());
+        }
         let handle = storage.open(path)?;
         let len = handle.len();
         let chunks = StorageChunks {
@@ -432,7 +473,26 @@ impl FormatReader for ParquetReader {
     }
 
     fn close(&mut self, key: FileKey) {
-        self.open.remove(&key);
+        let Some(file) = self.open.remove(&key) else {
+            return;
+        };
+        if self.kept.len() >= KEPT_OPEN
+            && let Some(oldest) = self.kept_order.pop_front()
+        {
+            self.kept.remove(&oldest);
+        }
+        self.kept.insert(key, file);
+        self.kept_order.push_back(key);
+    }
+
+    /// A new epoch opens its files again and reads its row groups again.
+    fn begin_epoch(&mut self, epoch: u32) {
+        if epoch != self.epoch {
+            self.epoch = epoch;
+            self.kept.clear();
+            self.kept_order.clear();
+            self.cache.clear();
+        }
     }
 }
 

@@ -13,6 +13,12 @@
 //! of `read: false` columns are never requested), as raw byte ranges through the storage.
 //! The fork reads the row group with pyarrow and throws the table away; what reaches the
 //! storage is the same set of column chunks. The footer is read at open, as pyarrow does.
+//!
+//! Opens are per file and epoch, never per sample: a file closed after a sample
+//! (`read_type: on_demand`) keeps its handle until the epoch ends, as the fork's reader keeps
+//! its `ParquetFile`, so the next sample of the file costs no `open`. The threads of a loader
+//! share which row groups they fetched ([`SharedRowGroups`]), so each is fetched once per
+//! epoch whichever threads its rows' batches went to.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -35,6 +41,7 @@ use crate::parquet::{
     StorageChunks, check_column_ranges, codec, group_starts, parquet_write_error, row_group_of,
 };
 use crate::ranged::{HandleWriter, read_range};
+use crate::row_groups::{Claim, SharedRowGroups};
 use crate::{DataRng, FileKey, FileLayout, FormatError, FormatReader};
 
 /// Row groups a reader remembers as read (the neighbouring samples cost no I/O).
@@ -44,9 +51,15 @@ const ROW_GROUP_CACHE: usize = 4;
 /// per-sample open (`read_type: on_demand`) reads the footer once, not once per sample.
 const FOOTER_CACHE: usize = 256;
 
+/// Files a reader keeps open after their samples were read, until the epoch ends (the
+/// oldest is closed first): a per-sample open then costs a lookup, not three system calls.
+const KEPT_OPEN: usize = 16;
+
 /// What a file's footer says, as a reader needs it.
 struct Footer {
     path: PathBuf,
+    /// An identity of the path, for the row groups the threads share.
+    id: u64,
     /// First row of each row group, plus the total row count at the end.
     group_starts: Vec<u64>,
     /// Per row group: the byte ranges (offset, length) of the selected columns' chunks, with
@@ -345,10 +358,20 @@ pub(crate) struct ColumnReader {
     /// Footers of files opened lately, with the order they came in (the oldest leaves first).
     footers: rustc_hash::FxHashMap<FileKey, Arc<Footer>>,
     footer_order: VecDeque<FileKey>,
+    /// Files closed this epoch whose handles are kept, with the order they were closed in.
+    kept: rustc_hash::FxHashMap<FileKey, OpenFile>,
+    kept_order: VecDeque<FileKey>,
+    /// The row groups this loader's threads fetched; none for a reader of its own.
+    shared: Option<Arc<SharedRowGroups>>,
+    epoch: u32,
 }
 
 impl ColumnReader {
-    pub(crate) fn new(columns: &[ParquetColumn]) -> ColumnReader {
+    /// A reader of the `read: true` columns, sharing fetched row groups through `shared`.
+    pub(crate) fn new(
+        columns: &[ParquetColumn],
+        shared: Option<Arc<SharedRowGroups>>,
+    ) -> ColumnReader {
         let selected: Vec<&ParquetColumn> = columns.iter().filter(|c| c.read).collect();
         ColumnReader {
             nominal_row_bytes: selected.iter().map(|c| column_row_bytes(c)).sum::<u64>() as usize,
@@ -360,6 +383,10 @@ impl ColumnReader {
             sample: Vec::new(),
             footers: rustc_hash::FxHashMap::default(),
             footer_order: VecDeque::new(),
+            kept: rustc_hash::FxHashMap::default(),
+            kept_order: VecDeque::new(),
+            shared,
+            epoch: 0,
         }
     }
 }
@@ -427,6 +454,10 @@ impl ColumnReader {
             .collect();
         let footer = Footer {
             path: path.to_path_buf(),
+            id: {
+                use std::hash::{BuildHasher, BuildHasherDefault};
+                BuildHasherDefault::<rustc_hash::FxHasher>::default().hash_one(path)
+            },
             group_starts: group_starts(metadata),
             ranges,
         };
@@ -453,6 +484,12 @@ impl FormatReader for ColumnReader {
         key: FileKey,
         path: &Path,
     ) -> Result<(), FormatError> {
+        if let Some(file) = self.kept.remove(&key)
+            && file.footer.path == path
+        {
+            self.open.insert(key, file);
+            return Ok(());
+        }
         let mut handle = storage.open(path)?;
         self.alignment = storage.capabilities().alignment;
         let footer = match self.footers.get(&key).filter(|f| f.path == path) {
@@ -488,7 +525,12 @@ impl FormatReader for ColumnReader {
         let footer = &file.footer;
         let group = row_group_of(&footer.group_starts, &footer.path, u64::from(index))?;
         if !self.recent.contains(&(key, group)) {
-            for &(offset, len) in &footer.ranges[group] {
+            let shared = self.shared.clone();
+            let claim = shared
+                .as_deref()
+                .map(|s| s.claim(self.epoch, footer.id, group as u32));
+            let fetch = !matches!(claim, Some(Claim::Fetched));
+            for &(offset, len) in footer.ranges[group].iter().filter(|_| fetch) {
                 let len = usize::try_from(len).map_err(|_| {
                     FormatError::corrupt(&footer.path, offset, "a column chunk larger than memory")
                 })?;
@@ -499,6 +541,9 @@ impl FormatReader for ColumnReader {
                     offset,
                     len,
                 )?;
+            }
+            if let Some(Claim::Fetch(claim)) = claim {
+                claim.done();
             }
             if self.recent.len() >= ROW_GROUP_CACHE {
                 self.recent.pop_front();
@@ -515,6 +560,26 @@ impl FormatReader for ColumnReader {
     }
 
     fn close(&mut self, key: FileKey) {
-        self.open.remove(&key);
+        let Some(file) = self.open.remove(&key) else {
+            return;
+        };
+        if self.kept.len() >= KEPT_OPEN
+            && let Some(oldest) = self.kept_order.pop_front()
+        {
+            self.kept.remove(&oldest);
+        }
+        self.kept.insert(key, file);
+        self.kept_order.push_back(key);
+    }
+
+    /// A new epoch opens its files again (the fork's reader reopens them every epoch) and
+    /// fetches its row groups again.
+    fn begin_epoch(&mut self, epoch: u32) {
+        if epoch != self.epoch {
+            self.epoch = epoch;
+            self.kept.clear();
+            self.kept_order.clear();
+            self.recent.clear();
+        }
     }
 }

@@ -157,12 +157,23 @@ impl Loader {
         let preprocess = TimeSampler::new("reader.preprocess_time", &spec.preprocess_time)
             .map_err(LoaderError::Setting)?;
         let mut workers = Vec::new();
+        // One reader per thread (the inline reader when there is none), from the format at
+        // once, so that they may share what they fetched.
+        let mut readers = format
+            .readers(&spec.layout, spec.read_threads.max(1) as usize)
+            .into_iter();
+        let mut next_reader = || {
+            readers
+                .next()
+                .unwrap_or_else(|| format.reader(&spec.layout))
+        };
         for w in 0..spec.read_threads {
             let (tx, rx) = mpsc::sync_channel::<EpochWork>(1);
             let seed = spec.seed ^ (u64::from(w + 1) << 40);
             let mut reader = SampleReader::new(
                 &spec,
                 &*format,
+                next_reader(),
                 preprocess.clone(),
                 seed,
                 w,
@@ -189,6 +200,7 @@ impl Loader {
             SampleReader::new(
                 &spec,
                 &*format,
+                next_reader(),
                 preprocess.clone(),
                 spec.seed,
                 0,

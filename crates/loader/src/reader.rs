@@ -21,6 +21,8 @@ use crate::{
 /// A format reader plus the open/close policy of the configured loader.
 pub(crate) struct SampleReader {
     reader: Box<dyn FormatReader>,
+    /// The epoch the reader was last told of ([`FormatReader::begin_epoch`]).
+    epoch: Option<u32>,
     pub(crate) policy: OpenPolicy,
     /// Files open under `read_type: memory`, closed at the end of the epoch.
     open: FxHashSet<FileKey>,
@@ -70,6 +72,7 @@ impl SampleReader {
     pub(crate) fn new(
         spec: &LoaderSpec,
         format: &dyn Format,
+        reader: Box<dyn dlio_format::FormatReader>,
         preprocess: TimeSampler,
         seed: u64,
         worker: u32,
@@ -83,7 +86,8 @@ impl SampleReader {
             (Sampler::Index, ReadType::Memory) => OpenPolicy::KeepOpen,
         };
         SampleReader {
-            reader: format.reader(&spec.layout),
+            reader,
+            epoch: None,
             policy,
             open: FxHashSet::default(),
             current: None,
@@ -202,6 +206,10 @@ impl SampleReader {
     ) -> Result<LoadedBatch, LoaderError> {
         let mut samples = 0;
         let mut sample_bytes = 0;
+        if self.epoch != Some(plan.epoch()) {
+            self.epoch = Some(plan.epoch());
+            self.reader.begin_epoch(plan.epoch());
+        }
         let (index, of) = (share.0, share.1.max(1));
         let mine = plan
             .batch(step)
