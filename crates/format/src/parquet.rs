@@ -625,4 +625,78 @@ mod tests {
             "{err}"
         );
     }
+
+    /// On demand (open, read, close per sample) a file is opened once per epoch; the
+    /// readers of one loader fetch each row group once between them; a new epoch reads
+    /// again.
+    #[test]
+    fn column_readers_open_once_per_epoch_and_share_their_row_groups() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Metered::new(PosixStorage::new());
+        let layout = FileLayout {
+            samples: 8,
+            sample_dims: vec![64],
+            element: ElementType::Uint8,
+            compression: Compression::None,
+        };
+        let format = ParquetFormat {
+            row_group_size: 4,
+            compression: ParquetCompression::None,
+            columns: vec![dlio_config::ParquetColumn {
+                name: "a".into(),
+                dtype: "float32".into(),
+                size: 16,
+                read: true,
+            }],
+        };
+        let path = dir.path().join("f.parquet");
+        format
+            .generate(&storage, &path, &layout, &mut DataRng::for_file(5, 0, 0))
+            .unwrap();
+        let mut readers = format.readers(&layout, 2);
+        let counted = |f: &mut dyn FnMut()| {
+            let before = storage.counters().snapshot();
+            f();
+            let after = storage.counters().snapshot() - before;
+            (after.opens, after.bytes_read)
+        };
+        let per_sample = |reader: &mut Box<dyn FormatReader>, index: u32| {
+            reader.open(&storage, 0, &path).unwrap();
+            reader.read_sample(&storage, 0, index).unwrap();
+            reader.close(0);
+        };
+        for reader in readers.iter_mut() {
+            reader.begin_epoch(1);
+        }
+        // Reader 0 opens the file (footer) and fetches row group 0; its later samples, and
+        // reader 1's samples of the same group, open nothing and read nothing but reader 1's
+        // own footer.
+        let (opens, first) = counted(&mut || per_sample(&mut readers[0], 0));
+        assert_eq!(opens, 1);
+        let (opens, bytes) = counted(&mut || {
+            for i in 1..4 {
+                per_sample(&mut readers[0], i);
+            }
+        });
+        assert_eq!((opens, bytes), (0, 0));
+        let (opens, footer) = counted(&mut || per_sample(&mut readers[1], 2));
+        assert_eq!(opens, 1);
+        assert!(
+            footer < first,
+            "{footer} >= {first}: row group 0 read twice"
+        );
+        let (opens, _) = counted(&mut || per_sample(&mut readers[1], 3));
+        assert_eq!(opens, 0);
+        // Row group 1 is new: fetched once, by the reader that needs it first.
+        let (_, group) = counted(&mut || per_sample(&mut readers[1], 4));
+        assert!(group > 0);
+        let (_, again) = counted(&mut || per_sample(&mut readers[0], 5));
+        assert_eq!(again, 0);
+        // The next epoch opens the file and fetches the group again.
+        readers[0].begin_epoch(2);
+        let (opens, bytes) = counted(&mut || per_sample(&mut readers[0], 0));
+        assert_eq!((opens, bytes), (1, first));
+        // A closed file is not readable until opened again.
+        assert!(readers[0].read_sample(&storage, 0, 1).is_err());
+    }
 }

@@ -343,6 +343,9 @@ fn write_column(
 struct OpenFile {
     footer: Arc<Footer>,
     handle: Box<dyn dlio_storage::ReadHandle>,
+    /// Closed by the loader but kept open until the epoch ends; `closed_at` orders them.
+    closed: bool,
+    closed_at: u64,
 }
 
 /// Reads the `read: true` columns of files written with a column schema.
@@ -358,9 +361,9 @@ pub(crate) struct ColumnReader {
     /// Footers of files opened lately, with the order they came in (the oldest leaves first).
     footers: rustc_hash::FxHashMap<FileKey, Arc<Footer>>,
     footer_order: VecDeque<FileKey>,
-    /// Files closed this epoch whose handles are kept, with the order they were closed in.
-    kept: rustc_hash::FxHashMap<FileKey, OpenFile>,
-    kept_order: VecDeque<FileKey>,
+    /// Files of `open` that are closed (kept open), and a clock of the closes.
+    closed: usize,
+    closes: u64,
     /// The row groups this loader's threads fetched; none for a reader of its own.
     shared: Option<Arc<SharedRowGroups>>,
     epoch: u32,
@@ -383,8 +386,8 @@ impl ColumnReader {
             sample: Vec::new(),
             footers: rustc_hash::FxHashMap::default(),
             footer_order: VecDeque::new(),
-            kept: rustc_hash::FxHashMap::default(),
-            kept_order: VecDeque::new(),
+            closed: 0,
+            closes: 0,
             shared,
             epoch: 0,
         }
@@ -484,11 +487,19 @@ impl FormatReader for ColumnReader {
         key: FileKey,
         path: &Path,
     ) -> Result<(), FormatError> {
-        if let Some(file) = self.kept.remove(&key)
-            && file.footer.path == path
-        {
-            self.open.insert(key, file);
-            return Ok(());
+        // A file closed after an earlier sample is still open: flag flips, no system call.
+        if let Some(file) = self.open.get_mut(&key) {
+            if file.footer.path == path {
+                if file.closed {
+                    file.closed = false;
+                    self.closed -= 1;
+                }
+                return Ok(());
+            }
+            if file.closed {
+                self.closed -= 1;
+            }
+            self.open.remove(&key);
         }
         let mut handle = storage.open(path)?;
         self.alignment = storage.capabilities().alignment;
@@ -508,7 +519,15 @@ impl FormatReader for ColumnReader {
                 footer
             }
         };
-        self.open.insert(key, OpenFile { footer, handle });
+        self.open.insert(
+            key,
+            OpenFile {
+                footer,
+                handle,
+                closed: false,
+                closed_at: 0,
+            },
+        );
         Ok(())
     }
 
@@ -521,6 +540,7 @@ impl FormatReader for ColumnReader {
         let file = self
             .open
             .get_mut(&key)
+            .filter(|f| !f.closed)
             .ok_or(FormatError::FileNotOpen { key })?;
         let footer = &file.footer;
         let group = row_group_of(&footer.group_starts, &footer.path, u64::from(index))?;
@@ -560,26 +580,39 @@ impl FormatReader for ColumnReader {
     }
 
     fn close(&mut self, key: FileKey) {
-        let Some(file) = self.open.remove(&key) else {
+        let Some(file) = self.open.get_mut(&key).filter(|f| !f.closed) else {
             return;
         };
-        if self.kept.len() >= KEPT_OPEN
-            && let Some(oldest) = self.kept_order.pop_front()
-        {
-            self.kept.remove(&oldest);
+        file.closed = true;
+        file.closed_at = self.closes;
+        self.closes += 1;
+        self.closed += 1;
+        if self.closed > KEPT_OPEN {
+            // The file closed longest ago is closed for real (a scan of about KEPT_OPEN
+            // entries, once per file beyond them).
+            let oldest = self
+                .open
+                .iter()
+                .filter(|(_, f)| f.closed)
+                .min_by_key(|(_, f)| f.closed_at)
+                .map(|(k, _)| *k);
+            if let Some(oldest) = oldest {
+                self.open.remove(&oldest);
+                self.closed -= 1;
+            }
         }
-        self.kept.insert(key, file);
-        self.kept_order.push_back(key);
     }
 
-    /// A new epoch opens its files again (the fork's reader reopens them every epoch) and
-    /// fetches its row groups again.
+    /// A new epoch opens its files again and reads their footers (the fork's reader reopens
+    /// them every epoch) and fetches its row groups again.
     fn begin_epoch(&mut self, epoch: u32) {
         if epoch != self.epoch {
             self.epoch = epoch;
-            self.kept.clear();
-            self.kept_order.clear();
+            self.open.retain(|_, f| !f.closed);
+            self.closed = 0;
             self.recent.clear();
+            self.footers.clear();
+            self.footer_order.clear();
         }
     }
 }

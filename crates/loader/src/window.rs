@@ -198,7 +198,7 @@ impl SampleReader {
                     None => share as usize,
                     Some(out) => collate(&mut self.batch, samples as usize, out, &[]),
                 };
-                self.sample_done(started, hist, plan.epoch(), sample.global);
+                let _ = self.sample_done(started, hist, plan.epoch(), sample.global);
                 samples += 1;
                 sample_bytes += len as u64;
             }
