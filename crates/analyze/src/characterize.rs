@@ -533,34 +533,11 @@ fn format_of(extension: &str, sample: Option<&str>, whole_files: bool) -> (&'sta
             .ok()?;
         Some(head[..n].to_vec())
     });
-    let by_magic = magic.as_deref().and_then(|m| {
-        if m.starts_with(b"PK\x03\x04") {
-            Some("npz")
-        } else if m.starts_with(b"\x93NUMPY") {
-            Some("npy")
-        } else if m.starts_with(b"\x89HDF") {
-            Some("hdf5")
-        } else if m.starts_with(b"\xff\xd8") {
-            Some("jpeg")
-        } else if m.starts_with(b"\x89PNG") {
-            Some("png")
-        } else if m.starts_with(b"PAR1") {
-            Some("parquet")
-        } else {
-            None
-        }
-    });
-    let by_name = match extension.to_ascii_lowercase().as_str() {
-        "npz" => Some("npz"),
-        "npy" => Some("npy"),
-        "h5" | "hdf5" | "hdf" => Some("hdf5"),
-        "tfrecord" | "tfrecords" => Some("tfrecord"),
-        "jpg" | "jpeg" => Some("jpeg"),
-        "png" => Some("png"),
-        "parquet" => Some("parquet"),
-        "csv" => Some("csv"),
-        _ => None,
-    };
+    let by_magic = magic
+        .as_deref()
+        .and_then(dlio_format::format_by_magic)
+        .map(|d| d.kind.name());
+    let by_name = dlio_format::format_by_extension(extension).map(|d| d.kind.name());
     let seen = match (&magic, by_magic) {
         (Some(_), Some(f)) => format!("the files' first bytes are {f}'s"),
         (Some(_), None) => "the files' first bytes match no known format".to_string(),

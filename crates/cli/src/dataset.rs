@@ -151,19 +151,9 @@ pub fn generation_dirs(config: &Config, list: List) -> Vec<PathBuf> {
 /// samples of one size; `None` where a file's size says nothing (compression, images, csv text,
 /// `record_length_bytes_stdev`).
 pub fn smallest_complete_file(config: &Config) -> Option<u64> {
-    use dlio_config::{Compression, FormatKind};
     let d = &config.dataset;
-    let stores_samples_as_they_are = matches!(
-        d.format,
-        FormatKind::Npz
-            | FormatKind::Npy
-            | FormatKind::Tfrecord
-            | FormatKind::IndexedBinary
-            | FormatKind::MmapIndexedBinary
-            | FormatKind::Hdf5
-    );
-    if !stores_samples_as_they_are
-        || d.compression != Compression::None
+    if !dlio_format::descriptor(d.format).stores_samples_as_they_are
+        || d.compression != dlio_config::Compression::None
         || d.record_length_bytes_stdev > 0.0
     {
         return None;
@@ -175,20 +165,7 @@ pub fn smallest_complete_file(config: &Config) -> Option<u64> {
 
 /// Layout of file `index` of `list`.
 pub fn layout(config: &Config, list: List, index: u64) -> FileLayout {
-    let d = &config.dataset;
-    let dims = dlio_plan::sample_dims(
-        d.record_length_bytes,
-        d.record_length_bytes_stdev,
-        &d.record_dims,
-        list.id(),
-        index,
-    );
-    FileLayout {
-        samples: d.num_samples_per_file as u32,
-        sample_dims: dims.into_iter().map(|x| x as usize).collect(),
-        element: d.record_element_type,
-        compression: d.compression,
-    }
+    dlio_trainer::file_layout(config, list.id(), index)
 }
 
 /// Every file of both lists, for generation.

@@ -100,7 +100,8 @@ fn run_in(cluster: &Cluster, args: RunArgs, mode: Mode, entry: Entry) -> Result<
         loaded.config = dlio_config::load_text("the config of process 0", &yaml, &[])?.config;
     }
     let world = args.ranks * cluster.processes();
-    let warnings = loaded.config.validate(world)?;
+    let mut warnings = loaded.config.validate(world)?;
+    warnings.extend(dlio_format::check_dataset(&loaded.config.dataset)?);
     let bars = if cluster.is_root() {
         MultiProgress::new()
     } else {
@@ -1168,12 +1169,13 @@ fn engine_settings(config: &Config, process: usize) -> (EngineSettings, Option<S
     } else if config.storage.storage_type == StorageType::DirectFs {
         EngineKind::Direct
     } else {
-        match config.storage.io_engine {
-            IoEngine::Posix => EngineKind::Posix,
-            IoEngine::Direct => EngineKind::Direct,
-            IoEngine::Mmap => EngineKind::Mmap,
-            IoEngine::IoUring => EngineKind::IoUring,
-        }
+        // Config keeps the names; the engine table knows the engines.
+        EngineKind::from_name(config.storage.io_engine.as_str()).unwrap_or_else(|| {
+            panic!(
+                "storage.io_engine {} has no row in dlio_storage::ENGINES",
+                config.storage.io_engine.as_str()
+            )
+        })
     };
     let (s3, endpoint_note) = if s3 {
         let (settings, note) = s3_settings(config, process);
@@ -1912,5 +1914,29 @@ mod endpoint_tests {
         let with = |secure| endpoint_of_process(Some("minio:9000".into()), "", 0, secure).0;
         assert_eq!(with(true).as_deref(), Some("https://minio:9000"));
         assert_eq!(with(false).as_deref(), Some("http://minio:9000"));
+    }
+}
+
+#[cfg(test)]
+mod engine_name_tests {
+    use dlio_config::IoEngine;
+    use dlio_storage::EngineKind;
+
+    #[test]
+    fn every_io_engine_name_config_accepts_has_a_row_in_the_engine_table() {
+        for engine in [
+            IoEngine::Posix,
+            IoEngine::Direct,
+            IoEngine::Mmap,
+            IoEngine::IoUring,
+        ] {
+            // No wildcard: a name added to config stops this test from compiling until it is
+            // listed here, where the table is asked for it.
+            match engine {
+                IoEngine::Posix | IoEngine::Direct | IoEngine::Mmap | IoEngine::IoUring => {}
+            }
+            let kind = EngineKind::from_name(engine.as_str()).expect("a row");
+            assert_eq!(kind.name(), engine.as_str());
+        }
     }
 }

@@ -253,7 +253,13 @@ fn test_dim_based_image_gen_data() {
                 String::from_utf8_lossy(&out.stderr)
             )
         })?;
-        // Other dtypes are written as uint8 images (Pillow's fromarray), as upstream does.
+        // Other dtypes are written as uint8 images (Pillow's fromarray), as upstream does, and
+        // the run says so (the image formats' own check, in their descriptor).
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let warned = stderr.contains(&format!("{fmt} images are always uint8"));
+        ensure(warned == (dtype != "uint8"), || {
+            format!("dtype {dtype}: the uint8 warning is {warned} in stderr: {stderr}")
+        })?;
         let got = python_check("image", &first(&root, fmt)?)?;
         let (height, width) = (shape[0], shape[1]);
         expect_eq(

@@ -635,17 +635,6 @@ impl Default for DatasetConfig {
     }
 }
 
-impl DatasetConfig {
-    /// The element type samples really have: images (jpeg, png) are always uint8, as in DLIO,
-    /// whatever `record_element_type` says.
-    pub fn element_type(&self) -> ElementType {
-        match self.format {
-            FormatKind::Jpeg | FormatKind::Png => ElementType::Uint8,
-            _ => self.record_element_type,
-        }
-    }
-}
-
 /// `dataset.hdf5`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]

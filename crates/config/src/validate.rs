@@ -27,7 +27,7 @@ impl Config {
         self.validate_plugins(&mut warnings)?;
         self.validate_loader(&mut warnings)?;
         self.validate_counts()?;
-        self.validate_dataset(&mut warnings)?;
+        self.validate_dataset()?;
         self.validate_model(world)?;
         self.validate_checkpoint()?;
         self.validate_times()?;
@@ -184,41 +184,9 @@ impl Config {
                 "remove storage.io_engine (or set it to posix) for S3",
             ));
         }
-        if self.reader.odirect
-            && (engine == IoEngine::Mmap || storage.storage_type == StorageType::S3)
-        {
-            return Err(invalid(
-                "reader.odirect",
-                format!(
-                    "reader.odirect is True, which {} cannot use.",
-                    if engine == IoEngine::Mmap {
-                        "storage.io_engine mmap"
-                    } else {
-                        "S3"
-                    }
-                ),
-                "set ++workload.reader.odirect=False, or storage.io_engine=direct or io_uring",
-            ));
-        }
-        let direct = engine == IoEngine::Direct || self.reader.odirect;
-        match self.reader.transfer_size {
-            Some(0) => Err(invalid(
-                "reader.transfer_size",
-                "reader.transfer_size is 0.".into(),
-                "set a positive request size such as 1048576, or remove the key",
-            )),
-            Some(size) if direct && size % 4096 != 0 => Err(invalid(
-                "reader.transfer_size",
-                format!(
-                    "reader.transfer_size {size} is not a multiple of 4096, which O_DIRECT needs."
-                ),
-                format!(
-                    "set ++workload.reader.transfer_size={}",
-                    size.div_ceil(4096) * 4096
-                ),
-            )),
-            _ => Ok(()),
-        }
+        // reader.odirect and reader.transfer_size are checked against the engine's O_DIRECT
+        // use by the engine table (dlio_storage::engine_for), the one place that knows it.
+        Ok(())
     }
 
     fn validate_plugins(&self, warnings: &mut Vec<String>) -> Result<(), ConfigError> {
@@ -477,7 +445,7 @@ impl Config {
         Ok(())
     }
 
-    fn validate_dataset(&self, warnings: &mut Vec<String>) -> Result<(), ConfigError> {
+    fn validate_dataset(&self) -> Result<(), ConfigError> {
         let d = &self.dataset;
         // The prefix starts every file name: a separator or `..` would put files outside the
         // data folder (`../../evil`), where listing never finds them and cleanup never goes.
@@ -513,34 +481,13 @@ impl Config {
                 "choose a num_dset_per_record that divides the first record dimension",
             ));
         }
-        if matches!(d.format, FormatKind::Jpeg | FormatKind::Png) {
-            let fmt = d.format.name();
-            if d.record_dims.len() > 2 {
-                return Err(invalid(
-                    "dataset.record_dims",
-                    format!(
-                        "{fmt} format does not support more than 2 dimensions, but got {} \
-                         dimensions.",
-                        d.record_dims.len()
-                    ),
-                    "give record_dims as [height, width] for images",
-                ));
-            }
-            if d.record_element_type != crate::vocab::ElementType::Uint8 {
-                warnings.push(format!(
-                    "dataset.record_element_type is {} but {fmt} images are always uint8 (as in \
-                     DLIO); uint8 is used",
-                    d.record_element_type.name()
-                ));
-            }
-        }
         // Both files and memory hold whole samples: bound one sample at 2^48 bytes (256 TiB),
         // far past any real sample and far inside every size computation.
         let r = &self.reader;
         let too_large = [
             (
                 "dataset.record_dims",
-                !fits_a_sample(&d.record_dims, d.element_type().size()),
+                !fits_a_sample(&d.record_dims, d.record_element_type.size()),
             ),
             (
                 "dataset.record_length_bytes",

@@ -16,13 +16,31 @@
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use dlio_config::{Compression, ElementType};
+use dlio_config::{Compression, ElementType, FormatKind};
 use dlio_storage::{IoBuffer, Storage};
 
+use crate::descriptor::{FormatDescriptor, no_checks};
 use crate::ranged::{HandleWriter, read_range};
 use crate::{DataRng, FileKey, FileLayout, Format, FormatError, FormatReader};
 
 /// The `csv` format, with the file-name extension its compression needs.
+/// `csv`: one sample per row, optionally compressed (which also names the files).
+pub(crate) const DESCRIPTOR: FormatDescriptor = FormatDescriptor {
+    kind: FormatKind::Csv,
+    extensions: &["csv"],
+    magic: &[],
+    stores_samples_as_they_are: false,
+    read_as_bytes_by_the_fork: false,
+    element: None,
+    built: true,
+    check: no_checks,
+    build: |dataset, _| {
+        Ok(Box::new(CsvFormat {
+            compression: dataset.compression,
+        }))
+    },
+};
+
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct CsvFormat {
     pub(crate) compression: Compression,

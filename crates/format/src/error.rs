@@ -31,7 +31,7 @@ pub enum FormatError {
     /// `dataset.format` names a format this build cannot generate or read.
     #[error(
         "format '{format}' is not built into this version of dlio yet; available: {available}",
-        available = crate::BUILT_IN_FORMATS
+        available = crate::built_in_formats()
     )]
     UnsupportedFormat {
         /// The requested `dataset.format`.

@@ -28,11 +28,12 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use dlio_config::{Compression, DatasetConfig, ElementType};
+use dlio_config::{Compression, DatasetConfig, ElementType, FormatKind};
 use dlio_storage::{IoBuffer, ReadHandle, Storage};
 use hdf5::types::{FloatSize, IntSize, TypeDescriptor};
 use hdf5_sys::h5::{HADDR_UNDEF, haddr_t, hsize_t};
 
+use crate::descriptor::{FormatDescriptor, no_checks};
 use crate::ranged::read_range;
 use crate::{DataRng, FileKey, FileLayout, Format, FormatError, FormatReader};
 
@@ -40,6 +41,19 @@ use crate::{DataRng, FileKey, FileLayout, Format, FormatError, FormatReader};
 const CHUNK_CACHE_BYTES: usize = 1 << 20;
 /// Samples written per H5Dwrite during generation (bounded memory).
 const WRITE_BATCH_BYTES: usize = 8 << 20;
+
+/// `hdf5`: `records_*` datasets of samples and a `labels` dataset, through the HDF5 library.
+pub(crate) const DESCRIPTOR: FormatDescriptor = FormatDescriptor {
+    kind: FormatKind::Hdf5,
+    extensions: &["h5", "hdf5", "hdf"],
+    magic: b"\x89HDF",
+    stores_samples_as_they_are: true,
+    read_as_bytes_by_the_fork: true,
+    element: None,
+    built: true,
+    check: no_checks,
+    build: |dataset, _| Ok(Box::new(Hdf5Format::from_config(dataset))),
+};
 
 /// The `hdf5` format with the dataset section's HDF5 settings.
 #[derive(Debug, Clone)]

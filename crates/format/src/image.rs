@@ -16,9 +16,11 @@
 use std::io::Cursor;
 use std::path::Path;
 
+use dlio_config::{ConfigError, DatasetConfig, ElementType, FormatKind};
 use dlio_storage::{IoBuffer, Storage};
 use image::{ExtendedColorType, ImageEncoder, ImageFormat};
 
+use crate::descriptor::FormatDescriptor;
 use crate::jpeg::GrayJpegDecoder;
 
 use crate::ranged::{read_range, write_whole_file};
@@ -38,6 +40,61 @@ pub(crate) enum ImageKind {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ImageFileFormat {
     pub(crate) kind: ImageKind,
+}
+
+/// `jpeg`: one grayscale image per file, as PIL writes it.
+pub(crate) const JPEG: FormatDescriptor = FormatDescriptor {
+    kind: FormatKind::Jpeg,
+    extensions: &["jpg", "jpeg"],
+    magic: b"\xff\xd8",
+    stores_samples_as_they_are: false,
+    read_as_bytes_by_the_fork: true,
+    element: Some(ElementType::Uint8),
+    built: true,
+    check: check_image_dataset,
+    build: |_, _| {
+        Ok(Box::new(ImageFileFormat {
+            kind: ImageKind::Jpeg,
+        }))
+    },
+};
+
+/// `png`: one grayscale image per file, as PIL writes it.
+pub(crate) const PNG: FormatDescriptor = FormatDescriptor {
+    kind: FormatKind::Png,
+    extensions: &["png"],
+    magic: b"\x89PNG",
+    build: |_, _| {
+        Ok(Box::new(ImageFileFormat {
+            kind: ImageKind::Png,
+        }))
+    },
+    ..JPEG
+};
+
+/// DLIO's checks of an image data set: at most two dimensions (an error, as upstream's), and
+/// a warning that images are uint8 whatever `record_element_type` says.
+fn check_image_dataset(dataset: &DatasetConfig) -> Result<Vec<String>, ConfigError> {
+    let name = dataset.format.name();
+    if dataset.record_dims.len() > 2 {
+        return Err(ConfigError::Invalid {
+            key: "dataset.record_dims".into(),
+            message: format!(
+                "{name} format does not support more than 2 dimensions, but got {} dimensions.",
+                dataset.record_dims.len()
+            ),
+            fix: "give record_dims as [height, width] for images".into(),
+        });
+    }
+    let mut warnings = Vec::new();
+    if dataset.record_element_type != ElementType::Uint8 {
+        warnings.push(format!(
+            "dataset.record_element_type is {} but {name} images are always uint8 (as in DLIO); \
+             uint8 is used",
+            dataset.record_element_type.name()
+        ));
+    }
+    Ok(warnings)
 }
 
 /// Height and width of the image of `layout`; more than two dimensions is DLIO's error.

@@ -21,8 +21,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use dlio_config::{DatasetConfig, FormatKind};
 use dlio_storage::{IoBuffer, ReadHandle, Storage};
 
+use crate::descriptor::{FormatDescriptor, no_checks};
 use crate::npy::{HandleSink, write_random_chunked};
 use crate::ranged::{read_range, read_small_file, with_suffix, write_whole_file};
 use crate::{DataRng, FileKey, FileLayout, Format, FormatError, FormatReader};
@@ -36,6 +38,28 @@ const PAGE: u64 = 4096;
 /// Index files of this many data files are kept per reader before the oldest are dropped.
 const CACHED_INDEXES: usize = 4096;
 
+/// `indexed_binary`: raw samples plus offset and size index files, one positioned read per
+/// sample.
+pub(crate) const DESCRIPTOR: FormatDescriptor = FormatDescriptor {
+    kind: FormatKind::IndexedBinary,
+    // Raw bytes carry any extension; characterisation tells them by how they are read.
+    extensions: &[],
+    magic: &[],
+    stores_samples_as_they_are: true,
+    read_as_bytes_by_the_fork: false,
+    element: None,
+    built: true,
+    check: no_checks,
+    build: |dataset, _| Ok(Box::new(IndexedBinaryFormat::from_config(dataset, false))),
+};
+
+/// `mmap_indexed_binary`: as `indexed_binary`, read through a memory map.
+pub(crate) const MMAP_DESCRIPTOR: FormatDescriptor = FormatDescriptor {
+    kind: FormatKind::MmapIndexedBinary,
+    build: |dataset, _| Ok(Box::new(IndexedBinaryFormat::from_config(dataset, true))),
+    ..DESCRIPTOR
+};
+
 /// Both indexed-binary formats; `mmap` selects the memory-map read pattern.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct IndexedBinaryFormat {
@@ -43,6 +67,15 @@ pub(crate) struct IndexedBinaryFormat {
     /// `dataset.generation_buffer_size`: the most bytes generated and written at a time
     /// (each chunk holds fresh random bytes, unlike upstream's reused buffer).
     pub(crate) write_chunk: u64,
+}
+
+impl IndexedBinaryFormat {
+    fn from_config(dataset: &DatasetConfig, mmap: bool) -> IndexedBinaryFormat {
+        IndexedBinaryFormat {
+            mmap,
+            write_chunk: dataset.generation_buffer_size,
+        }
+    }
 }
 
 impl Format for IndexedBinaryFormat {

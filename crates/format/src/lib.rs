@@ -12,7 +12,8 @@
 //!
 //! The pieces:
 //! - [`Format`] (one per `dataset.format`, from [`format_for`]) generates files and makes
-//!   readers. Built in: `npz`, `npy` and `synthetic`.
+//!   readers; each format's file declares a [`FormatDescriptor`] (its extensions, magic bytes,
+//!   decode policy, config checks and constructor), and [`FORMATS`] lists them, one row each.
 //! - [`FormatReader`] serves samples; it may hold several files open at once, keyed by
 //!   [`FileKey`], because `read_type: memory` keeps files open across samples.
 //! - [`DataRng`] produces each file's bytes: unique per file, identical for the same seed.
@@ -54,6 +55,7 @@
 #![deny(missing_docs)]
 
 mod csv;
+mod descriptor;
 mod error;
 mod generate;
 #[cfg(feature = "hdf5")]
@@ -73,6 +75,10 @@ mod synthetic;
 mod tfrecord;
 mod whole_file;
 
+pub use descriptor::{
+    BuildFormat, CheckDataset, FORMATS, FormatDescriptor, ReadSettings, built_in_formats,
+    check_dataset, descriptor, format_by_extension, format_by_magic, format_with, sample_element,
+};
 pub use error::FormatError;
 pub use generate::{
     GenerationFile, GenerationJob, GenerationProgress, GenerationReport, MANIFEST_NAME,
@@ -176,16 +182,6 @@ pub trait Format: Send + Sync + std::fmt::Debug {
     }
 }
 
-/// The formats built into this version, as `format_for` accepts them.
-#[cfg(feature = "hdf5")]
-const BUILT_IN_FORMATS: &str = "npz, npy, hdf5, csv, jpeg, png, tfrecord, indexed_binary, \
-                                mmap_indexed_binary, parquet, synthetic";
-/// The formats built into this version, as `format_for` accepts them.
-#[cfg(not(feature = "hdf5"))]
-const BUILT_IN_FORMATS: &str = "npz, npy, csv, jpeg, png, tfrecord, indexed_binary, \
-                                mmap_indexed_binary, parquet, synthetic (hdf5 needs a build with \
-                                --features hdf5)";
-
 /// True when this build reads and writes HDF5 (the `hdf5` cargo feature, which needs the HDF5
 /// C library at build time).
 pub const HDF5_AVAILABLE: bool = cfg!(feature = "hdf5");
@@ -200,68 +196,19 @@ pub fn format_for(kind: FormatKind) -> Result<Box<dyn Format>, FormatError> {
     })
 }
 
-/// The format `dataset` describes, with its settings: csv's compression (which also names the
-/// files: `.csv.gz`), parquet's row groups and codec, hdf5's chunks, max shape, datasets per
-/// record and gzip level, indexed binary's generation buffer.
+/// The format `dataset` describes, with its settings (csv's compression, which also names the
+/// files: `.csv.gz`; parquet's row groups and codec; hdf5's chunks, max shape, datasets per
+/// record and gzip level; indexed binary's generation buffer), decoding everything: what
+/// generation uses. Its descriptor in [`FORMATS`] builds it.
 pub fn format_from_config(
     dataset: &dlio_config::DatasetConfig,
 ) -> Result<Box<dyn Format>, FormatError> {
-    Ok(match dataset.format {
-        FormatKind::Npz => Box::new(npz::NpzFormat),
-        FormatKind::Npy => Box::new(npy::NpyFormat),
-        FormatKind::Synthetic => Box::new(synthetic::SyntheticFormat),
-        FormatKind::Csv => Box::new(csv::CsvFormat {
-            compression: dataset.compression,
-        }),
-        FormatKind::Jpeg => Box::new(image::ImageFileFormat {
-            kind: image::ImageKind::Jpeg,
-        }),
-        FormatKind::Png => Box::new(image::ImageFileFormat {
-            kind: image::ImageKind::Png,
-        }),
-        FormatKind::Tfrecord => Box::new(tfrecord::TfRecordFormat {
-            decode: true,
-            check_data_crc: true,
-        }),
-        FormatKind::IndexedBinary | FormatKind::MmapIndexedBinary => {
-            Box::new(indexed_binary::IndexedBinaryFormat {
-                mmap: dataset.format == FormatKind::MmapIndexedBinary,
-                write_chunk: dataset.generation_buffer_size,
-            })
-        }
-        FormatKind::Parquet => Box::new(parquet::ParquetFormat {
-            row_group_size: dataset
-                .parquet
-                .row_group_size
-                .unwrap_or(dataset.parquet_row_group_size),
-            compression: match dataset.compression {
-                Compression::Gzip => dlio_config::ParquetCompression::Gzip,
-                Compression::Snappy => dlio_config::ParquetCompression::Snappy,
-                Compression::Zstd => dlio_config::ParquetCompression::Zstd,
-                Compression::Lz4 => dlio_config::ParquetCompression::Lz4,
-                _ => dataset.parquet_compression,
-            },
-            columns: dataset.parquet.columns.clone(),
-        }),
-        #[cfg(feature = "hdf5")]
-        FormatKind::Hdf5 => Box::new(hdf5::Hdf5Format::from_config(dataset)),
-        #[cfg(not(feature = "hdf5"))]
-        FormatKind::Hdf5 => {
-            return Err(FormatError::unsupported(
-                "this dlio was built without HDF5",
-                "rebuild with --features hdf5 (needs libhdf5-dev: apt-get install libhdf5-dev)",
-            ));
-        }
-        FormatKind::Hdf5Opt => {
-            return Err(FormatError::UnsupportedFormat {
-                format: kind_name(dataset.format),
-            });
-        }
-    })
+    format_with(dataset, ReadSettings::FULL)
 }
 
 /// The format a run reads with under `semantics`: with MLPerf Storage's fork
-/// ([`Semantics::Mlperf`], the default), npz, npy, jpeg, png and hdf5 files are read whole and
+/// ([`Semantics::Mlperf`], the default), the formats whose descriptor says
+/// [`FormatDescriptor::read_as_bytes_by_the_fork`] (npz, npy, jpeg, png, hdf5) are read whole and
 /// not decoded, as the fork's readers do; with upstream DLIO's ([`Semantics::Upstream`]) they
 /// are decoded as `np.load`, PIL and h5py do. TFRecord `Example`s are decoded under upstream's
 /// and found in place under the fork's; `check_tfrecord_crc` says whether record data CRCs are
@@ -271,26 +218,10 @@ pub fn format_for_run(
     semantics: Semantics,
     check_tfrecord_crc: bool,
 ) -> Result<Box<dyn Format>, FormatError> {
-    if dataset.format == FormatKind::Tfrecord {
-        return Ok(Box::new(tfrecord::TfRecordFormat {
-            decode: semantics.decodes(),
-            check_data_crc: check_tfrecord_crc,
-        }));
-    }
-    let format = format_from_config(dataset)?;
-    let undecoded = matches!(
-        dataset.format,
-        FormatKind::Npz | FormatKind::Npy | FormatKind::Jpeg | FormatKind::Png | FormatKind::Hdf5
-    );
-    Ok(if undecoded && !semantics.decodes() {
-        Box::new(raw::Undecoded { inner: format })
-    } else {
-        format
-    })
-}
-
-fn kind_name(kind: FormatKind) -> &'static str {
-    kind.name()
+    format_with(
+        dataset,
+        ReadSettings::for_run(semantics, check_tfrecord_crc),
+    )
 }
 
 /// Reads samples of one format; owned by one loader thread.

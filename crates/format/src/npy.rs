@@ -5,9 +5,10 @@
 
 use std::path::Path;
 
-use dlio_config::Compression;
+use dlio_config::{Compression, FormatKind};
 use dlio_storage::{Storage, WriteHandle};
 
+use crate::descriptor::{FormatDescriptor, no_checks};
 use crate::whole_file::{ArrayLocation, ArrayLocator, WholeFileReader};
 use crate::{DataRng, FileLayout, Format, FormatError, FormatReader};
 
@@ -19,6 +20,19 @@ const ARRAY_ALIGN: usize = 64;
 const GROWTH_AXIS_MAX_DIGITS: usize = 21;
 /// Bytes of random data generated and written at a time.
 pub(crate) const WRITE_CHUNK_BYTES: usize = 1 << 20;
+
+/// `npy`: one array of samples per file.
+pub(crate) const DESCRIPTOR: FormatDescriptor = FormatDescriptor {
+    kind: FormatKind::Npy,
+    extensions: &["npy"],
+    magic: b"\x93NUMPY",
+    stores_samples_as_they_are: true,
+    read_as_bytes_by_the_fork: true,
+    element: None,
+    built: true,
+    check: no_checks,
+    build: |_, _| Ok(Box::new(NpyFormat)),
+};
 
 /// The `npy` format.
 #[derive(Debug, Clone, Copy, Default)]

@@ -14,10 +14,11 @@
 
 use std::path::Path;
 
-use dlio_config::Compression;
+use dlio_config::{Compression, FormatKind};
 use dlio_storage::{Storage, WriteHandle};
 use flate2::{Compress, Decompress, FlushCompress, FlushDecompress, Status};
 
+use crate::descriptor::{FormatDescriptor, no_checks};
 use crate::npy::{self, ByteSink};
 use crate::whole_file::{ArrayLocation, ArrayLocator, WholeFileReader, grow};
 use crate::{DataRng, FileLayout, Format, FormatError, FormatReader};
@@ -61,6 +62,19 @@ const EXTERNAL_ATTRIBUTES: u32 = 0o100_644 << 16;
 /// Deflate never expands data by more than this factor plus a small constant, so a member
 /// whose claimed size exceeds it is corrupt (and is not allocated).
 const MAX_DEFLATE_RATIO: u64 = 1032;
+
+/// `npz`: `np.savez` archives of `x` (the samples) and `y` (labels).
+pub(crate) const DESCRIPTOR: FormatDescriptor = FormatDescriptor {
+    kind: FormatKind::Npz,
+    extensions: &["npz"],
+    magic: b"PK\x03\x04",
+    stores_samples_as_they_are: true,
+    read_as_bytes_by_the_fork: true,
+    element: None,
+    built: true,
+    check: no_checks,
+    build: |_, _| Ok(Box::new(NpzFormat)),
+};
 
 /// The `npz` format.
 #[derive(Debug, Clone, Copy, Default)]

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use dlio_config::ParquetCompression;
+use dlio_config::{Compression, DatasetConfig, FormatKind, ParquetCompression};
 use dlio_storage::{IoBuffer, ReadHandle, Storage};
 use parquet::basic::{Compression as Codec, GzipLevel, ZstdLevel};
 use parquet::column::reader::{ColumnReader, get_typed_column_reader};
@@ -28,6 +28,7 @@ use parquet::file::serialized_reader::SerializedFileReader;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
 
+use crate::descriptor::{FormatDescriptor, no_checks};
 use crate::ranged::{HandleWriter, read_range};
 use crate::{DataRng, FileKey, FileLayout, Format, FormatError, FormatReader};
 
@@ -37,6 +38,19 @@ const ROW_GROUP_CACHE: usize = 4;
 /// The schema of the files.
 const SCHEMA: &str = "message schema { REQUIRED BYTE_ARRAY data; REQUIRED INT64 label; }";
 
+/// `parquet`: the fork's row groups of column chunks (or DLIO's legacy `data`/`label` schema).
+pub(crate) const DESCRIPTOR: FormatDescriptor = FormatDescriptor {
+    kind: FormatKind::Parquet,
+    extensions: &["parquet", "pq"],
+    magic: b"PAR1",
+    stores_samples_as_they_are: false,
+    read_as_bytes_by_the_fork: false,
+    element: None,
+    built: true,
+    check: no_checks,
+    build: |dataset, _| Ok(Box::new(ParquetFormat::from_config(dataset))),
+};
+
 /// The `parquet` format.
 #[derive(Debug, Clone)]
 pub(crate) struct ParquetFormat {
@@ -45,6 +59,27 @@ pub(crate) struct ParquetFormat {
     /// `dataset.parquet.columns`: empty for the legacy `data`/`label` layout (this file), else
     /// the column schema of `parquet_columns.rs`.
     pub(crate) columns: Vec<dlio_config::ParquetColumn>,
+}
+
+impl ParquetFormat {
+    /// Row groups, codec (`dataset.compression` names one when it is a parquet codec, else
+    /// `parquet_compression`) and columns of the `dataset` section.
+    fn from_config(dataset: &DatasetConfig) -> ParquetFormat {
+        ParquetFormat {
+            row_group_size: dataset
+                .parquet
+                .row_group_size
+                .unwrap_or(dataset.parquet_row_group_size),
+            compression: match dataset.compression {
+                Compression::Gzip => ParquetCompression::Gzip,
+                Compression::Snappy => ParquetCompression::Snappy,
+                Compression::Zstd => ParquetCompression::Zstd,
+                Compression::Lz4 => ParquetCompression::Lz4,
+                _ => dataset.parquet_compression,
+            },
+            columns: dataset.parquet.columns.clone(),
+        }
+    }
 }
 
 impl Default for ParquetFormat {

@@ -4,14 +4,29 @@
 
 use std::path::{Path, PathBuf};
 
+use dlio_config::FormatKind;
 use dlio_storage::Storage;
 
+use crate::descriptor::{FormatDescriptor, no_checks};
 use crate::whole_file::grow;
 use crate::{DataRng, FileKey, FileLayout, Format, FormatError, FormatReader};
 
 /// The `synthetic` format.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct SyntheticFormat;
+
+/// `synthetic`: samples made in memory, no data read.
+pub(crate) const DESCRIPTOR: FormatDescriptor = FormatDescriptor {
+    kind: FormatKind::Synthetic,
+    extensions: &[],
+    magic: &[],
+    stores_samples_as_they_are: false,
+    read_as_bytes_by_the_fork: false,
+    element: None,
+    built: true,
+    check: no_checks,
+    build: |_, _| Ok(Box::new(SyntheticFormat)),
+};
 
 impl Format for SyntheticFormat {
     fn name(&self) -> &'static str {

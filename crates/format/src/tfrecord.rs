@@ -22,10 +22,12 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use dlio_config::FormatKind;
 use dlio_storage::{Extent, IoBuffer, ReadHandle, Storage, StorageError};
 use prost::Message;
 use prost::encoding::WireType;
 
+use crate::descriptor::{FormatDescriptor, no_checks};
 use crate::ranged::{list_folder, read_range, read_small_file, write_whole_file};
 use crate::{DataRng, FileKey, FileLayout, Format, FormatError, FormatReader};
 
@@ -102,6 +104,24 @@ pub fn masked_crc32c(data: &[u8]) -> u32 {
 
 /// Bytes of framing around each record: length (8), its CRC (4), data CRC (4).
 const FRAMING: u64 = 16;
+
+/// `tfrecord`: `tf.train.Example` records, found in place under the fork's semantics and decoded under upstream's.
+pub(crate) const DESCRIPTOR: FormatDescriptor = FormatDescriptor {
+    kind: FormatKind::Tfrecord,
+    extensions: &["tfrecord", "tfrecords"],
+    magic: &[],
+    stores_samples_as_they_are: true,
+    read_as_bytes_by_the_fork: false,
+    element: None,
+    built: true,
+    check: no_checks,
+    build: |_, read| {
+        Ok(Box::new(TfRecordFormat {
+            decode: read.decode,
+            check_data_crc: read.check_tfrecord_crc,
+        }))
+    },
+};
 
 /// The `tfrecord` format.
 #[derive(Debug, Clone, Copy)]

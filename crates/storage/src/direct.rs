@@ -14,6 +14,7 @@ use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use crate::engine::{EngineInfo, EngineKind, OdirectUse};
 use crate::posix::{partial_path_of, regular_file_len};
 use crate::{
     Capabilities, ForwardStorage, IoBuffer, PosixStorage, ReadHandle, Storage, StorageError,
@@ -30,6 +31,16 @@ const BOUNCE_BYTES: usize = 4 << 20;
 
 /// Size of the staging buffer of a writer (a multiple of [`DIRECT_ALIGNMENT`]).
 const WRITE_BLOCK_BYTES: usize = 4 << 20;
+
+/// `direct`: O_DIRECT reads and writes.
+pub(crate) const ENGINE: EngineInfo = EngineInfo {
+    kind: EngineKind::Direct,
+    name: "direct",
+    reads: "O_DIRECT pread into 4096-aligned buffers (unaligned parts through a bounce buffer)",
+    writes: "O_DIRECT writes of whole 4096-byte blocks, last block truncated to size",
+    odirect: OdirectUse::Always,
+    open: |_, _, _| Ok(std::sync::Arc::new(DirectStorage::new())),
+};
 
 /// O_DIRECT file I/O; listing, sizes and removal as [`PosixStorage`].
 #[derive(Debug, Clone, Copy, Default)]

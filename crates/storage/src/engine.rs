@@ -8,9 +8,8 @@ use std::sync::Arc;
 
 use crate::direct::DIRECT_ALIGNMENT;
 use crate::{
-    Capabilities, DirEntry, DirectStorage, IoCounters, Metered, MmapStorage, PatternRequest,
-    PosixStorage, ReadHandle, RequestSizes, S3Settings, S3Storage, SizeDistribution, SplitReads,
-    Storage, StorageError, Throttled, UringStorage, WriteHandle,
+    Capabilities, DirEntry, IoCounters, Metered, PatternRequest, ReadHandle, RequestSizes,
+    S3Settings, SizeDistribution, SplitReads, Storage, StorageError, Throttled, WriteHandle,
 };
 
 /// The engines, as `storage.io_engine` (and `storage.storage_type: s3`) select them.
@@ -29,8 +28,26 @@ pub enum EngineKind {
     S3,
 }
 
-/// One row of [`ENGINES`].
+/// How an engine takes `reader.odirect`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OdirectUse {
+    /// It always reads with O_DIRECT.
+    Always,
+    /// `reader.odirect` makes it open files with O_DIRECT.
+    Optional,
+    /// `reader.odirect` selects this other engine instead (posix -> direct, as upstream).
+    Selects(EngineKind),
+    /// It cannot use O_DIRECT: `reader.odirect` is an error.
+    Refused,
+}
+
+/// An engine's constructor: the settings, whether files are opened with O_DIRECT, and the one
+/// request size reads are split into.
+pub type OpenEngine =
+    fn(&EngineSettings, bool, Option<usize>) -> Result<Arc<dyn Storage>, StorageError>;
+
+/// One engine, declared in its own file; one row of [`ENGINES`].
+#[derive(Debug, Clone, Copy)]
 pub struct EngineInfo {
     /// Which engine.
     pub kind: EngineKind,
@@ -40,49 +57,35 @@ pub struct EngineInfo {
     pub reads: &'static str,
     /// How it writes (generation, checkpoints).
     pub writes: &'static str,
+    /// How it takes `reader.odirect`.
+    pub odirect: OdirectUse,
+    /// Its constructor: the settings, whether files are opened with O_DIRECT, and the one
+    /// request size reads are split into (engines that issue their own requests use it).
+    pub open: OpenEngine,
 }
 
 /// Every engine, in the order the documentation lists them.
 pub const ENGINES: &[EngineInfo] = &[
-    EngineInfo {
-        kind: EngineKind::Posix,
-        name: "posix",
-        reads: "pread through the page cache",
-        writes: "buffered writes to a temporary name, rename at commit",
-    },
-    EngineInfo {
-        kind: EngineKind::Direct,
-        name: "direct",
-        reads: "O_DIRECT pread into 4096-aligned buffers (unaligned parts through a bounce buffer)",
-        writes: "O_DIRECT writes of whole 4096-byte blocks, last block truncated to size",
-    },
-    EngineInfo {
-        kind: EngineKind::Mmap,
-        name: "mmap",
-        reads: "copy out of a read-only shared mapping (page faults do the I/O)",
-        writes: "as posix",
-    },
-    EngineInfo {
-        kind: EngineKind::IoUring,
-        name: "io_uring",
-        reads: "io_uring reads, io_depth in flight per reader thread (O_DIRECT with reader.odirect)",
-        writes: "as posix (as direct with reader.odirect)",
-    },
-    EngineInfo {
-        kind: EngineKind::S3,
-        name: "s3",
-        reads: "HEAD at open, ranged GETs (io_depth in flight for a split read)",
-        writes: "one PUT, or a multipart upload of 8 MiB parts for larger objects",
-    },
+    crate::posix::ENGINE,
+    crate::direct::ENGINE,
+    crate::mmap::ENGINE,
+    crate::uring::ENGINE,
+    crate::s3::ENGINE,
 ];
 
 impl EngineKind {
-    /// The name users write.
-    pub fn name(self) -> &'static str {
+    /// Its row of [`ENGINES`].
+    pub fn info(self) -> &'static EngineInfo {
         ENGINES
             .iter()
             .find(|e| e.kind == self)
-            .map_or("posix", |e| e.name)
+            // Every kind has a row: `every_engine_kind_has_one_row` checks it.
+            .unwrap_or_else(|| panic!("engine {self:?} has no row in ENGINES"))
+    }
+
+    /// The name users write.
+    pub fn name(self) -> &'static str {
+        self.info().name
     }
 
     /// The engine called `name` (`posix`, `direct`, `mmap`, `io_uring`, `s3`).
@@ -179,56 +182,21 @@ fn invalid(reason: impl Into<String>) -> StorageError {
 /// read: contradicting settings, a kernel without io_uring, an unreachable S3 endpoint, wrong
 /// credentials, a missing bucket.
 pub fn engine_for(settings: &EngineSettings) -> Result<Engine, StorageError> {
-    let kind = match (settings.engine, settings.odirect) {
-        (EngineKind::Posix, true) => EngineKind::Direct,
-        (EngineKind::Mmap | EngineKind::S3, true) => {
+    let asked = settings.engine.info();
+    let (info, direct) = match (asked.odirect, settings.odirect) {
+        (OdirectUse::Selects(other), true) => (other.info(), true),
+        (OdirectUse::Refused, true) => {
             return Err(invalid(format!(
                 "reader.odirect is True but storage.io_engine is {}, which cannot use O_DIRECT; \
-                 set reader.odirect=False, or storage.io_engine to direct or io_uring",
-                settings.engine.name()
+                 set ++workload.reader.odirect=False, or storage.io_engine to direct or io_uring",
+                asked.name
             )));
         }
-        (kind, _) => kind,
+        (OdirectUse::Always, _) => (asked, true),
+        (_, odirect) => (asked, odirect),
     };
-    let direct = kind == EngineKind::Direct || (kind == EngineKind::IoUring && settings.odirect);
-    let transfer_size = match settings.transfer_size {
-        None => None,
-        Some(0) => {
-            return Err(invalid(
-                "reader.transfer_size is 0; set a positive size such as 1048576, or remove it",
-            ));
-        }
-        Some(size) if direct && size % DIRECT_ALIGNMENT as u64 != 0 => {
-            return Err(invalid(format!(
-                "reader.transfer_size {size} is not a multiple of {DIRECT_ALIGNMENT}, which \
-                 O_DIRECT needs; use for example {}",
-                size.div_ceil(DIRECT_ALIGNMENT as u64) * DIRECT_ALIGNMENT as u64
-            )));
-        }
-        Some(size) => Some(usize::try_from(size).map_err(|_| {
-            invalid(format!(
-                "reader.transfer_size {size} does not fit in memory"
-            ))
-        })?),
-    };
-    let raw: Arc<dyn Storage> = match kind {
-        EngineKind::Posix => Arc::new(PosixStorage::new()),
-        EngineKind::Direct => Arc::new(DirectStorage::new()),
-        EngineKind::Mmap => Arc::new(MmapStorage::new()),
-        EngineKind::IoUring => {
-            let uring = UringStorage::new(settings.io_depth, settings.odirect)?;
-            Arc::new(match transfer_size {
-                Some(size) => uring.with_whole_read_request(size),
-                None => uring,
-            })
-        }
-        EngineKind::S3 => {
-            let s3 = settings.s3.as_ref().ok_or_else(|| {
-                invalid("the s3 engine needs storage.storage_root (the bucket) and storage_options")
-            })?;
-            Arc::new(S3Storage::connect(s3, settings.io_depth)?)
-        }
-    };
+    let transfer_size = checked_transfer_size(settings.transfer_size, direct)?;
+    let raw = (info.open)(settings, direct, transfer_size)?;
     let raw: Arc<dyn Storage> = match settings.read_bytes_per_second {
         0 => raw,
         rate => Arc::new(Throttled::new(raw, rate)),
@@ -249,6 +217,33 @@ pub fn engine_for(settings: &EngineSettings) -> Result<Engine, StorageError> {
         None => drawn_sizes(settings, direct)?,
     };
     Ok(Engine { raw, sizes })
+}
+
+/// `reader.transfer_size` as a request size: positive, and with O_DIRECT a multiple of the
+/// alignment (the one place this is checked).
+fn checked_transfer_size(size: Option<u64>, direct: bool) -> Result<Option<usize>, StorageError> {
+    let Some(size) = size else {
+        return Ok(None);
+    };
+    if size == 0 {
+        return Err(invalid(
+            "reader.transfer_size is 0; set a positive request size such as 1048576, or remove \
+             the key",
+        ));
+    }
+    let alignment = DIRECT_ALIGNMENT as u64;
+    if direct && size % alignment != 0 {
+        return Err(invalid(format!(
+            "reader.transfer_size {size} is not a multiple of {alignment}, which O_DIRECT needs; \
+             set ++workload.reader.transfer_size={}",
+            size.div_ceil(alignment) * alignment
+        )));
+    }
+    usize::try_from(size).map(Some).map_err(|_| {
+        invalid(format!(
+            "reader.transfer_size {size} does not fit in memory"
+        ))
+    })
 }
 
 /// `reader.transfer_size_distribution` as request sizes; `None` when it is empty.
@@ -328,5 +323,43 @@ impl<S: Storage + ?Sized> Storage for Arc<S> {
 
     fn drop_cache(&self, path: &Path) -> Result<(), StorageError> {
         (**self).drop_cache(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_engine_kind_has_one_row() {
+        use EngineKind::*;
+        for kind in [Posix, Direct, Mmap, IoUring, S3] {
+            // No wildcard: a kind added without a row stops this test from compiling.
+            match kind {
+                Posix | Direct | Mmap | IoUring | S3 => {}
+            }
+            assert_eq!(ENGINES.iter().filter(|e| e.kind == kind).count(), 1);
+            assert_eq!(EngineKind::from_name(kind.name()), Some(kind));
+        }
+    }
+
+    #[test]
+    fn odirect_and_transfer_sizes_are_checked_once_here() {
+        let settings = |engine, odirect, transfer_size| EngineSettings {
+            engine,
+            odirect,
+            transfer_size,
+            ..EngineSettings::default()
+        };
+        let refused = |s: EngineSettings| engine_for(&s).expect_err("refused").to_string();
+        assert!(refused(settings(EngineKind::Mmap, true, None)).contains("cannot use O_DIRECT"));
+        let message = refused(settings(EngineKind::Posix, true, Some(5000)));
+        assert!(message.contains("transfer_size=8192"), "{message}");
+        assert!(refused(settings(EngineKind::Posix, false, Some(0))).contains("is 0"));
+        let engine = engine_for(&settings(EngineKind::Posix, true, Some(8192))).expect("direct");
+        assert_eq!(engine.name(), "direct");
+        assert_eq!(engine.transfer_size(), Some(8192));
+        let engine = engine_for(&settings(EngineKind::Posix, false, Some(5000))).expect("posix");
+        assert_eq!(engine.name(), "posix");
     }
 }

@@ -107,7 +107,7 @@ pub use cache::{
 };
 pub use direct::{DIRECT_ALIGNMENT, DirectStorage};
 pub use diskstats::{BlockDevice, DiskCounters, disk_counters};
-pub use engine::{ENGINES, Engine, EngineInfo, EngineKind, EngineSettings, engine_for};
+pub use engine::{ENGINES, Engine, EngineInfo, EngineKind, EngineSettings, OdirectUse, engine_for};
 pub use error::StorageError;
 pub use forward::ForwardStorage;
 pub use histogram::{LatencyBuckets, LatencySnapshot};

@@ -13,9 +13,20 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 
+use crate::engine::{EngineInfo, EngineKind, OdirectUse};
 use crate::posix::{open_for_reading, regular_file_len};
 use crate::{
     Capabilities, ForwardStorage, PosixStorage, ReadHandle, Storage, StorageError, WriteHandle,
+};
+
+/// `mmap`: reads copy out of a read-only mapping.
+pub(crate) const ENGINE: EngineInfo = EngineInfo {
+    kind: EngineKind::Mmap,
+    name: "mmap",
+    reads: "copy out of a read-only shared mapping (page faults do the I/O)",
+    writes: "as posix",
+    odirect: OdirectUse::Refused,
+    open: |_, _, _| Ok(std::sync::Arc::new(MmapStorage::new())),
 };
 
 /// Memory-mapped reads.

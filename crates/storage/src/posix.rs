@@ -7,11 +7,22 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use crate::engine::{EngineInfo, EngineKind, OdirectUse};
 use crate::{Capabilities, DirEntry, ReadHandle, Storage, StorageError, WriteHandle};
 
 /// Size of the user-space write buffer of a [`WriteHandle`]: large enough that the formats'
 /// small header writes do not each become a system call.
 const WRITE_BUFFER_BYTES: usize = 1 << 20;
+
+/// `posix`: buffered `pread`/`write`.
+pub(crate) const ENGINE: EngineInfo = EngineInfo {
+    kind: EngineKind::Posix,
+    name: "posix",
+    reads: "pread through the page cache",
+    writes: "buffered writes to a temporary name, rename at commit",
+    odirect: OdirectUse::Selects(EngineKind::Direct),
+    open: |_, _, _| Ok(std::sync::Arc::new(PosixStorage::new())),
+};
 
 /// Buffered POSIX file I/O: `pread` for reads, buffered appends to a temporary sibling file
 /// and an atomic `rename` for writes.

@@ -31,6 +31,7 @@ use object_store::{
 use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
 
+use crate::engine::{EngineInfo, EngineKind, OdirectUse};
 use crate::{
     Capabilities, Consume, DirEntry, Extent, PendingRead, ReadHandle, ReadRequest, Storage,
     StorageError, WholeRead, WriteHandle, check_extent, stream_slots,
@@ -256,6 +257,25 @@ fn xml_element<'a>(text: &'a str, name: &str) -> Option<&'a str> {
     let len = text[start..].find(&format!("</{name}>"))?;
     Some(text[start..start + len].trim()).filter(|s| !s.is_empty())
 }
+
+/// `s3`: an S3 bucket (`storage.storage_type: s3`).
+pub(crate) const ENGINE: EngineInfo = EngineInfo {
+    kind: EngineKind::S3,
+    name: "s3",
+    reads: "HEAD at open, ranged GETs (io_depth in flight for a split read)",
+    writes: "one PUT, or a multipart upload of 8 MiB parts for larger objects",
+    odirect: OdirectUse::Refused,
+    open: |settings, _, _| {
+        let s3 = settings
+            .s3
+            .as_ref()
+            .ok_or_else(|| StorageError::InvalidEngineSettings {
+                reason: "the s3 engine needs storage.storage_root (the bucket) and storage_options"
+                    .into(),
+            })?;
+        Ok(Arc::new(S3Storage::connect(s3, settings.io_depth)?))
+    },
+};
 
 /// One bucket of an S3-compatible object store.
 pub struct S3Storage {

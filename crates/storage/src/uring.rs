@@ -42,6 +42,7 @@ use io_uring::{IoUring, opcode, types};
 use crate::direct::{
     DIRECT_ALIGNMENT, direct_read_at, open_direct, parts_are_aligned, request_is_aligned,
 };
+use crate::engine::{EngineInfo, EngineKind, OdirectUse};
 use crate::posix::{open_for_reading, regular_file_len};
 use crate::{
     Capabilities, Consume, DirectStorage, Extent, ForwardStorage, IoBuffer, PendingRead,
@@ -66,6 +67,22 @@ thread_local! {
     /// kernel faults in for every read, and unmaps after.
     static SPARE_BUFFERS: RefCell<Vec<IoBuffer>> = const { RefCell::new(Vec::new()) };
 }
+
+/// `io_uring`: `io_depth` reads in flight per reader thread.
+pub(crate) const ENGINE: EngineInfo = EngineInfo {
+    kind: EngineKind::IoUring,
+    name: "io_uring",
+    reads: "io_uring reads, io_depth in flight per reader thread (O_DIRECT with reader.odirect)",
+    writes: "as posix (as direct with reader.odirect)",
+    odirect: OdirectUse::Optional,
+    open: |settings, direct, transfer_size| {
+        let uring = UringStorage::new(settings.io_depth, direct)?;
+        Ok(std::sync::Arc::new(match transfer_size {
+            Some(size) => uring.with_whole_read_request(size),
+            None => uring,
+        }))
+    },
+};
 
 /// io_uring reads with `io_depth` requests in flight per thread.
 #[derive(Debug, Clone, Copy)]

@@ -228,14 +228,39 @@ pub fn sample_out_bytes(config: &Config) -> Option<usize> {
     })
 }
 
-/// The layout of a file of the dataset's nominal sample size (no size spread).
+/// The layout of a file of the dataset's nominal sample size (no size spread): what readers
+/// are built for and what a format checks before the run.
 pub fn nominal_layout(config: &Config) -> dlio_format::FileLayout {
     let d = &config.dataset;
-    let dims = dlio_plan::sample_dims(d.record_length_bytes, 0.0, &d.record_dims, 0, 0);
+    layout_of(
+        config,
+        dlio_plan::sample_dims(d.record_length_bytes, 0.0, &d.record_dims, 0, 0),
+    )
+}
+
+/// The layout of file `index` of list `list_id` (its samples' dims drawn as DLIO draws them
+/// for `record_length_bytes_stdev`): what generation writes.
+pub fn file_layout(config: &Config, list_id: u32, index: u64) -> dlio_format::FileLayout {
+    let d = &config.dataset;
+    layout_of(
+        config,
+        dlio_plan::sample_dims(
+            d.record_length_bytes,
+            d.record_length_bytes_stdev,
+            &d.record_dims,
+            list_id,
+            index,
+        ),
+    )
+}
+
+/// The one builder of a file layout from its samples' dims.
+fn layout_of(config: &Config, dims: Vec<u64>) -> dlio_format::FileLayout {
+    let d = &config.dataset;
     dlio_format::FileLayout {
         samples: d.num_samples_per_file as u32,
         sample_dims: dims.into_iter().map(|x| x as usize).collect(),
-        element: d.element_type(),
+        element: dlio_format::sample_element(d),
         compression: d.compression,
     }
 }

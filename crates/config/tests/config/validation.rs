@@ -246,22 +246,6 @@ fn record_dims_rules_follow_dlio() {
         &["`dataset.hdf5.num_dset_per_record`", "record_dims[0] = 3"],
     );
     let err = rejected(
-        "framework: pytorch\ndataset:\n  format: png\n  record_dims: [3, 8, 8]\n",
-        1,
-    );
-    assert_contains(
-        &err,
-        &["png format does not support more than 2 dimensions, but got 3 dimensions."],
-    );
-    let err = rejected(
-        "framework: pytorch\ndataset:\n  format: jpeg\n  record_dims: [1, 2, 3, 4]\n",
-        1,
-    );
-    assert_contains(
-        &err,
-        &["jpeg format does not support more than 2 dimensions, but got 4 dimensions."],
-    );
-    let err = rejected(
         &format!("{PYTORCH_NPZ}  record_dims: [8, 8]\n  record_length_bytes_stdev: 10\n"),
         1,
     );
@@ -269,16 +253,6 @@ fn record_dims_rules_follow_dlio() {
         &err,
         &["`dataset.record_dims`", "record_length_bytes_stdev"],
     );
-}
-
-#[test]
-fn images_warn_that_they_are_always_uint8() {
-    let warnings =
-        config("framework: pytorch\ndataset:\n  format: png\n  record_element_type: float32\n")
-            .validate(1)
-            .expect("valid");
-    assert_eq!(warnings.len(), 1);
-    assert_contains(&warnings[0], &["float32", "uint8"]);
 }
 
 #[test]
@@ -349,16 +323,6 @@ fn storage_engine_keys_parse_with_defaults_and_contradictions_are_refused() {
     assert!(uring.storage.drop_page_cache);
     assert!(uring.validate(1).is_ok());
 
-    let message = rejected(
-        &format!("{PYTORCH_NPZ}storage:\n  io_engine: mmap\nreader:\n  odirect: True\n"),
-        1,
-    );
-    assert_contains(&message, &["reader.odirect"]);
-    let message = rejected(
-        &format!("{PYTORCH_NPZ}storage:\n  io_engine: direct\nreader:\n  transfer_size: 1000\n"),
-        1,
-    );
-    assert_contains(&message, &["transfer_size=4096"]);
     let message = rejected(
         &format!("{PYTORCH_NPZ}storage:\n  storage_type: s3\n  io_engine: io_uring\n"),
         1,
