@@ -58,7 +58,9 @@ use reader::SampleReader;
 /// How a loader reads; built from the `reader` section of the config.
 #[derive(Debug, Clone)]
 pub struct LoaderSpec {
-    /// `reader.read_threads`; 0 reads on the caller's thread.
+    /// `reader.read_threads`: the threads this loader starts (0 reads on the caller's thread).
+    /// Which thread reads each step is the plan's to say ([`EpochPlan::worker_for_step`]); an
+    /// epoch planned over another count is refused.
     pub read_threads: u32,
     /// `reader.prefetch_size`, in batches; 0 means the frameworks' default (2 per thread).
     pub prefetch_size: u32,
@@ -265,11 +267,37 @@ impl Loader {
                 stats: Arc::new(Mutex::new(EpochReadStats::default())),
                 finished,
                 stream: Some(stream),
+                refused: None,
             };
         }
         let plan = Arc::new(plan);
         let stats = Arc::new(Mutex::new(EpochReadStats::default()));
         let threads = self.spec.read_threads;
+        // The plan decides which thread reads each step; it must spread them over the threads
+        // this loader started (0 threads: the one inline reader).
+        let refused = (plan.reader_threads() != threads.max(1)).then(|| {
+            LoaderError::Setting(format!(
+                "the epoch's plan spreads its steps over {} reader threads but the loader \
+                 started {threads} (plan and loader must take reader.read_threads from one \
+                 config)",
+                plan.reader_threads()
+            ))
+        });
+        if refused.is_some() {
+            let (_done, finished) = mpsc::channel();
+            return EpochBatches {
+                loader: self,
+                plan,
+                files,
+                queues: Vec::new(),
+                demand: Vec::new(),
+                next_step: 0,
+                stats,
+                finished,
+                stream: None,
+                refused,
+            };
+        }
         let mut queues = Vec::new();
         let mut demand = Vec::new();
         let (done, finished) = mpsc::channel();
@@ -313,6 +341,7 @@ impl Loader {
             stats,
             finished,
             stream: None,
+            refused: None,
         }
     }
 }
@@ -339,6 +368,9 @@ pub struct EpochBatches<'a> {
     stats: Arc<Mutex<EpochReadStats>>,
     finished: Receiver<()>,
     stream: Option<stream::StreamEpoch>,
+    /// Why the epoch cannot be read (a plan spread over other reader threads than the loader
+    /// started), reported by the first `next_batch`.
+    refused: Option<LoaderError>,
 }
 
 impl EpochBatches<'_> {
@@ -349,6 +381,10 @@ impl EpochBatches<'_> {
 
     /// Waits for the next batch; `None` after the last step.
     pub fn next_batch(&mut self) -> Option<Result<LoadedBatch, LoaderError>> {
+        if let Some(refused) = self.refused.take() {
+            self.next_step = self.plan.steps();
+            return Some(Err(refused));
+        }
         if self.next_step >= self.plan.steps() {
             return None;
         }
@@ -384,8 +420,7 @@ impl EpochBatches<'_> {
         if !self.demand.is_empty() {
             return Some(self.batch_on_demand(step));
         }
-        let worker = (step % self.queues.len() as u64) as usize;
-        Some(self.receive(worker))
+        Some(self.receive(self.plan.worker_for_step(step) as usize))
     }
 
     /// The next result of reader thread `worker`.

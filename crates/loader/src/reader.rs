@@ -32,8 +32,6 @@ pub(crate) struct SampleReader {
     /// The preprocess sleeps, kept to their drawn length on average.
     preprocess_sleep: CompensatedSleep,
     rng: Xoshiro256PlusPlus,
-    /// Reader threads of the loader: this thread owns every `threads`-th batch.
-    pub(crate) threads: u64,
     /// Records `data.item` / `data.preprocess` spans.
     tracer: Tracer,
     /// `data.item` with its `epoch` and `image_idx` keys, looked up once.
@@ -94,7 +92,6 @@ impl SampleReader {
             preprocess,
             preprocess_sleep: CompensatedSleep::default(),
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
-            threads: u64::from(spec.read_threads.max(1)),
             tracer: spec.tracer.clone(),
             item_span: PreparedSpan::new(ai::DATA_ITEM, ["epoch", "image_idx"]),
             // DLIO's readers run their `preprocess` for every sample, sleeping
@@ -128,7 +125,9 @@ impl SampleReader {
         } = work;
         let mut hist = LatencyHistogram::new();
         let mut samples = 0;
-        let threads = self.threads;
+        // The plan says which thread reads which step: this one reads every
+        // `reader_threads`-th, from its own number.
+        let threads = u64::from(plan.reader_threads());
         let mut step = u64::from(worker);
         self.stagger_start();
         if let Some(asks) = demand {

@@ -115,7 +115,7 @@ impl SampleReader {
         hist: &mut LatencyHistogram,
     ) -> bool {
         let window = self.window.max(1);
-        let mut ahead = samples_of(plan, worker, self.threads);
+        let mut ahead = samples_of(plan, worker, u64::from(plan.reader_threads()));
         let mut issue = ReadDecider::new(self.policy);
         let mut consume = ReadDecider::new(self.policy);
         let mut pending: VecDeque<(u64, Box<dyn PendingRead>)> = VecDeque::new();
@@ -214,7 +214,7 @@ impl SampleReader {
             if !send(result) || failed {
                 break;
             }
-            step += self.threads;
+            step += u64::from(plan.reader_threads());
         }
         // Reads still in flight (the epoch was cut short) are abandoned here.
         drop(pending);

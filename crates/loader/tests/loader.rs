@@ -118,6 +118,43 @@ fn batches_arrive_in_step_order_with_every_planned_sample() {
 }
 
 #[test]
+fn each_step_is_read_by_the_thread_the_plan_names_and_a_plan_for_other_threads_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let files = dataset(tmp.path(), 8);
+    for threads in [1, 3, 4] {
+        let plan = plan(8, Sampler::Index, threads, Shuffle::Off);
+        let out = read_epoch(
+            &files,
+            spec(Sampler::Index, ReadType::Memory, threads),
+            plan,
+        );
+        assert_eq!(out.steps, (0..12).collect::<Vec<_>>(), "{threads} threads");
+        assert_eq!(out.samples, 24);
+    }
+    let storage: Arc<dyn Storage> = Arc::new(PosixStorage::new());
+    let format: Arc<dyn dlio_format::Format> =
+        Arc::from(dlio_format::format_for(FormatKind::Npz).unwrap());
+    let mut loader = Loader::new(
+        spec(Sampler::Index, ReadType::Memory, 2),
+        storage,
+        format,
+        Arc::new(StopSignal::new()),
+    )
+    .unwrap();
+    let mut batches =
+        loader.start_epoch(plan(8, Sampler::Index, 3, Shuffle::Off), Arc::clone(&files));
+    let refused = batches
+        .next_batch()
+        .expect("an answer")
+        .expect_err("refused");
+    assert!(
+        refused.to_string().contains("over 3 reader threads"),
+        "{refused}"
+    );
+    assert!(batches.next_batch().is_none());
+}
+
+#[test]
 fn on_demand_reads_the_whole_file_for_every_sample() {
     let tmp = tempfile::tempdir().unwrap();
     let files = dataset(tmp.path(), 8);
