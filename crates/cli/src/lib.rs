@@ -11,6 +11,7 @@ mod cluster;
 mod collective;
 mod dataset;
 mod device_check;
+mod engine_settings;
 mod files;
 mod iostat;
 mod limits;
@@ -18,6 +19,7 @@ mod log;
 mod postprocess;
 mod progress;
 mod run;
+mod run_checks;
 mod trace_program;
 
 use std::ffi::OsString;

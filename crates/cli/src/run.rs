@@ -6,14 +6,12 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use anyhow::{Context, Result, anyhow, bail};
+use dlio_config::StorageType;
 use dlio_config::{Config, Loaded};
-use dlio_config::{IoEngine, StorageType};
 use dlio_format::{Format, GenerationJob};
 use dlio_loader::{StopCause, StopSignal};
 use dlio_metrics::{HostInfo, HostShare, MetricParams, RankReport, RunInfo};
-use dlio_storage::{
-    EngineKind, EngineSettings, IoCounters, PathTable, S3Settings, SplitReads, Storage,
-};
+use dlio_storage::{IoCounters, PathTable, SplitReads, Storage};
 use dlio_trace::Tracer;
 use dlio_trainer::{CheckpointSetup, Comm, LocalGroup, RankSetup, SideRead, TrainError};
 use indicatif::MultiProgress;
@@ -21,8 +19,13 @@ use indicatif::MultiProgress;
 use crate::args::{Entry, RunArgs};
 use crate::cluster::Cluster;
 use crate::dataset::{self, List};
+use crate::engine_settings::engine_settings;
 use crate::log::RunLog;
 use crate::progress::Progress;
+use crate::run_checks::{
+    check_collective, check_sample_requests, check_steps, no_effect_warnings, refuse_unbuilt,
+    unused_prefetch_window,
+};
 
 /// What `dlio run` / `dlio generate` do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,9 +127,19 @@ fn run_in(cluster: &Cluster, args: RunArgs, mode: Mode, entry: Entry) -> Result<
         ));
     }
     let tracing = args.trace || dlio_trace::dftracer_enabled_by_env();
-    let outcome = drive(
-        cluster, &loaded, &out, args.ranks, tracing, &log, &bars, run_start, &warnings,
-    );
+    let run = Run {
+        cluster,
+        loaded: &loaded,
+        config: &loaded.config,
+        out: out.clone(),
+        local_ranks: args.ranks,
+        world: args.ranks * cluster.processes(),
+        tracing,
+        log: &log,
+        bars: &bars,
+        run_start,
+    };
+    let outcome = run.drive(&warnings);
     log.flush();
     if let Some(dir) = temp_dir {
         // The first-contact data set is scratch; the outputs stay for the user to read.
@@ -207,45 +220,31 @@ struct Trained {
     profiled: serde_json::Value,
 }
 
-#[allow(clippy::too_many_arguments)]
-fn drive(
-    cluster: &Cluster,
-    loaded: &Loaded,
-    out: &Path,
-    local_ranks: u32,
-    tracing: bool,
-    log: &RunLog,
-    bars: &MultiProgress,
-    run_start: SystemTime,
-    warnings: &[String],
-) -> Result<ExitCode> {
-    let run = Run {
-        cluster,
-        loaded,
-        config: &loaded.config,
-        out: out.to_path_buf(),
-        local_ranks,
-        world: local_ranks * cluster.processes(),
-        tracing,
-        log,
-        bars,
-        run_start,
-    };
-    let prepared = run.prepare(warnings)?;
-    if let Some(code) = run.generate(&prepared)? {
-        return Ok(code);
+impl Run<'_> {
+    /// The run, phase by phase.
+    fn drive(&self, warnings: &[String]) -> Result<ExitCode> {
+        let prepared = self.prepare(warnings)?;
+        if let Some(code) = self.generate(&prepared)? {
+            return Ok(code);
+        }
+        if !self.config.workflow.train && !self.config.workflow.checkpoint {
+            self.log
+                .output("Generation only: nothing to train (workflow.train is False)");
+            return Ok(ExitCode::SUCCESS);
+        }
+        let planned = self.plan(&prepared)?;
+        let progress = Progress::new(
+            self.bars.clone(),
+            self.log,
+            self.config,
+            planned.params.clone(),
+        );
+        let io = self.rank_io(&prepared, &planned)?;
+        let trained = self.train(&prepared, &planned, &io, &progress)?;
+        progress.finish();
+        self.finish_traces(&io.tracers)?;
+        self.report(&prepared, &planned, &io, trained)
     }
-    if !run.config.workflow.train && !run.config.workflow.checkpoint {
-        log.output("Generation only: nothing to train (workflow.train is False)");
-        return Ok(ExitCode::SUCCESS);
-    }
-    let planned = run.plan(&prepared)?;
-    let progress = Progress::new(bars.clone(), log, run.config, planned.params.clone());
-    let io = run.rank_io(&prepared, &planned)?;
-    let trained = run.train(&prepared, &planned, &io, &progress)?;
-    progress.finish();
-    run.finish_traces(&io.tracers)?;
-    run.report(&prepared, &planned, &io, trained)
 }
 
 impl Run<'_> {
@@ -1018,397 +1017,6 @@ fn finish_profiler(
     }))
 }
 
-/// Features whose issues are not built yet: refuse clearly rather than ignore the setting.
-fn refuse_unbuilt(config: &Config) -> Result<()> {
-    // `profiler: none` is upstream's no-op profiler; `iostat` is ours ([`crate::iostat`]).
-    if config.workflow.profiling {
-        use dlio_config::Profiler;
-        match config.profiling.profiler {
-            Profiler::None | Profiler::Iostat => {}
-            Profiler::Darshan => bail!(
-                "profiling.profiler darshan: dlio does not load Darshan (DLIO preloads its \
-                 libdarshan.so into the Python process). The same POSIX-level record of every \
-                 open, read and write, per rank and per thread, comes from `dlio run --trace` \
-                 (dftracer's format; `dlio analyze OUTPUT_FOLDER` summarises it), or run dlio \
-                 under Darshan yourself (LD_PRELOAD=libdarshan.so). Set \
-                 ++workload.profiling.profiler=none (or iostat), or ++workload.workflow.profiling=False"
-            ),
-            Profiler::Tensorboard => bail!(
-                "profiling.profiler tensorboard: there is no TensorFlow in dlio to profile. The \
-                 same timeline of steps, batch loads, computation and checkpoints comes from \
-                 `dlio run --trace` (Chrome-trace JSON that Perfetto opens; `dlio analyze \
-                 OUTPUT_FOLDER` summarises it). Set ++workload.profiling.profiler=none (or iostat), \
-                 or ++workload.workflow.profiling=False"
-            ),
-        }
-    }
-    match config.storage.storage_type {
-        StorageType::LocalFs | StorageType::DirectFs | StorageType::S3 => Ok(()),
-        // Upstream's storage factory raises for parallel_fs too.
-        StorageType::ParallelFs => bail!(
-            "storage.storage_type `parallel_fs` has no implementation (upstream DLIO rejects it \
-             too); a parallel file system is a local_fs path: set \
-             ++workload.storage.storage_type=local_fs"
-        ),
-        StorageType::Aistore => bail!(
-            "storage.storage_type `aistore` is not available in this version of dlio; AIStore's \
-             S3 API works with ++workload.storage.storage_type=s3 and its endpoint_url"
-        ),
-    }
-}
-
-/// The S3 endpoint of MPI process `process`: from `endpoint_uris` (the fork's
-/// `S3_ENDPOINT_URIS`: two or more comma-separated URLs; process `p` uses entry `p mod N`, as
-/// the fork picks by MPI rank), else `configured`. Also returns what to log about the choice.
-fn endpoint_of_process(
-    configured: Option<String>,
-    endpoint_uris: &str,
-    process: usize,
-    secure: bool,
-) -> (Option<String>, Option<String>) {
-    let listed: Vec<String> = endpoint_uris
-        .split(',')
-        .map(|u| u.trim().to_string())
-        .filter(|u| !u.is_empty())
-        .collect();
-    let (endpoint, note) = match listed.len() {
-        0 => (configured, None),
-        1 => (
-            configured,
-            Some(
-                "S3_ENDPOINT_URIS holds one endpoint; like the fork, dlio needs two or more \
-                 to spread processes and ignores it (set storage_options.endpoint_url for one \
-                 endpoint)"
-                    .to_string(),
-            ),
-        ),
-        n => {
-            let chosen = listed[process % n].clone();
-            let note = format!(
-                "Multi-endpoint (S3_ENDPOINT_URIS): process {process} uses {chosen} (endpoint \
-                 {} of {n}); every rank of a process shares its endpoint",
-                process % n + 1
-            );
-            (Some(chosen), Some(note))
-        }
-    };
-    // The fork's minio client reads a scheme-less endpoint as https unless `secure: false`.
-    let endpoint = endpoint.map(|e| {
-        if e.contains("://") {
-            e
-        } else if secure {
-            format!("https://{e}")
-        } else {
-            format!("http://{e}")
-        }
-    });
-    (endpoint, note)
-}
-
-/// The S3 settings of MPI process `process`: the bucket and `storage_options`, with what the
-/// workload leaves unset taken from the `AWS_*` environment, and what to log about the
-/// endpoint.
-fn s3_settings(config: &Config, process: usize) -> (S3Settings, Option<String>) {
-    let options = config.storage.storage_options.clone().unwrap_or_default();
-    // What the workload leaves unset comes from the AWS_* environment, as the fork's
-    // clients read it.
-    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    let (endpoint, note) = endpoint_of_process(
-        options
-            .endpoint_url
-            .clone()
-            .filter(|e| !e.trim().is_empty())
-            .or_else(|| env("AWS_ENDPOINT_URL"))
-            .or_else(|| env("AWS_ENDPOINT_URL_S3")),
-        &std::env::var("S3_ENDPOINT_URIS").unwrap_or_default(),
-        process,
-        options.secure,
-    );
-    let region_given = config
-        .storage
-        .storage_options
-        .as_ref()
-        .is_some_and(|o| o.region != dlio_config::StorageOptions::default().region);
-    let settings = S3Settings {
-        bucket: config
-            .storage
-            .storage_root
-            .trim_start_matches("s3://")
-            .trim_matches('/')
-            .to_string(),
-        endpoint_url: endpoint,
-        region: Some(if region_given {
-            options.region.clone()
-        } else {
-            env("AWS_REGION")
-                .or_else(|| env("AWS_DEFAULT_REGION"))
-                .unwrap_or_else(|| options.region.clone())
-        }),
-        access_key_id: options
-            .access_key_id
-            .clone()
-            .or_else(|| env("AWS_ACCESS_KEY_ID")),
-        secret_access_key: options
-            .secret_access_key
-            .clone()
-            .or_else(|| env("AWS_SECRET_ACCESS_KEY")),
-        force_path_style: options.s3_force_path_style,
-        max_attempts: options.s3_max_attempts,
-        ..S3Settings::default()
-    };
-    (settings, note)
-}
-
-/// The engine settings of a run: `storage.io_engine`, `reader.odirect`,
-/// `reader.transfer_size`, `storage.io_depth`, and for S3 the bucket and its options (the
-/// endpoint is the one of MPI process `process`), with what to log about the endpoint.
-fn engine_settings(config: &Config, process: usize) -> (EngineSettings, Option<String>) {
-    let s3 = config.storage.storage_type == StorageType::S3;
-    let engine = if s3 {
-        EngineKind::S3
-    } else if config.storage.storage_type == StorageType::DirectFs {
-        EngineKind::Direct
-    } else {
-        // Config keeps the names; the engine table knows the engines.
-        EngineKind::from_name(config.storage.io_engine.as_str()).unwrap_or_else(|| {
-            panic!(
-                "storage.io_engine {} has no row in dlio_storage::ENGINES",
-                config.storage.io_engine.as_str()
-            )
-        })
-    };
-    let (s3, endpoint_note) = if s3 {
-        let (settings, note) = s3_settings(config, process);
-        (Some(settings), note)
-    } else {
-        (None, None)
-    };
-    let settings = EngineSettings {
-        engine,
-        odirect: config.reader.odirect,
-        transfer_size: config.reader.transfer_size,
-        transfer_size_distribution: config
-            .reader
-            .transfer_size_distribution
-            .iter()
-            .map(|e| (e.size, e.weight))
-            .collect(),
-        seed: config.train.seed,
-        sample_requests: config
-            .reader
-            .sample_requests
-            .iter()
-            .map(|r| dlio_storage::PatternRequest {
-                from_end: r.from == dlio_config::RequestAnchor::End,
-                offset: r.offset,
-                size: r.size,
-            })
-            .collect(),
-        io_depth: config.storage.io_depth,
-        s3,
-        read_bytes_per_second: config.storage.read_bytes_per_second,
-    };
-    (settings, endpoint_note)
-}
-
-/// `storage_options.prefetch_window` acts only where the fork's window does: training from
-/// object storage with a reader that decodes nothing, and without a `transfer_size` (which asks
-/// for ranged reads instead). Elsewhere it is said to have no effect.
-fn unused_prefetch_window(config: &Config, format: Option<&dyn Format>) -> Option<String> {
-    let window = config.storage.storage_options.as_ref()?.prefetch_window?;
-    let used = config.object_read_window() > 0
-        && format.is_some_and(|f| f.reads_whole_files_undecoded())
-        && !config.shapes_requests();
-    (config.workflow.train && !used).then(|| {
-        format!(
-            "storage.storage_options.prefetch_window: {window} has no effect here: the window \
-             of whole-object reads is used for training from object storage (storage_type s3) \
-             with a reader that decodes nothing (npz, npy, jpeg, png, hdf5 under the MLPerf \
-             semantics) and no reader.transfer_size"
-        )
-    })
-}
-
-/// `reader.sample_requests` shapes reads of a whole file in one request, which only readers
-/// that read every file whole and decode nothing make, and those only for files of at most
-/// [`dlio_format::CHUNK_BYTES`] (larger ones are read in chunks of that size). Elsewhere the
-/// key would have no effect, so it is refused.
-fn check_sample_requests(config: &Config, format: Option<&dyn Format>) -> Result<()> {
-    if config.reader.sample_requests.is_empty() || !config.workflow.train {
-        return Ok(());
-    }
-    let Some(format) = format else {
-        return Ok(());
-    };
-    if !format.reads_whole_files_undecoded() {
-        bail!(
-            "reader.sample_requests shapes the reads of whole files, but the {} reader (under the \
-             {} semantics) reads parts of files or decodes them; use it with npz, npy, jpeg, png \
-             or hdf5 under the MLPerf semantics, or describe the requests with \
-             reader.transfer_size_distribution",
-            format.name(),
-            config.semantics.as_str()
-        );
-    }
-    if let Some(bytes) = dataset::smallest_complete_file(config)
-        && bytes > dlio_format::CHUNK_BYTES as u64
-    {
-        bail!(
-            "reader.sample_requests shapes reads of a whole file in one request, but these files \
-             ({bytes} bytes) are read in chunks of {} bytes; use \
-             reader.transfer_size_distribution for files this large",
-            dlio_format::CHUNK_BYTES
-        );
-    }
-    Ok(())
-}
-
-/// Settings of Python's machinery that have nothing to act on here: said once, never silently
-/// dropped.
-fn no_effect_warnings(config: &Config) -> Vec<String> {
-    let mut out = Vec::new();
-    if !config.reader.pin_memory {
-        out.push(
-            "reader.pin_memory: False has no effect in dlio: batches are never copied to pinned \
-             (page-locked) memory, so the setting's memory saving is already the default"
-                .into(),
-        );
-    }
-    if !matches!(
-        config.reader.multiprocessing_context,
-        dlio_config::MultiprocessingContext::Fork | dlio_config::MultiprocessingContext::None
-    ) {
-        out.push(
-            "reader.multiprocessing_context has no effect in dlio: reader threads are threads, \
-             not Python worker processes"
-                .into(),
-        );
-    }
-    if config.reader.dont_use_mmap {
-        out.push(
-            "reader.dont_use_mmap is a DALI reader setting and has no effect in dlio; choose how \
-             files are read with storage.io_engine (posix, direct, mmap, io_uring)"
-                .into(),
-        );
-    }
-    if let Some(method) = &config.dataset.data_gen_method
-        && config.workflow.generate_data
-    {
-        out.push(format!(
-            "dataset.data_gen_method: {method} chooses the fork's Python generator back end; \
-             dlio generates every file with its own generator (unique bytes per file, seeded by \
-             train.seed), so the setting has no effect"
-        ));
-    }
-    if config.dataset.parquet.generation_batch_size > 0 && config.workflow.generate_data {
-        out.push(
-            "dataset.parquet.generation_batch_size bounds the fork's generator memory; dlio \
-             streams every row group to the file as it is made, so the setting has no effect"
-                .into(),
-        );
-    }
-    if config.dataset.parquet.use_s3dlio_gen && config.workflow.generate_data {
-        out.push(
-            "dataset.parquet.use_s3dlio_gen picks s3dlio's parquet generator, which the fork \
-             uses only for object storage (it ignores the key on a file system); dlio writes \
-             every parquet file with its own writer, with the column types and row groups of \
-             dataset.parquet, so the setting has no effect"
-                .into(),
-        );
-    }
-    if config.checkpoint.ksm.is_some() && config.workflow.checkpoint {
-        out.push(
-            "checkpoint.ksm has no effect in dlio: checkpoints are streamed from a generator, \
-             so there are no resident tensors for KSM to merge"
-                .into(),
-        );
-    }
-    out
-}
-
-/// Collective calls must be made by every process in the same order and number: one rank per
-/// process, one reader thread at most, one shared file, equal request counts.
-fn check_collective(config: &Config, local_ranks: u32) -> Result<()> {
-    let fix = "or set ++workload.reader.collective_io=False";
-    if local_ranks != 1 {
-        bail!(
-            "reader.collective_io needs one rank per MPI process (--ranks 1), not {local_ranks}; {fix}"
-        );
-    }
-    if config.reader.read_threads > 1 {
-        bail!(
-            "reader.collective_io needs reader.read_threads of 0 or 1 (collective calls must be \
-             issued in step order), not {}; {fix}",
-            config.reader.read_threads
-        );
-    }
-    if config.dataset.num_files_train != 1
-        || (config.workflow.evaluation && config.dataset.num_files_eval > 1)
-    {
-        bail!(
-            "reader.collective_io is for data sets that every rank reads from one shared file, but \
-             dataset.num_files_train is {}; {fix}",
-            config.dataset.num_files_train
-        );
-    }
-    if config.shapes_requests() {
-        bail!(
-            "reader.collective_io leaves the request sizes to MPI-IO (its two-phase I/O \
-             aggregates them); unset reader.transfer_size, reader.transfer_size_distribution and \
-             reader.sample_requests, {fix}"
-        );
-    }
-    if config.storage.io_engine != IoEngine::Posix
-        || config.storage.storage_type != StorageType::LocalFs
-    {
-        bail!(
-            "reader.collective_io reads local files through MPI-IO; it replaces storage.io_engine, which must stay posix; {fix}"
-        );
-    }
-    if config.dataset.format == dlio_config::FormatKind::Hdf5 {
-        bail!(
-            "reader.collective_io cannot apply to hdf5: the HDF5 library does its own I/O; {fix}"
-        );
-    }
-    Ok(())
-}
-
-/// Refuses a step cap the epoch cannot reach; returns the warning for a data set too small for
-/// one full batch per rank, which trains no step (DLIO runs such epochs empty and exits 0, and
-/// upstream's own tests rely on it).
-fn check_steps(
-    config: &Config,
-    spec: &dlio_plan::PlanSpec,
-    trim: &dlio_plan::Trim,
-) -> Result<Option<String>> {
-    let total = config.train.total_training_steps;
-    if total > 0 {
-        let uncapped = dlio_plan::trim(&dlio_plan::PlanSpec {
-            total_training_steps: None,
-            ..*spec
-        });
-        if total as u64 > uncapped.steps_per_rank {
-            bail!(
-                "train.total_training_steps is {total}, but an epoch has only {} steps per rank \
-                 ({} samples, batch {}, {} ranks); lower it or add files",
-                uncapped.steps_per_rank,
-                uncapped.total_samples,
-                spec.batch_size,
-                spec.world
-            );
-        }
-    }
-    if trim.steps_per_rank == 0 {
-        return Ok(Some(format!(
-            "no training step fits: {} samples cannot give each of the {} ranks a full batch of \
-             {}, so every epoch trains 0 steps and AU is 0, as in DLIO; add files \
-             (dataset.num_files_train) or lower reader.batch_size",
-            trim.total_samples, spec.world, spec.batch_size
-        )));
-    }
-    Ok(None)
-}
-
 fn metric_params(config: &Config, world: u32, files: u64, eval_files: u64) -> MetricParams {
     let spf = config.dataset.num_samples_per_file.max(1);
     let batch = config.reader.batch_size.max(1);
@@ -1883,60 +1491,5 @@ mod dataset_size_tests {
         };
         let size = dataset_size(&storage, &unsized_listing, None).unwrap();
         assert_eq!((size.bytes, size.sized_files), (0, 3));
-    }
-}
-
-#[cfg(test)]
-mod endpoint_tests {
-    use super::endpoint_of_process;
-
-    #[test]
-    fn processes_take_the_listed_endpoints_round_robin() {
-        let list = "http://10.0.0.1:9000, http://10.0.0.2:9000,http://10.0.0.3:9000";
-        let pick = |p| endpoint_of_process(Some("http://one".into()), list, p, true).0;
-        assert_eq!(pick(0).as_deref(), Some("http://10.0.0.1:9000"));
-        assert_eq!(pick(2).as_deref(), Some("http://10.0.0.3:9000"));
-        assert_eq!(pick(4).as_deref(), Some("http://10.0.0.2:9000"));
-        // One entry is not a list (the fork ignores it too); none leaves the configured one.
-        let (one, note) = endpoint_of_process(Some("http://one".into()), "http://x", 1, true);
-        assert_eq!(one.as_deref(), Some("http://one"));
-        assert!(note.unwrap().contains("two or more"));
-        assert_eq!(
-            endpoint_of_process(Some("http://one".into()), "", 3, true)
-                .0
-                .as_deref(),
-            Some("http://one")
-        );
-    }
-
-    #[test]
-    fn an_endpoint_without_a_scheme_follows_secure() {
-        let with = |secure| endpoint_of_process(Some("minio:9000".into()), "", 0, secure).0;
-        assert_eq!(with(true).as_deref(), Some("https://minio:9000"));
-        assert_eq!(with(false).as_deref(), Some("http://minio:9000"));
-    }
-}
-
-#[cfg(test)]
-mod engine_name_tests {
-    use dlio_config::IoEngine;
-    use dlio_storage::EngineKind;
-
-    #[test]
-    fn every_io_engine_name_config_accepts_has_a_row_in_the_engine_table() {
-        for engine in [
-            IoEngine::Posix,
-            IoEngine::Direct,
-            IoEngine::Mmap,
-            IoEngine::IoUring,
-        ] {
-            // No wildcard: a name added to config stops this test from compiling until it is
-            // listed here, where the table is asked for it.
-            match engine {
-                IoEngine::Posix | IoEngine::Direct | IoEngine::Mmap | IoEngine::IoUring => {}
-            }
-            let kind = EngineKind::from_name(engine.as_str()).expect("a row");
-            assert_eq!(kind.name(), engine.as_str());
-        }
     }
 }

@@ -566,7 +566,7 @@ impl Feeds {
 /// The I/O pattern is that of reader threads (files streamed front to back in
 /// `transfer_size` requests, `cycle` files interleaved), and the hand-offs happen only where
 /// the device is waited for anyway. Reader threads cost a rank 22% more CPU per sample with 8
-/// of them than with 1 on warm data; read this way, 9% (resnet50_h100, bench/RESULTS.md).
+/// of them than with 1 on warm data; read this way, 9% (resnet50_h100, bench/HISTORY.md).
 ///
 /// [`Capabilities::nowait_reads`]: dlio_storage::Capabilities::nowait_reads
 struct InlineStreams {
@@ -604,7 +604,7 @@ struct InlineSlot {
 /// 190 ms after the epoch's start, against 143 to 179 ms when giving way), and since the
 /// first step is left out of the AU but every step ends at a barrier, a rank served early
 /// waits for the last one in a step that counts: AU 84-91% without giving way, 95-97% with
-/// it, 88-94% with reader threads (bench/RESULTS.md). Where no other thread is waiting, a
+/// it, 88-94% with reader threads (bench/HISTORY.md). Where no other thread is waiting, a
 /// yield costs a system call and returns.
 const SHARE_CPU_AFTER: Duration = Duration::from_micros(50);
 

@@ -12,7 +12,7 @@
 //! By default the blocks are one `read_stream` over a window of `DEPTH x BLOCK` bytes (one
 //! block at depth 1), the same memory as fio's `iodepth` buffers: on the project's VM the
 //! disk's bandwidth falls as the destination memory grows, at the same depth
-//! (bench/RESULTS.md), so a larger window would measure the memory, not the engine. io_uring
+//! (bench/HISTORY.md, "Why the io_uring gap was there"), so a larger window would measure the memory, not the engine. io_uring
 //! keeps `DEPTH` requests in flight and refills a slot as soon as its block has completed,
 //! and its queue drains only after the last block, as fio's does.
 //!

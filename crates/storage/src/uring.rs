@@ -13,7 +13,7 @@
 //! - a batch ([`ReadHandle::read_batch`], which [`crate::SplitReads`] produces from one long
 //!   read): the destinations are the requests' own buffers. Each slot is refilled as its
 //!   request completes, but the call returns when all are done, so the queue drains over the
-//!   batch's last `io_depth` requests (bench/RESULTS.md measures what that costs);
+//!   batch's last `io_depth` requests (bench/HISTORY.md measures what that costs);
 //! - a stream ([`ReadHandle::read_stream`]): the destinations are the slots of the caller's
 //!   window, each completed request is consumed and its slot refilled at once, and the
 //!   queue drains only when the caller's requests run out, as fio's does. Requests are
