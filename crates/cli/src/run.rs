@@ -720,30 +720,9 @@ impl Run<'_> {
         trained: Trained,
     ) -> Result<ExitCode> {
         let (config, log, out) = (self.config, self.log, &self.out);
-        let mut reports = Vec::new();
-        let mut first_error: Option<TrainError> = None;
         // Only Ctrl-C is an interruption; peers stopped by a failing rank echo its failure.
         let interrupted = prepared.stop.was_interrupted();
-        for r in trained.results {
-            let error = match r {
-                Ok(report) => {
-                    reports.push(report);
-                    continue;
-                }
-                Err(TrainError::Partial { error, report }) => {
-                    reports.push(*report);
-                    *error
-                }
-                Err(e) => e,
-            };
-            // Prefer the error that caused the stop over the "aborted" echoes of it.
-            if first_error
-                .as_ref()
-                .is_none_or(|e| e.is_interruption() && !error.is_interruption())
-            {
-                first_error = Some(error);
-            }
-        }
+        let (reports, first_error) = rank_reports_and_first_error(trained.results);
         // Under MPI a failed rank has already ended the job; here every process completed (or
         // was interrupted alone, in a single-process run). Process 0 collects the reports.
         let share = HostShare {
@@ -785,7 +764,6 @@ impl Run<'_> {
         if let Some(warning) = metrics.measured.metric_window.warning() {
             log.warn(&warning);
         }
-        let (memory, trim) = (&planned.memory, &planned.trim);
         let run = RunInfo {
             start: self.run_start,
             end: SystemTime::now(),
@@ -795,40 +773,7 @@ impl Run<'_> {
             data_bytes_total: planned.data_size.bytes,
             complete: first_error.is_none(),
             hosts: dlio_metrics::group_hosts(shares),
-            ours: serde_json::json!({
-                "version": crate::VERSION,
-                "commit": crate::COMMIT,
-                "format": prepared.format.as_ref().map(|f| f.name()),
-                "workload": self.loaded.workload,
-                "config_source": self.loaded.source,
-                "config_warnings": self.loaded.warnings,
-                "semantics": config.semantics.as_str(),
-                "seed": config.train.seed,
-                "random_shuffle_seed": planned.random_seed,
-                "trimmed_samples_per_epoch": trim.used_samples,
-                "total_samples_per_epoch": trim.total_samples,
-                "steps_per_epoch": trim.steps_per_rank,
-                "io_engine": {
-                    "name": prepared.engine.name(),
-                    "transfer_size": prepared.engine.transfer_size(),
-                    "transfer_size_distribution": config.reader.transfer_size_distribution.iter()
-                        .map(|e| serde_json::json!({"size": e.size, "weight": e.weight}))
-                        .collect::<Vec<_>>(),
-                    "io_depth": config.storage.io_depth,
-                    "read_bytes_per_second": config.storage.read_bytes_per_second,
-                    "drop_page_cache": config.storage.drop_page_cache,
-                    "per_process": per_process,
-                },
-                "page_cache": page_cache,
-                "profiler": trained.profiled,
-                "memory_check": {
-                    "dataset_bytes": memory.dataset_bytes,
-                    "dataset_bytes_from_files": planned.data_size.sized_files,
-                    "memory_bytes": memory.memory_bytes,
-                    "ratio": memory.ratio(),
-                    "meets_5x_rule": memory.meets_rule(),
-                },
-            }),
+            ours: self.ours_summary(prepared, planned, per_process, trained.profiled, page_cache),
         };
         if !reports.is_empty() {
             dlio_metrics::write_outputs(out, &run, &planned.host, &metrics, &reports)
@@ -867,6 +812,84 @@ impl Run<'_> {
         }
         Ok(ExitCode::SUCCESS)
     }
+
+    /// dlio's own section of `summary.json`: version, what ran (format, engine, semantics,
+    /// seeds, trimming), each process's engine figures, the page-cache verdict, the profiler
+    /// and the 5x memory check.
+    fn ours_summary(
+        &self,
+        prepared: &Prepared,
+        planned: &Planned,
+        per_process: Vec<serde_json::Value>,
+        profiled: serde_json::Value,
+        page_cache: serde_json::Value,
+    ) -> serde_json::Value {
+        let config = self.config;
+        let (memory, trim) = (&planned.memory, &planned.trim);
+        serde_json::json!({
+            "version": crate::VERSION,
+            "commit": crate::COMMIT,
+            "format": prepared.format.as_ref().map(|f| f.name()),
+            "workload": self.loaded.workload,
+            "config_source": self.loaded.source,
+            "config_warnings": self.loaded.warnings,
+            "semantics": config.semantics.as_str(),
+            "seed": config.train.seed,
+            "random_shuffle_seed": planned.random_seed,
+            "trimmed_samples_per_epoch": trim.used_samples,
+            "total_samples_per_epoch": trim.total_samples,
+            "steps_per_epoch": trim.steps_per_rank,
+            "io_engine": {
+                "name": prepared.engine.name(),
+                "transfer_size": prepared.engine.transfer_size(),
+                "transfer_size_distribution": config.reader.transfer_size_distribution.iter()
+                    .map(|e| serde_json::json!({"size": e.size, "weight": e.weight}))
+                    .collect::<Vec<_>>(),
+                "io_depth": config.storage.io_depth,
+                "read_bytes_per_second": config.storage.read_bytes_per_second,
+                "drop_page_cache": config.storage.drop_page_cache,
+                "per_process": per_process,
+            },
+            "page_cache": page_cache,
+            "profiler": profiled,
+            "memory_check": {
+                "dataset_bytes": memory.dataset_bytes,
+                "dataset_bytes_from_files": planned.data_size.sized_files,
+                "memory_bytes": memory.memory_bytes,
+                "ratio": memory.ratio(),
+                "meets_5x_rule": memory.meets_rule(),
+            },
+        })
+    }
+}
+
+/// Every rank's report (a failed rank's partial one too) and the error to report: the one that
+/// caused the stop, not the "aborted" echoes of it in its peers.
+fn rank_reports_and_first_error(
+    results: Vec<Result<RankReport, TrainError>>,
+) -> (Vec<RankReport>, Option<TrainError>) {
+    let mut reports = Vec::new();
+    let mut first_error: Option<TrainError> = None;
+    for r in results {
+        let error = match r {
+            Ok(report) => {
+                reports.push(report);
+                continue;
+            }
+            Err(TrainError::Partial { error, report }) => {
+                reports.push(*report);
+                *error
+            }
+            Err(e) => e,
+        };
+        if first_error
+            .as_ref()
+            .is_none_or(|e| e.is_interruption() && !error.is_interruption())
+        {
+            first_error = Some(error);
+        }
+    }
+    (reports, first_error)
 }
 
 /// This process's engine figures: requests, bytes and read latencies of all its ranks, and
