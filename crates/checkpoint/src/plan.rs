@@ -580,7 +580,6 @@ impl<'a> Builder<'a> {
         let zero = layout.zero_stage;
         let writer = zero > 0 || rank64 < layout.model_parallel;
         let stage = pipeline_rank as usize;
-        let legacy_layers = !model.layer_parameters.is_empty();
 
         let mut built = BuiltRank {
             plan: RankPlan {
@@ -611,8 +610,32 @@ impl<'a> Builder<'a> {
             });
         }
 
-        // Layer state: which layers, their tensors, and whether this rank allocates them
-        // (upstream counts what is allocated) and saves them.
+        self.layer_states(stage, data_rank, model_rank, &mut built, &mut states)?;
+        if let Some((state, upstream_bytes)) = self.optimizer_state(data_rank, model_rank)? {
+            built.upstream_optimizer = upstream_bytes;
+            states.push(state);
+        }
+
+        for state in states {
+            state.into_files(framework, &mut built.plan.files)?;
+        }
+        Ok(built)
+    }
+
+    /// The layer states rank (`stage`, `data_rank`, `model_rank`) saves: which layers, their
+    /// tensors, and whether the rank allocates them (upstream counts what is allocated, into
+    /// `built.upstream_model`) and saves them (into `states`).
+    fn layer_states(
+        &self,
+        stage: usize,
+        data_rank: u64,
+        model_rank: u64,
+        built: &mut BuiltRank,
+        states: &mut Vec<State>,
+    ) -> Result<(), CheckpointError> {
+        let (layout, model) = (&self.layout, self.model);
+        let (tensor, zero) = (layout.tensor, layout.zero_stage);
+        let legacy_layers = !model.layer_parameters.is_empty();
         let (layers, datatype, allocated) = if legacy_layers {
             let tensors: Vec<u64> = model
                 .layer_parameters
@@ -680,7 +703,18 @@ impl<'a> Builder<'a> {
             }
         }
 
-        // Optimizer state.
+        Ok(())
+    }
+
+    /// The optimizer state of rank (`data_rank`, `model_rank`), if it has one, and the bytes
+    /// upstream counts for it.
+    fn optimizer_state(
+        &self,
+        data_rank: u64,
+        model_rank: u64,
+    ) -> Result<Option<(State, u64)>, CheckpointError> {
+        let (layout, model) = (&self.layout, self.model);
+        let zero = layout.zero_stage;
         let optimizer_base = format!("zero_pp_rank_{data_rank}_mp_rank_{model_rank}_optim_states");
         if !model.optimization_groups.is_empty() {
             let mut tensors = Vec::new();
@@ -695,12 +729,14 @@ impl<'a> Builder<'a> {
             if combined > 0 {
                 tensors.push(("combined".to_string(), combined));
             }
-            states.push(State {
+            let state = State {
                 base: optimizer_base,
                 kind: FileKind::Optimizer,
                 datatype: Datatype::Int8,
                 tensors,
-            });
+            };
+            // Upstream does not count these groups' bytes.
+            return Ok(Some((state, 0)));
         } else if layout.num_layers > 0 {
             let divisor = if zero > 0 {
                 mul(layout.data, layout.model_parallel)?
@@ -723,15 +759,11 @@ impl<'a> Builder<'a> {
                     datatype: model.optimizer_datatype,
                     tensors,
                 };
-                built.upstream_optimizer = state.payload_bytes()?;
-                states.push(state);
+                let upstream_bytes = state.payload_bytes()?;
+                return Ok(Some((state, upstream_bytes)));
             }
         }
-
-        for state in states {
-            state.into_files(framework, &mut built.plan.files)?;
-        }
-        Ok(built)
+        Ok(None)
     }
 }
 
