@@ -438,83 +438,20 @@ pub(crate) fn ingest(inputs: &[Input], workers: usize) -> Result<Ingested, Analy
             let handles: Vec<_> = (0..workers)
                 .map(|_| {
                     let rx = &rx;
-                    s.spawn(move || -> io::Result<Ingested> {
-                        let mut w = Worker {
-                            inputs,
-                            out: Ingested {
-                                per_input: vec![InputCounts::default(); inputs.len()],
-                                ..Ingested::default()
-                            },
-                            run: Vec::with_capacity(1024),
-                        };
-                        loop {
-                            let next = rx
-                                .lock()
-                                .map_err(|_| io::Error::other("worker queue poisoned"))?
-                                .recv();
-                            let Ok(chunk) = next else { break };
-                            w.chunk(&chunk)?;
-                        }
-                        Ok(w.finish())
-                    })
+                    s.spawn(move || parse_chunks(inputs, rx))
                 })
                 .collect();
             let mut open_error = None;
-            'inputs: for (i, input) in inputs.iter().enumerate() {
-                let mut reader = match open_lines(&input.path) {
+            for (i, input) in inputs.iter().enumerate() {
+                let reader = match open_lines(&input.path) {
                     Ok(r) => r,
                     Err(e) => {
                         open_error = Some(e);
                         break;
                     }
                 };
-                // Whole blocks, cut after their last newline; the rest starts the next chunk.
-                let mut line_no = 1u64;
-                let mut carry: Vec<u8> = Vec::new();
-                loop {
-                    let mut data = std::mem::take(&mut carry);
-                    data.reserve(CHUNK_BYTES);
-                    let mut eof = false;
-                    while data.len() < CHUNK_BYTES {
-                        let have = data.len();
-                        data.resize(have + (CHUNK_BYTES - have).max(64 * 1024), 0);
-                        match reader.read(&mut data[have..]) {
-                            Ok(0) => {
-                                data.truncate(have);
-                                eof = true;
-                                break;
-                            }
-                            Ok(n) => data.truncate(have + n),
-                            Err(e) if e.kind() == io::ErrorKind::Interrupted => data.truncate(have),
-                            Err(e) => {
-                                data.truncate(have);
-                                let at =
-                                    line_no + data.iter().filter(|&&b| b == b'\n').count() as u64;
-                                read_errors.push((i, at, format!("cannot read further: {e}")));
-                                eof = true;
-                                break;
-                            }
-                        }
-                    }
-                    if !eof && let Some(cut) = data.iter().rposition(|&b| b == b'\n') {
-                        carry = data.split_off(cut + 1);
-                    }
-                    let first_line = line_no;
-                    line_no += data.iter().filter(|&&b| b == b'\n').count() as u64;
-                    if !data.is_empty()
-                        && tx
-                            .send(Chunk {
-                                input: i,
-                                first_line,
-                                data,
-                            })
-                            .is_err()
-                    {
-                        break 'inputs;
-                    }
-                    if eof {
-                        break;
-                    }
+                if !send_chunks(i, reader, &tx, &mut read_errors) {
+                    break;
                 }
             }
             drop(tx);
@@ -540,38 +477,7 @@ pub(crate) fn ingest(inputs: &[Input], workers: usize) -> Result<Ingested, Analy
             path: std::env::temp_dir(),
             source,
         })?;
-        all.runs.extend(part.runs);
-        for (k, v) in part.file_names {
-            all.file_names.entry(k).or_insert(v);
-        }
-        for (k, v) in part.names {
-            let e = all.names.entry(k).or_insert_with(|| NameStat {
-                cat: v.cat.clone(),
-                name: v.name.clone(),
-                ..NameStat::default()
-            });
-            e.count += v.count;
-            e.dur_ns = e.dur_ns.saturating_add(v.dur_ns);
-            e.bytes += v.bytes;
-        }
-        all.events += part.events;
-        all.metadata_events += part.metadata_events;
-        all.ignored_events += part.ignored_events;
-        all.corrupt_count += part.corrupt_count;
-        all.corrupt.extend(part.corrupt);
-        for (a, b) in all.per_input.iter_mut().zip(part.per_input) {
-            a.lines += b.lines;
-            a.events += b.events;
-            a.corrupt += b.corrupt;
-        }
-        all.first_start = match (all.first_start, part.first_start) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        all.last_end = match (all.last_end, part.last_end) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        };
+        all.merge(part);
     }
     for (i, line, reason) in read_errors {
         all.corrupt_count += 1;
@@ -586,6 +492,125 @@ pub(crate) fn ingest(inputs: &[Input], workers: usize) -> Result<Ingested, Analy
         .sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
     all.corrupt.truncate(MAX_CORRUPT_EXAMPLES);
     Ok(all)
+}
+
+/// One parsing thread: parses the chunks it takes from the queue until the reader is done.
+fn parse_chunks(
+    inputs: &[Input],
+    queue: &std::sync::Mutex<mpsc::Receiver<Chunk>>,
+) -> io::Result<Ingested> {
+    let mut w = Worker {
+        inputs,
+        out: Ingested {
+            per_input: vec![InputCounts::default(); inputs.len()],
+            ..Ingested::default()
+        },
+        run: Vec::with_capacity(1024),
+    };
+    loop {
+        let next = queue
+            .lock()
+            .map_err(|_| io::Error::other("worker queue poisoned"))?
+            .recv();
+        let Ok(chunk) = next else { break };
+        w.chunk(&chunk)?;
+    }
+    Ok(w.finish())
+}
+
+/// Cuts input `i` into whole blocks of lines (each cut after its last newline; the rest starts
+/// the next chunk) and queues them; a read error ends the input and is kept, with its line, in
+/// `read_errors`. False when the parsing threads are gone.
+fn send_chunks(
+    i: usize,
+    mut reader: Box<dyn io::Read>,
+    tx: &mpsc::SyncSender<Chunk>,
+    read_errors: &mut Vec<(usize, u64, String)>,
+) -> bool {
+    let mut line_no = 1u64;
+    let mut carry: Vec<u8> = Vec::new();
+    loop {
+        let mut data = std::mem::take(&mut carry);
+        data.reserve(CHUNK_BYTES);
+        let mut eof = false;
+        while data.len() < CHUNK_BYTES {
+            let have = data.len();
+            data.resize(have + (CHUNK_BYTES - have).max(64 * 1024), 0);
+            match reader.read(&mut data[have..]) {
+                Ok(0) => {
+                    data.truncate(have);
+                    eof = true;
+                    break;
+                }
+                Ok(n) => data.truncate(have + n),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => data.truncate(have),
+                Err(e) => {
+                    data.truncate(have);
+                    let at = line_no + data.iter().filter(|&&b| b == b'\n').count() as u64;
+                    read_errors.push((i, at, format!("cannot read further: {e}")));
+                    eof = true;
+                    break;
+                }
+            }
+        }
+        if !eof && let Some(cut) = data.iter().rposition(|&b| b == b'\n') {
+            carry = data.split_off(cut + 1);
+        }
+        let first_line = line_no;
+        line_no += data.iter().filter(|&&b| b == b'\n').count() as u64;
+        if !data.is_empty()
+            && tx
+                .send(Chunk {
+                    input: i,
+                    first_line,
+                    data,
+                })
+                .is_err()
+        {
+            return false;
+        }
+        if eof {
+            return true;
+        }
+    }
+}
+
+impl Ingested {
+    /// Adds what one parsing thread found.
+    fn merge(&mut self, part: Ingested) {
+        self.runs.extend(part.runs);
+        for (k, v) in part.file_names {
+            self.file_names.entry(k).or_insert(v);
+        }
+        for (k, v) in part.names {
+            let e = self.names.entry(k).or_insert_with(|| NameStat {
+                cat: v.cat.clone(),
+                name: v.name.clone(),
+                ..NameStat::default()
+            });
+            e.count += v.count;
+            e.dur_ns = e.dur_ns.saturating_add(v.dur_ns);
+            e.bytes += v.bytes;
+        }
+        self.events += part.events;
+        self.metadata_events += part.metadata_events;
+        self.ignored_events += part.ignored_events;
+        self.corrupt_count += part.corrupt_count;
+        self.corrupt.extend(part.corrupt);
+        for (a, b) in self.per_input.iter_mut().zip(part.per_input) {
+            a.lines += b.lines;
+            a.events += b.events;
+            a.corrupt += b.corrupt;
+        }
+        self.first_start = match (self.first_start, part.first_start) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.last_end = match (self.last_end, part.last_end) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+    }
 }
 
 #[cfg(test)]
