@@ -327,56 +327,17 @@ fn run_training(
     let config = setup.config;
     let comm = setup.comm;
     let rank = comm.rank();
-    let world = comm.world();
     let mut compute_sleep = CompensatedSleep::default();
-    let compute = TimeSampler::new("train.computation_time", &config.train.computation_time)
-        .map_err(TrainError::Setting)?;
-    let eval_time = TimeSampler::new("evaluation.eval_time", &config.evaluation.eval_time)
-        .map_err(TrainError::Setting)?;
-    let train_spec = train_plan_spec(
-        config,
-        world,
-        setup.train_files.len() as u64,
-        setup.random_seed,
-    );
-    // A data set too small for one full batch per rank trains no step, as DLIO does: its
-    // epochs run empty (the run driver has warned, or refused under --strict).
-    let zero_steps = match train_spec.validate() {
-        Ok(()) => false,
-        Err(dlio_plan::PlanError::TooFewSamples { .. }) => true,
-        Err(e) => return Err(TrainError::Plan(e)),
-    };
-    let eval_spec = eval_plan_spec(
-        config,
-        world,
-        setup.eval_files.len() as u64,
-        setup.random_seed,
-    );
-    let evaluation = config.workflow.evaluation && !setup.eval_files.is_empty();
-    if evaluation {
-        eval_spec.validate().map_err(TrainError::Plan)?;
-    }
-    let mut loader = Loader::new(
-        LoaderSpec {
-            tracer: setup.tracer.clone(),
-            ..loader_spec(config, rank)
-        },
-        Arc::clone(&setup.storage),
-        setup.format.clone().ok_or_else(|| {
-            TrainError::Setting("training needs the dataset's format, and none was given".into())
-        })?,
-        Arc::clone(&setup.stop),
-    )?;
-    // The tf.data pipeline of TFRecord (file shards, streamed reads, shuffle buffer) takes its
-    // settings from the reader section.
-    loader.set_stream_options(dlio_loader::StreamOptions::from_config(
-        config,
-        setup.random_seed,
-    ));
-    // Draws of the emulated compute time: reproducible per rank from the seed.
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(
-        config.train.seed ^ (u64::from(rank) << 32) ^ 0x00C0_FFEE,
-    );
+    let TrainingParts {
+        compute,
+        eval_time,
+        train_spec,
+        zero_steps,
+        eval_spec,
+        evaluation,
+        mut loader,
+        mut rng,
+    } = training_parts(setup)?;
     comm.barrier()?;
 
     let epochs = u32::try_from(config.train.epochs).map_err(|_| {
@@ -395,20 +356,7 @@ fn run_training(
     let flushes = config.semantics == dlio_config::vocab::Semantics::Mlperf;
     let mut system_flush = (flushes && rank == 0).then(system_flush::SystemFlush::from_environment);
     for epoch in 1..=epochs {
-        let epoch_wait = Instant::now();
-        if let Some(warning) = system_flush.as_mut().and_then(|f| f.before_epoch(epoch)) {
-            setup.observer.warn(rank, &warning);
-        }
-        if flushes {
-            comm.barrier()?;
-        }
-        drop_page_cache(setup, &setup.train_files)?;
-        tracer.complete(
-            ai::EPOCH_ITER,
-            epoch_wait,
-            Instant::now(),
-            &[("epoch", i64::from(epoch))],
-        );
+        flush_before_epoch(setup, system_flush.as_mut(), flushes, epoch)?;
         let _epoch_span = tracer.span(ai::EPOCH_BLOCK).epoch(u64::from(epoch));
         // One `train` span per epoch, around its steps and its epoch checkpoint, as DLIO's
         // `_train`; evaluation comes after it, in its own span.
@@ -445,11 +393,7 @@ fn run_training(
             batch_wait.record_duration(load);
             let step_args = [("epoch", i64::from(epoch)), ("step", done as i64 + 1)];
             tracer.complete(ai::FETCH_ITER, start_loading, loaded, &step_args);
-            if let Some(d) = compute.draw(&mut rng) {
-                compute_sleep
-                    .sleep(&setup.stop, d)
-                    .map_err(|_| stopped_error(&setup.stop))?;
-            }
+            emulate_compute(setup, &compute, &mut rng, &mut compute_sleep)?;
             let computed = Instant::now();
             tracer.complete(ai::COMPUTE, loaded, computed, &step_args);
             recorder.record_step(
@@ -459,13 +403,7 @@ fn run_training(
                 computed - loaded,
                 computed - start_loading,
             );
-            {
-                let _barrier = tracer
-                    .span(ai::COMM_BARRIER)
-                    .epoch(u64::from(epoch))
-                    .step(done + 1);
-                comm.barrier()?;
-            }
+            step_barrier(setup, epoch, done + 1)?;
             done += 1;
             block_steps += 1;
             setup
@@ -530,6 +468,136 @@ fn run_training(
     }
     comm.barrier()?;
     Ok(())
+}
+
+/// A step's emulated compute: a drawn time asleep (Ctrl-C or a failing peer ends it).
+fn emulate_compute(
+    setup: &RankSetup<'_>,
+    compute: &TimeSampler,
+    rng: &mut Xoshiro256PlusPlus,
+    sleep: &mut CompensatedSleep,
+) -> Result<(), TrainError> {
+    if let Some(d) = compute.draw(rng) {
+        sleep
+            .sleep(&setup.stop, d)
+            .map_err(|_| stopped_error(&setup.stop))?;
+    }
+    Ok(())
+}
+
+/// The barrier that ends every training step, traced as DLIO's `comm.barrier`.
+fn step_barrier(setup: &RankSetup<'_>, epoch: u32, step: u64) -> Result<(), TrainError> {
+    let _barrier = setup
+        .tracer
+        .span(ai::COMM_BARRIER)
+        .epoch(u64::from(epoch))
+        .step(step);
+    setup.comm.barrier()?;
+    Ok(())
+}
+
+/// Before a training epoch, outside its time: the fork's system page-cache flush (rank 0, then
+/// every rank waits for it), the data set's own page-cache drop when asked, traced as DLIO's
+/// `epoch.iter` wait.
+fn flush_before_epoch(
+    setup: &RankSetup<'_>,
+    system_flush: Option<&mut system_flush::SystemFlush>,
+    flushes: bool,
+    epoch: u32,
+) -> Result<(), TrainError> {
+    let epoch_wait = Instant::now();
+    if let Some(warning) = system_flush.and_then(|f| f.before_epoch(epoch)) {
+        setup.observer.warn(setup.comm.rank(), &warning);
+    }
+    if flushes {
+        setup.comm.barrier()?;
+    }
+    drop_page_cache(setup, &setup.train_files)?;
+    setup.tracer.complete(
+        ai::EPOCH_ITER,
+        epoch_wait,
+        Instant::now(),
+        &[("epoch", i64::from(epoch))],
+    );
+    Ok(())
+}
+
+/// What a rank's training loop is made of, from the config: the time draws, the plans of the
+/// training and evaluation passes, the loader and the rank's random draws.
+struct TrainingParts {
+    compute: TimeSampler,
+    eval_time: TimeSampler,
+    train_spec: dlio_plan::PlanSpec,
+    /// The data set is too small for one full batch per rank: epochs run empty, as DLIO's.
+    zero_steps: bool,
+    eval_spec: dlio_plan::PlanSpec,
+    evaluation: bool,
+    loader: Loader,
+    rng: Xoshiro256PlusPlus,
+}
+
+fn training_parts(setup: &RankSetup<'_>) -> Result<TrainingParts, TrainError> {
+    let config = setup.config;
+    let rank = setup.comm.rank();
+    let world = setup.comm.world();
+    let compute = TimeSampler::new("train.computation_time", &config.train.computation_time)
+        .map_err(TrainError::Setting)?;
+    let eval_time = TimeSampler::new("evaluation.eval_time", &config.evaluation.eval_time)
+        .map_err(TrainError::Setting)?;
+    let train_spec = train_plan_spec(
+        config,
+        world,
+        setup.train_files.len() as u64,
+        setup.random_seed,
+    );
+    // A data set too small for one full batch per rank trains no step, as DLIO does: its
+    // epochs run empty (the run driver has warned, or refused under --strict).
+    let zero_steps = match train_spec.validate() {
+        Ok(()) => false,
+        Err(dlio_plan::PlanError::TooFewSamples { .. }) => true,
+        Err(e) => return Err(TrainError::Plan(e)),
+    };
+    let eval_spec = eval_plan_spec(
+        config,
+        world,
+        setup.eval_files.len() as u64,
+        setup.random_seed,
+    );
+    let evaluation = config.workflow.evaluation && !setup.eval_files.is_empty();
+    if evaluation {
+        eval_spec.validate().map_err(TrainError::Plan)?;
+    }
+    let mut loader = Loader::new(
+        LoaderSpec {
+            tracer: setup.tracer.clone(),
+            ..loader_spec(config, rank)
+        },
+        Arc::clone(&setup.storage),
+        setup.format.clone().ok_or_else(|| {
+            TrainError::Setting("training needs the dataset's format, and none was given".into())
+        })?,
+        Arc::clone(&setup.stop),
+    )?;
+    // The tf.data pipeline of TFRecord (file shards, streamed reads, shuffle buffer) takes its
+    // settings from the reader section.
+    loader.set_stream_options(dlio_loader::StreamOptions::from_config(
+        config,
+        setup.random_seed,
+    ));
+    // Draws of the emulated compute time: reproducible per rank from the seed.
+    let rng = Xoshiro256PlusPlus::seed_from_u64(
+        config.train.seed ^ (u64::from(rank) << 32) ^ 0x00C0_FFEE,
+    );
+    Ok(TrainingParts {
+        compute,
+        eval_time,
+        train_spec,
+        zero_steps,
+        eval_spec,
+        evaluation,
+        loader,
+        rng,
+    })
 }
 
 /// Checkpoint-only mode (`workflow.train: False`, `workflow.checkpoint: True`, DLIO §6.6):
