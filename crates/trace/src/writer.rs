@@ -690,14 +690,6 @@ fn write_trace_to(
     // Every span name and argument key the records can refer to (the tables only grow).
     let span_names = intern::span_names();
     let keys = intern::keys();
-    // Stamps to nanoseconds (exact when the clock already counts nanoseconds).
-    let to_ns = |units: u64| -> u64 {
-        if ns_per_unit == 1.0 {
-            units
-        } else {
-            (units as f64 * ns_per_unit).round() as u64
-        }
-    };
     let buffered = BufWriter::with_capacity(1 << 20, File::create(partial)?);
     let sink = if paths.compress {
         Sink::Gzip(Box::new(GzEncoder::new(buffered, Compression::fast())))
@@ -756,99 +748,10 @@ fn write_trace_to(
     let mut spill = SpillReader {
         inner: BufReader::with_capacity(1 << 20, File::open(&paths.spill)?).chain(held),
     };
-    let mut args: [(&str, i64); MAX_ARGS] = [("", 0); MAX_ARGS];
     while let Some(tag) = spill.tag()? {
         match tag {
-            TAG_SPANS => {
-                let tid = u32::try_from(spill.varint()?).map_err(|_| corrupt("a thread id"))?;
-                let count = spill.varint()?;
-                let mut start = 0u64;
-                for _ in 0..count {
-                    let id =
-                        NameId::try_from(spill.varint()?).map_err(|_| corrupt("an event name"))?;
-                    let (cat, name) = intern::span_name(&span_names, id);
-                    start = start.wrapping_add(unzigzag(spill.varint()?) as u64);
-                    let dur = spill.varint()?;
-                    let flags = spill.byte()?;
-                    let nargs = usize::from(flags & NARGS);
-                    if nargs > MAX_ARGS {
-                        return Err(corrupt("an argument count"));
-                    }
-                    for slot in &mut args[..nargs] {
-                        let key = NameId::try_from(spill.varint()?)
-                            .map_err(|_| corrupt("an argument name"))?;
-                        let key = intern::key(&keys, key);
-                        *slot = (key, unzigzag(spill.varint()?));
-                    }
-                    let (start_ns, dur_ns) = if flags & IN_NS != 0 {
-                        (start, dur)
-                    } else {
-                        (to_ns(start), to_ns(dur))
-                    };
-                    out.event(tid, cat, name, start_ns, dur_ns, 0, &args[..nargs]);
-                    out.flush_line()?;
-                }
-            }
-            TAG_IOS => {
-                let tid = u32::try_from(spill.varint()?).map_err(|_| corrupt("a thread id"))?;
-                let count = spill.varint()?;
-                let mut start = 0u64;
-                for _ in 0..count {
-                    let flags = spill.byte()?;
-                    let op = *IoOp::ALL
-                        .get(usize::from(flags & IO_OP))
-                        .ok_or_else(|| corrupt("an I/O operation"))?;
-                    start = start.wrapping_add(unzigzag(spill.varint()?) as u64);
-                    let dur = spill.varint()?;
-                    let file = if flags & IO_HAS_FILE != 0 {
-                        spill.u64_le()?
-                    } else {
-                        0
-                    };
-                    let offset = if flags & IO_HAS_OFFSET != 0 {
-                        Some(spill.varint()?)
-                    } else {
-                        None
-                    };
-                    let mut n = 0;
-                    match spill.varint()? {
-                        0 => {}
-                        1 => {
-                            args[0] = ("ret", -1);
-                            n = 1;
-                        }
-                        code => {
-                            let bytes = i64::try_from(code - 2).unwrap_or(i64::MAX);
-                            args[0] = ("count", bytes);
-                            args[1] = ("ret", bytes);
-                            n = 2;
-                        }
-                    }
-                    if let Some(off) = offset {
-                        args[n] = ("offset", i64::try_from(off).unwrap_or(i64::MAX));
-                        n += 1;
-                    }
-                    if op == IoOp::Create {
-                        args[n] = ("create", 1);
-                        n += 1;
-                    }
-                    let (start_ns, dur_ns) = if flags & IO_IN_NS != 0 {
-                        (start, dur)
-                    } else {
-                        (to_ns(start), to_ns(dur))
-                    };
-                    out.event(
-                        tid,
-                        op.category(),
-                        op.event_name(),
-                        start_ns,
-                        dur_ns,
-                        file,
-                        &args[..n],
-                    );
-                    out.flush_line()?;
-                }
-            }
+            TAG_SPANS => write_spans(&mut spill, &mut out, &span_names, &keys, ns_per_unit)?,
+            TAG_IOS => write_ios(&mut spill, &mut out, ns_per_unit)?,
             TAG_FILE => {
                 let hash = spill.u64_le()?;
                 let name = spill.string()?;
@@ -877,6 +780,122 @@ fn write_trace_to(
     let stats = out.stats;
     out.sink.finish()?;
     Ok(stats)
+}
+
+/// Stamps to nanoseconds (exact when the clock already counts nanoseconds).
+fn to_ns(units: u64, ns_per_unit: f64) -> u64 {
+    if ns_per_unit == 1.0 {
+        units
+    } else {
+        (units as f64 * ns_per_unit).round() as u64
+    }
+}
+
+/// One thread's run of spans from the spill, as events.
+fn write_spans<R: Read>(
+    spill: &mut SpillReader<R>,
+    out: &mut Out,
+    span_names: &[(&'static str, &'static str)],
+    keys: &[&'static str],
+    ns_per_unit: f64,
+) -> io::Result<()> {
+    let mut args: [(&str, i64); MAX_ARGS] = [("", 0); MAX_ARGS];
+    let tid = u32::try_from(spill.varint()?).map_err(|_| corrupt("a thread id"))?;
+    let count = spill.varint()?;
+    let mut start = 0u64;
+    for _ in 0..count {
+        let id = NameId::try_from(spill.varint()?).map_err(|_| corrupt("an event name"))?;
+        let (cat, name) = intern::span_name(&span_names, id);
+        start = start.wrapping_add(unzigzag(spill.varint()?) as u64);
+        let dur = spill.varint()?;
+        let flags = spill.byte()?;
+        let nargs = usize::from(flags & NARGS);
+        if nargs > MAX_ARGS {
+            return Err(corrupt("an argument count"));
+        }
+        for slot in &mut args[..nargs] {
+            let key = NameId::try_from(spill.varint()?).map_err(|_| corrupt("an argument name"))?;
+            let key = intern::key(&keys, key);
+            *slot = (key, unzigzag(spill.varint()?));
+        }
+        let (start_ns, dur_ns) = if flags & IN_NS != 0 {
+            (start, dur)
+        } else {
+            (to_ns(start, ns_per_unit), to_ns(dur, ns_per_unit))
+        };
+        out.event(tid, cat, name, start_ns, dur_ns, 0, &args[..nargs]);
+        out.flush_line()?;
+    }
+    Ok(())
+}
+
+/// One thread's run of I/O calls from the spill, as events (`count`, `ret`, `offset` and
+/// `create` as dftracer's POSIX events carry them).
+fn write_ios<R: Read>(
+    spill: &mut SpillReader<R>,
+    out: &mut Out,
+    ns_per_unit: f64,
+) -> io::Result<()> {
+    let mut args: [(&str, i64); MAX_ARGS] = [("", 0); MAX_ARGS];
+    let tid = u32::try_from(spill.varint()?).map_err(|_| corrupt("a thread id"))?;
+    let count = spill.varint()?;
+    let mut start = 0u64;
+    for _ in 0..count {
+        let flags = spill.byte()?;
+        let op = *IoOp::ALL
+            .get(usize::from(flags & IO_OP))
+            .ok_or_else(|| corrupt("an I/O operation"))?;
+        start = start.wrapping_add(unzigzag(spill.varint()?) as u64);
+        let dur = spill.varint()?;
+        let file = if flags & IO_HAS_FILE != 0 {
+            spill.u64_le()?
+        } else {
+            0
+        };
+        let offset = if flags & IO_HAS_OFFSET != 0 {
+            Some(spill.varint()?)
+        } else {
+            None
+        };
+        let mut n = 0;
+        match spill.varint()? {
+            0 => {}
+            1 => {
+                args[0] = ("ret", -1);
+                n = 1;
+            }
+            code => {
+                let bytes = i64::try_from(code - 2).unwrap_or(i64::MAX);
+                args[0] = ("count", bytes);
+                args[1] = ("ret", bytes);
+                n = 2;
+            }
+        }
+        if let Some(off) = offset {
+            args[n] = ("offset", i64::try_from(off).unwrap_or(i64::MAX));
+            n += 1;
+        }
+        if op == IoOp::Create {
+            args[n] = ("create", 1);
+            n += 1;
+        }
+        let (start_ns, dur_ns) = if flags & IO_IN_NS != 0 {
+            (start, dur)
+        } else {
+            (to_ns(start, ns_per_unit), to_ns(dur, ns_per_unit))
+        };
+        out.event(
+            tid,
+            op.category(),
+            op.event_name(),
+            start_ns,
+            dur_ns,
+            file,
+            &args[..n],
+        );
+        out.flush_line()?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
