@@ -507,6 +507,113 @@ impl Ord for HeapRec {
     }
 }
 
+/// Every event name with its count, time and bytes, most frequent first.
+fn function_rows(ingested: &Ingested) -> Vec<FunctionRow> {
+    let mut functions: Vec<FunctionRow> = ingested
+        .names
+        .values()
+        .map(|n| FunctionRow {
+            cat: n.cat.clone(),
+            name: n.name.clone(),
+            count: n.count,
+            total_time_s: secs(n.dur_ns),
+            bytes: n.bytes,
+        })
+        .collect();
+    functions.sort_by(|x, y| {
+        y.count
+            .cmp(&x.count)
+            .then_with(|| (&x.cat, &x.name).cmp(&(&y.cat, &y.name)))
+    });
+    functions
+}
+
+/// The files: how many were read and written, how many were opened how often, and the
+/// [`TOP_FILES`] that moved the most bytes.
+fn file_summary(sweep: &Sweep<'_>, ingested: &Ingested) -> FileSummary {
+    let name_of = |h: u64| {
+        ingested.file_names.get(&h).cloned().unwrap_or_else(|| {
+            if h == 0 {
+                "(no file)".to_string()
+            } else {
+                format!("{h:016x}")
+            }
+        })
+    };
+    let mut by_opens: HashMap<u64, u64> = HashMap::new();
+    for f in sweep.files.values() {
+        *by_opens.entry(f.opens).or_insert(0) += 1;
+    }
+    let mut by_open_count: Vec<OpenCount> = by_opens
+        .into_iter()
+        .map(|(opens, files)| OpenCount { opens, files })
+        .collect();
+    by_open_count.sort_by_key(|o| o.opens);
+    let mut top: Vec<(u64, &FileAgg)> = sweep.files.iter().map(|(k, v)| (*k, v)).collect();
+    top.sort_by(|x, y| {
+        (y.1.bytes_read, y.1.opens, y.1.bytes_written)
+            .cmp(&(x.1.bytes_read, x.1.opens, x.1.bytes_written))
+            .then_with(|| name_of(x.0).cmp(&name_of(y.0)))
+    });
+    FileSummary {
+        files: sweep.files.len() as u64,
+        files_read: sweep.files.values().filter(|f| f.reads > 0).count() as u64,
+        files_written: sweep.files.values().filter(|f| f.writes > 0).count() as u64,
+        top: top
+            .iter()
+            .take(TOP_FILES)
+            .map(|(h, f)| FileRow {
+                path: name_of(*h),
+                opens: f.opens,
+                reads: f.reads,
+                bytes_read: f.bytes_read,
+                writes: f.writes,
+                bytes_written: f.bytes_written,
+            })
+            .collect(),
+        by_open_count,
+    }
+}
+
+/// Each rank's time and bytes, and how far the slowest is from the mean.
+fn per_rank_and_skew(sweep: &Sweep<'_>, ranks: f64) -> (Vec<RankRow>, Skew) {
+    let per_rank: Vec<RankRow> = sweep
+        .done
+        .iter()
+        .map(|s| RankRow {
+            rank: s.rank,
+            span_s: secs(s.last_end - s.first),
+            compute_s: secs(s.union[COMPUTE]),
+            io_s: secs(s.union[ALL_IO]),
+            io_overlapped_s: secs(s.with_compute[ALL_IO]),
+            io_ops: s.io_ops,
+            bytes: s.bytes,
+        })
+        .collect();
+    let io_mean = per_rank.iter().map(|r| r.io_s).sum::<f64>() / ranks;
+    let bytes_mean = per_rank.iter().map(|r| r.bytes as f64).sum::<f64>() / ranks;
+    let fastest = per_rank.iter().min_by(|a, b| a.io_s.total_cmp(&b.io_s));
+    let slowest = per_rank.iter().max_by(|a, b| a.io_s.total_cmp(&b.io_s));
+    let skew = Skew {
+        fastest_rank: fastest.map_or(0, |r| r.rank),
+        slowest_rank: slowest.map_or(0, |r| r.rank),
+        io_min_s: fastest.map_or(0.0, |r| r.io_s),
+        io_max_s: slowest.map_or(0.0, |r| r.io_s),
+        io_mean_s: io_mean,
+        io_max_over_mean: if io_mean > 0.0 {
+            slowest.map_or(0.0, |r| r.io_s) / io_mean
+        } else {
+            0.0
+        },
+        bytes_max_over_mean: if bytes_mean > 0.0 {
+            per_rank.iter().map(|r| r.bytes as f64).fold(0.0, f64::max) / bytes_mean
+        } else {
+            0.0
+        },
+    };
+    (per_rank, skew)
+}
+
 fn finish(sweep: Sweep<'_>, ingested: &Ingested) -> Merged {
     let ranks = sweep.done.len().max(1) as f64;
     let mean = |l: usize| secs(sweep.done.iter().map(|s| s.union[l]).sum::<i64>()) / ranks;
@@ -577,100 +684,9 @@ fn finish(sweep: Sweep<'_>, ingested: &Ingested) -> Merged {
         consecutive_writes: a.consec_writes,
     };
 
-    let mut functions: Vec<FunctionRow> = ingested
-        .names
-        .values()
-        .map(|n| FunctionRow {
-            cat: n.cat.clone(),
-            name: n.name.clone(),
-            count: n.count,
-            total_time_s: secs(n.dur_ns),
-            bytes: n.bytes,
-        })
-        .collect();
-    functions.sort_by(|x, y| {
-        y.count
-            .cmp(&x.count)
-            .then_with(|| (&x.cat, &x.name).cmp(&(&y.cat, &y.name)))
-    });
-
-    let name_of = |h: u64| {
-        ingested.file_names.get(&h).cloned().unwrap_or_else(|| {
-            if h == 0 {
-                "(no file)".to_string()
-            } else {
-                format!("{h:016x}")
-            }
-        })
-    };
-    let mut by_opens: HashMap<u64, u64> = HashMap::new();
-    for f in sweep.files.values() {
-        *by_opens.entry(f.opens).or_insert(0) += 1;
-    }
-    let mut by_open_count: Vec<OpenCount> = by_opens
-        .into_iter()
-        .map(|(opens, files)| OpenCount { opens, files })
-        .collect();
-    by_open_count.sort_by_key(|o| o.opens);
-    let mut top: Vec<(u64, &FileAgg)> = sweep.files.iter().map(|(k, v)| (*k, v)).collect();
-    top.sort_by(|x, y| {
-        (y.1.bytes_read, y.1.opens, y.1.bytes_written)
-            .cmp(&(x.1.bytes_read, x.1.opens, x.1.bytes_written))
-            .then_with(|| name_of(x.0).cmp(&name_of(y.0)))
-    });
-    let files = FileSummary {
-        files: sweep.files.len() as u64,
-        files_read: sweep.files.values().filter(|f| f.reads > 0).count() as u64,
-        files_written: sweep.files.values().filter(|f| f.writes > 0).count() as u64,
-        top: top
-            .iter()
-            .take(TOP_FILES)
-            .map(|(h, f)| FileRow {
-                path: name_of(*h),
-                opens: f.opens,
-                reads: f.reads,
-                bytes_read: f.bytes_read,
-                writes: f.writes,
-                bytes_written: f.bytes_written,
-            })
-            .collect(),
-        by_open_count,
-    };
-
-    let per_rank: Vec<RankRow> = sweep
-        .done
-        .iter()
-        .map(|s| RankRow {
-            rank: s.rank,
-            span_s: secs(s.last_end - s.first),
-            compute_s: secs(s.union[COMPUTE]),
-            io_s: secs(s.union[ALL_IO]),
-            io_overlapped_s: secs(s.with_compute[ALL_IO]),
-            io_ops: s.io_ops,
-            bytes: s.bytes,
-        })
-        .collect();
-    let io_mean = per_rank.iter().map(|r| r.io_s).sum::<f64>() / ranks;
-    let bytes_mean = per_rank.iter().map(|r| r.bytes as f64).sum::<f64>() / ranks;
-    let fastest = per_rank.iter().min_by(|a, b| a.io_s.total_cmp(&b.io_s));
-    let slowest = per_rank.iter().max_by(|a, b| a.io_s.total_cmp(&b.io_s));
-    let skew = Skew {
-        fastest_rank: fastest.map_or(0, |r| r.rank),
-        slowest_rank: slowest.map_or(0, |r| r.rank),
-        io_min_s: fastest.map_or(0.0, |r| r.io_s),
-        io_max_s: slowest.map_or(0.0, |r| r.io_s),
-        io_mean_s: io_mean,
-        io_max_over_mean: if io_mean > 0.0 {
-            slowest.map_or(0.0, |r| r.io_s) / io_mean
-        } else {
-            0.0
-        },
-        bytes_max_over_mean: if bytes_mean > 0.0 {
-            per_rank.iter().map(|r| r.bytes as f64).fold(0.0, f64::max) / bytes_mean
-        } else {
-            0.0
-        },
-    };
+    let functions = function_rows(ingested);
+    let files = file_summary(&sweep, ingested);
+    let (per_rank, skew) = per_rank_and_skew(&sweep, ranks);
     let bin_s = secs(sweep.bins.width);
     let rate = |v: &[f64]| v.iter().map(|b| b / MIB / bin_s).collect::<Vec<f64>>();
     Merged {
