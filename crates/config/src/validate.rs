@@ -461,6 +461,49 @@ impl Config {
                  the folder with dataset.data_folder",
             ));
         }
+        self.validate_sample_shape()?;
+        if d.parquet_row_group_size == 0 {
+            return Err(invalid(
+                "dataset.parquet_row_group_size",
+                "is 0; a row group holds at least one row.".into(),
+                "set ++workload.dataset.parquet_row_group_size to 1 or more (pyarrow's \
+                 DLIO default is 1024)",
+            ));
+        }
+        if d.compression == Compression::Gzip && d.compression_level > 9 {
+            return Err(invalid(
+                "dataset.compression_level",
+                format!("is {}; gzip levels go from 0 to 9.", d.compression_level),
+                "set ++workload.dataset.compression_level between 0 and 9",
+            ));
+        }
+        if matches!(
+            d.compression,
+            Compression::Snappy | Compression::Zstd | Compression::Lz4
+        ) && d.format != FormatKind::Parquet
+        {
+            return Err(invalid(
+                "dataset.compression",
+                format!(
+                    "is {:?}, a parquet codec, but the format is {}.",
+                    d.compression,
+                    d.format.name()
+                ),
+                "set ++workload.dataset.compression=none (or gzip, zip for csv and npz)",
+            ));
+        }
+        self.validate_parquet()?;
+        self.validate_listing_and_generation()?;
+        if let Some(library) = self.storage_library() {
+            check_storage_library(library)?;
+        }
+        Ok(())
+    }
+
+    /// A sample's shape: hdf5's datasets per record divide it, it fits in memory, and an
+    /// explicit shape has no size spread.
+    fn validate_sample_shape(&self) -> Result<(), ConfigError> {
+        let d = &self.dataset;
         if d.hdf5.num_dset_per_record == 0 {
             return Err(invalid(
                 "dataset.hdf5.num_dset_per_record",
@@ -524,37 +567,12 @@ impl Config {
                 "remove record_dims, or set record_length_bytes_stdev to 0",
             ));
         }
-        if d.parquet_row_group_size == 0 {
-            return Err(invalid(
-                "dataset.parquet_row_group_size",
-                "is 0; a row group holds at least one row.".into(),
-                "set ++workload.dataset.parquet_row_group_size to 1 or more (pyarrow's \
-                 DLIO default is 1024)",
-            ));
-        }
-        if d.compression == Compression::Gzip && d.compression_level > 9 {
-            return Err(invalid(
-                "dataset.compression_level",
-                format!("is {}; gzip levels go from 0 to 9.", d.compression_level),
-                "set ++workload.dataset.compression_level between 0 and 9",
-            ));
-        }
-        if matches!(
-            d.compression,
-            Compression::Snappy | Compression::Zstd | Compression::Lz4
-        ) && d.format != FormatKind::Parquet
-        {
-            return Err(invalid(
-                "dataset.compression",
-                format!(
-                    "is {:?}, a parquet codec, but the format is {}.",
-                    d.compression,
-                    d.format.name()
-                ),
-                "set ++workload.dataset.compression=none (or gzip, zip for csv and npz)",
-            ));
-        }
-        self.validate_parquet()?;
+        Ok(())
+    }
+
+    /// Listing, generation and the settle after it: the fork's keys for large data sets.
+    fn validate_listing_and_generation(&self) -> Result<(), ConfigError> {
+        let d = &self.dataset;
         if d.skip_listing && d.listing_validation_interval == 0 {
             return Err(invalid(
                 "dataset.listing_validation_interval",
@@ -610,9 +628,6 @@ impl Config {
                 format!("is {settle}; give seconds between 0 and 86400."),
                 "set ++workload.storage.post_generation_settle_seconds=0",
             ));
-        }
-        if let Some(library) = self.storage_library() {
-            check_storage_library(library)?;
         }
         Ok(())
     }
