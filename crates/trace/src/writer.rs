@@ -805,7 +805,7 @@ fn write_spans<R: Read>(
     let mut start = 0u64;
     for _ in 0..count {
         let id = NameId::try_from(spill.varint()?).map_err(|_| corrupt("an event name"))?;
-        let (cat, name) = intern::span_name(&span_names, id);
+        let (cat, name) = intern::span_name(span_names, id);
         start = start.wrapping_add(unzigzag(spill.varint()?) as u64);
         let dur = spill.varint()?;
         let flags = spill.byte()?;
@@ -815,7 +815,7 @@ fn write_spans<R: Read>(
         }
         for slot in &mut args[..nargs] {
             let key = NameId::try_from(spill.varint()?).map_err(|_| corrupt("an argument name"))?;
-            let key = intern::key(&keys, key);
+            let key = intern::key(keys, key);
             *slot = (key, unzigzag(spill.varint()?));
         }
         let (start_ns, dur_ns) = if flags & IN_NS != 0 {

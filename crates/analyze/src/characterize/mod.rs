@@ -1,0 +1,355 @@
+//! `dlio characterize TRACE_DIR`: from the trace of a real training program (written by
+//! `dlio trace`, or by dftracer) to a DLIO workload, each parameter with the evidence it was
+//! read from.
+//!
+//! How the trace is read, in order:
+//! 1. **Data files**: the files read outside the interpreter's and the system's own folders
+//!    (`/usr`, `site-packages`, `*.py`, ...), grouped by folder; the folder that delivered the
+//!    most bytes holds the data set, and its files of the dominant extension are the data
+//!    files (`--data-dir` names the folder instead). Other files read during training more
+//!    than once are side files; files written during training are checkpoints.
+//! 2. **Steps**: the intervals in which some data-file call is in progress are merged; the
+//!    pauses between them fall into levels (jumps of 2x between sorted neighbours); the top
+//!    level whose median is at least [`MIN_GAP_RATIO`] times the level below is the compute
+//!    between steps, the bursts between its pauses the steps' loading. No such level: the
+//!    program reads without pause (I/O bound) and steps cannot be told apart.
+//! 3. **Samples**: when each opening of a data file is read within one burst, a sample is a
+//!    file (files read whole); otherwise a sample is a read of the dominant request size
+//!    (slices of large files).
+//! 4. The rest follows: epochs (how often each sample was read), batch (samples per burst),
+//!    threads (which threads and processes read data), whether reads overlap compute, order
+//!    (sorted, one shuffle, a shuffle per epoch), request sizes (a distribution when there is
+//!    more than one), compute per step and per-sample loader time (the bursts' time outside
+//!    the I/O calls, e.g. Python decoding).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::error::AnalyzeError;
+use crate::ingest::Rec;
+use crate::timeline::{Timeline, load};
+
+mod output;
+mod readers;
+mod requests;
+mod samples;
+mod timing;
+mod trace_view;
+mod writes;
+
+pub use output::{CharacterizationFiles, render_characterization, write_characterization};
+use trace_view::{Burst, compute_starts};
+pub(crate) use trace_view::{DataSet, bursts, data_calls};
+
+/// The shortest ratio between the median compute pause and the median of the level of pauses
+/// below it (the program's work between samples) for the pauses to count as compute.
+pub const MIN_GAP_RATIO: f64 = 3.0;
+
+/// The shortest jump between two neighbouring sorted pauses that separates two levels.
+const MIN_JUMP_RATIO: f64 = 2.0;
+
+/// The shortest per-sample loader time written as `reader.preprocess_time`: a shorter sleep
+/// costs its timer's slack (about 50 us on Linux) rather than its length.
+const MIN_PREPROCESS_S: f64 = 50e-6;
+
+/// The fewest bytes written to a file during training for it to count as a checkpoint.
+const MIN_WRITTEN_BYTES: u64 = 64 << 10;
+
+/// Most request sizes kept in a transfer-size distribution (more are binned by quantiles).
+const MAX_SIZES: usize = 16;
+
+/// The largest file dlio reads whole in one request, and so the largest a request pattern
+/// (`reader.sample_requests`) may shape: `dlio_format::CHUNK_BYTES`.
+const WHOLE_READ_LIMIT: u64 = 4 << 20;
+
+/// How to characterise.
+#[derive(Debug, Clone, Default)]
+pub struct CharacterizeOptions {
+    /// The data set's folder; `None` finds it (the folder whose files delivered most bytes).
+    pub data_dir: Option<PathBuf>,
+}
+
+/// One derived workload key with its value and what it was read from.
+#[derive(Debug, Clone, Serialize)]
+pub struct Parameter {
+    /// Dotted key, as in the workload YAML.
+    pub key: String,
+    /// The value as written in the YAML.
+    pub value: String,
+    /// What in the trace gave it.
+    pub evidence: String,
+}
+
+/// A request size and how many data reads had it.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct SizeShare {
+    /// Bytes per request.
+    pub size: u64,
+    /// Data reads of that size.
+    pub count: u64,
+}
+
+/// A file read besides the data set during training.
+#[derive(Debug, Clone, Serialize)]
+pub struct SideFileRow {
+    /// Its path.
+    pub path: String,
+    /// Name under the data folder, as `dataset.side_files` writes it.
+    pub name: String,
+    /// Its size.
+    pub size: u64,
+    /// Times it was read whole (openings).
+    pub reads: u64,
+    /// Steps between two reads.
+    pub every_steps: u64,
+}
+
+/// A file written during training (checkpoints, logs).
+#[derive(Debug, Clone, Serialize)]
+pub struct WrittenFile {
+    /// Its path.
+    pub path: String,
+    /// Bytes written.
+    pub bytes: u64,
+    /// Write calls.
+    pub writes: u64,
+}
+
+/// A thread that read data.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReaderThread {
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Data reads.
+    pub reads: u64,
+    /// Bytes of them.
+    pub bytes: u64,
+}
+
+/// Summary figures of a set of values.
+#[derive(Debug, Clone, Copy, Serialize, Default, PartialEq)]
+pub struct Stats {
+    /// How many values.
+    pub count: u64,
+    /// Smallest.
+    pub min: f64,
+    /// Largest.
+    pub max: f64,
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub median: f64,
+    /// Standard deviation (population).
+    pub stdev: f64,
+}
+
+impl Stats {
+    /// The figures of `values` (all zero when empty).
+    pub fn of(values: &[f64]) -> Stats {
+        if values.is_empty() {
+            return Stats::default();
+        }
+        let mut v = values.to_vec();
+        v.sort_by(f64::total_cmp);
+        let n = v.len() as f64;
+        let mean = v.iter().sum::<f64>() / n;
+        let var = v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n;
+        let mid = v.len() / 2;
+        let median = if v.len().is_multiple_of(2) {
+            (v[mid - 1] + v[mid]) / 2.0
+        } else {
+            v[mid]
+        };
+        Stats {
+            count: v.len() as u64,
+            min: v[0],
+            max: v[v.len() - 1],
+            mean,
+            median,
+            stdev: var.sqrt(),
+        }
+    }
+}
+
+/// What the trace says about the program's I/O, and the workload that emulates it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Characterization {
+    /// The trace files read.
+    pub traces: Vec<PathBuf>,
+    /// Events in them.
+    pub events: u64,
+    /// The data set's folder.
+    pub data_dir: String,
+    /// Every derived key, in YAML order.
+    pub parameters: Vec<Parameter>,
+    /// Data files: count and size figures (bytes).
+    pub data_files: u64,
+    /// Sizes of the data files.
+    pub file_sizes: Stats,
+    /// Request sizes of the data reads, most frequent first.
+    pub transfer_sizes: Vec<SizeShare>,
+    /// Steps (bursts of data reads) found.
+    pub steps: u64,
+    /// Compute between steps, seconds.
+    pub compute_s: Stats,
+    /// Each step's loading time (its burst), seconds.
+    pub fetch_s: Stats,
+    /// Loading time of each step in order, seconds.
+    pub step_fetch_s: Vec<f64>,
+    /// Compute after each step in order (the pause before the next), seconds.
+    pub step_compute_s: Vec<f64>,
+    /// Side files.
+    pub side_files: Vec<SideFileRow>,
+    /// Files written while training.
+    pub written: Vec<WrittenFile>,
+    /// Threads that read data.
+    pub reader_threads: Vec<ReaderThread>,
+    /// Things the emulation cannot reproduce, or guesses the trace could not settle.
+    pub notes: Vec<String>,
+    /// The workload, as YAML (with the evidence as comments).
+    pub workload_yaml: String,
+}
+
+/// Characterises the traces under `path`.
+pub fn characterize(
+    path: &Path,
+    opts: &CharacterizeOptions,
+) -> Result<Characterization, AnalyzeError> {
+    let timeline = load(path)?;
+    let data = DataSet::find(&timeline, opts.data_dir.as_deref())?;
+    Ok(derive(&timeline, &data))
+}
+
+fn secs(ns: i64) -> f64 {
+    ns as f64 / 1e9
+}
+
+/// The most frequent value (the largest on ties); 0 when empty.
+fn mode(values: &[u64]) -> u64 {
+    let mut counts: BTreeMap<u64, u64> = BTreeMap::new();
+    for v in values {
+        *counts.entry(*v).or_default() += 1;
+    }
+    counts
+        .into_iter()
+        .max_by_key(|(v, n)| (*n, *v))
+        .map_or(0, |(v, _)| v)
+}
+
+/// The parameters a section of the characterisation derived, each with its evidence, and what
+/// it could not settle.
+#[derive(Debug, Default)]
+struct Found {
+    params: Vec<Parameter>,
+    notes: Vec<String>,
+}
+
+impl Found {
+    fn param(&mut self, key: &str, value: String, evidence: String) {
+        self.params.push(Parameter {
+            key: key.into(),
+            value,
+            evidence,
+        });
+    }
+
+    fn note(&mut self, note: String) {
+        self.notes.push(note);
+    }
+
+    /// Appends another section's parameters and notes after this one's.
+    fn append(&mut self, other: Found) {
+        self.params.extend(other.params);
+        self.notes.extend(other.notes);
+    }
+}
+
+/// The data-file calls of the training window and how they group into steps: what every
+/// section reads.
+struct Activity<'t> {
+    /// Calls on data files from the first data read's opening to the end of the last read.
+    calls: Vec<&'t Rec>,
+    /// The reads among them that moved bytes.
+    reads: Vec<&'t Rec>,
+    /// The openings among them.
+    opens: Vec<&'t Rec>,
+    /// Start of the first call and end of the last, nanoseconds.
+    window: (i64, i64),
+    /// The bursts of data calls (one per step when `paused`).
+    bursts: Vec<Burst>,
+    /// Whether compute pauses (or compute spans) separate the bursts into steps.
+    paused: bool,
+}
+
+impl<'t> Activity<'t> {
+    fn of(t: &'t Timeline, data: &DataSet) -> Activity<'t> {
+        let (calls, reads) = data_calls(t, data);
+        let opens = calls
+            .iter()
+            .copied()
+            .filter(|r| crate::timeline::op(r) == crate::event::Op::Open)
+            .collect();
+        let window = (
+            calls.first().map_or(0, |r| r.start),
+            calls.iter().map(|r| r.end).max().unwrap_or(0),
+        );
+        let (bursts, paused) = bursts(&calls, &compute_starts(t));
+        Activity {
+            calls,
+            reads,
+            opens,
+            window,
+            bursts,
+            paused,
+        }
+    }
+}
+
+/// The characterisation of a timeline, section by section: what a sample is (and the data
+/// set's keys), who reads and in which steps, how files are kept open, in which order samples
+/// come, which requests read them, how long compute and loading take, and what else the
+/// program reads and writes while it trains.
+fn derive(t: &Timeline, data: &DataSet) -> Characterization {
+    let activity = Activity::of(t, data);
+    let mut found = Found::default();
+
+    let (samples, f) = samples::samples(t, data, &activity);
+    found.append(f);
+    let (readers, f) = readers::readers(&activity, &samples);
+    found.append(f);
+    found.append(samples::read_type(&activity, &samples));
+    found.append(requests::order(t, &samples));
+    let (transfer_sizes, f) = requests::requests(data, &activity, &samples);
+    found.append(f);
+    let (time, f) = timing::timing(&activity, &samples, &readers);
+    found.append(f);
+    let (side_files, written, f) = writes::side_files_and_writes(t, data, &activity, &readers);
+    found.append(f);
+    found.append(writes::checkpoints(t, &written, &activity, &readers));
+
+    let mut c = Characterization {
+        traces: t.inputs.clone(),
+        events: t.events.len() as u64,
+        data_dir: data.dir.clone(),
+        parameters: found.params,
+        data_files: samples.num_files,
+        file_sizes: samples.file_sizes,
+        transfer_sizes,
+        steps: readers.steps_found,
+        compute_s: time.compute_s,
+        fetch_s: time.fetch_s,
+        step_fetch_s: time.step_fetch_s,
+        step_compute_s: time.step_compute_s,
+        side_files,
+        written,
+        reader_threads: readers.threads,
+        notes: found.notes,
+        workload_yaml: String::new(),
+    };
+    c.workload_yaml = output::workload_yaml(&c);
+    c
+}

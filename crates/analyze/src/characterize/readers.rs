@@ -1,0 +1,424 @@
+//! Who reads and in which steps: the bursts of data reads between compute pauses, the batch,
+//! the reading threads and processes, and whether they run ahead of the program (a framework
+//! loader's workers) or read each batch when its step starts.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use super::samples::Samples;
+use super::trace_view::{Burst, burst_of, bursts};
+use super::{Activity, Found, ReaderThread, mode, secs};
+use crate::ingest::Rec;
+
+/// What the readers section found.
+pub(super) struct Readers {
+    /// Readers that run ahead of the program, when they do.
+    pub ahead: Option<Ahead>,
+    /// Samples per step.
+    pub batch: u64,
+    /// Steps found (0 when no pauses separate them).
+    pub steps_found: u64,
+    /// The threads that read data.
+    pub threads: Vec<ReaderThread>,
+    /// `reader.read_threads` (0: on the program's main thread).
+    pub read_threads: u64,
+}
+
+/// The readers section: `reader.batch_size`, `reader.read_threads`, `reader.read_ahead` and
+/// `reader.prefetch_size`.
+pub(super) fn readers(activity: &Activity, samples: &Samples) -> (Readers, Found) {
+    let mut found = Found::default();
+    let Activity {
+        calls,
+        reads,
+        bursts,
+        paused,
+        ..
+    } = activity;
+    let paused = *paused;
+    let sample_events = &samples.events;
+    // Steps and batch.
+    let mut per_burst: Vec<u64> = vec![0; bursts.len()];
+    for r in sample_events.iter() {
+        per_burst[burst_of(bursts, r.start)] += 1;
+    }
+    let ahead = readers_ahead(
+        calls,
+        sample_events,
+        paused.then(|| (mode(&per_burst), bursts.as_slice())),
+    );
+    let batch = if let Some(a) = &ahead {
+        a.batch
+    } else if paused {
+        mode(&per_burst).max(1)
+    } else {
+        found.note(
+            "no compute pauses between the data reads: the program is I/O bound (or computes \
+             while it reads), so steps cannot be told apart; batch_size 1 and no compute time"
+                .into(),
+        );
+        1
+    };
+    let steps_found = match &ahead {
+        Some(a) => a.steps,
+        None if paused => bursts.len() as u64,
+        None => 0,
+    };
+
+    let Census {
+        threads: reader_threads,
+        processes,
+        only_main,
+        read_threads,
+    } = census(reads);
+    let batch_of_reads = "the samples opened between two compute pauses";
+    found.param(
+        "reader.batch_size",
+        batch.to_string(),
+        if let Some(a) = &ahead {
+            format!(
+                "each of {} readers reads {batch} samples in most of its bursts ({} bursts \
+                 in all): a reader loads whole batches",
+                a.readers, a.reader_bursts
+            )
+        } else if paused {
+            format!(
+                "{batch} samples in most of the {} bursts of data reads ({batch_of_reads})",
+                bursts.len()
+            )
+        } else {
+            "no compute pauses to group samples by".into()
+        },
+    );
+    found.param(
+        "reader.read_threads",
+        read_threads.to_string(),
+        if only_main {
+            "every data read is on the program's main thread: read_threads 0 reads on the step's \
+             own thread"
+                .into()
+        } else if processes > 1 {
+            format!(
+                "{processes} processes read data at the same time (worker processes; {} in all)",
+                reader_threads
+                    .iter()
+                    .map(|r| r.pid)
+                    .collect::<HashSet<_>>()
+                    .len()
+            )
+        } else {
+            format!(
+                "{} threads of one process read data ({})",
+                reader_threads.len(),
+                reader_threads
+                    .iter()
+                    .map(|r| format!("tid {}: {} reads", r.tid, r.reads))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        },
+    );
+    if let Some(a) = &ahead {
+        found.param(
+            "reader.read_ahead",
+            "True".into(),
+            "the readers' bursts are staggered, one whole batch each, and go on while the \
+             program computes"
+                .into(),
+        );
+        // dlio's reader thread holds ceil(prefetch_size / read_threads) finished batches
+        // besides the one it reads.
+        let queued = a.prefetch_per_reader.saturating_sub(1).max(1);
+        found.param(
+            "reader.prefetch_size",
+            (queued * a.readers).to_string(),
+            format!(
+                "each reader's first burst holds {} batches: the {} in flight per reader (as \
+                 PyTorch's prefetch_factor counts them) and the one asked for when the program \
+                 took its first; a dlio reader thread keeps {queued} finished besides the one it \
+                 reads",
+                a.prefetch_per_reader + 1,
+                a.prefetch_per_reader
+            ),
+        );
+    } else if read_threads > 0 {
+        found.param(
+            "reader.read_ahead",
+            if paused { "False" } else { "True" }.into(),
+            if paused {
+                "no data is read during the compute pauses: each batch is read when its step \
+                 starts"
+                    .into()
+            } else {
+                "reads go on while the program computes".into()
+            },
+        );
+    }
+
+    (
+        Readers {
+            ahead,
+            batch,
+            steps_found,
+            threads: reader_threads,
+            read_threads,
+        },
+        found,
+    )
+}
+
+/// The threads and processes that read data.
+struct Census {
+    threads: Vec<ReaderThread>,
+    /// The most worker processes reading at one time.
+    processes: usize,
+    /// Every read is on the program's main thread.
+    only_main: bool,
+    /// `reader.read_threads` for them.
+    read_threads: u64,
+}
+
+/// Who read data: a sample's reads are on the thread (and process) that opened it.
+fn census(reads: &[&Rec]) -> Census {
+    let mut threads: BTreeMap<(u32, u32), ReaderThread> = BTreeMap::new();
+    for r in reads.iter() {
+        let e = threads.entry((r.rank, r.tid)).or_insert(ReaderThread {
+            pid: r.rank,
+            tid: r.tid,
+            reads: 0,
+            bytes: 0,
+        });
+        e.reads += 1;
+        e.bytes += r.bytes as u64;
+    }
+    let reader_threads: Vec<ReaderThread> = threads.into_values().collect();
+    // Worker processes that end with each epoch (a DataLoader without persistent workers)
+    // are new processes every epoch: the readers are those alive at the same time.
+    let processes = concurrent_processes(reads);
+    let only_main = reader_threads.len() == 1 && reader_threads[0].pid == reader_threads[0].tid;
+    let read_threads: u64 = if only_main {
+        0
+    } else if processes > 1 {
+        processes as u64
+    } else {
+        reader_threads.len() as u64
+    };
+    Census {
+        threads: reader_threads,
+        processes,
+        only_main,
+        read_threads,
+    }
+}
+
+/// Readers that run ahead of the program, as a framework loader's workers do: each reader
+/// loads whole batches in bursts of its own, staggered with the others'.
+pub(super) struct Ahead {
+    pub readers: u64,
+    pub reader_bursts: u64,
+    pub batch: u64,
+    pub steps: u64,
+    pub prefetch_per_reader: u64,
+    pub period_s: f64,
+    pub per_sample_s: f64,
+    /// The readers' bursts' total length over readers and the training window.
+    pub busy_share: f64,
+}
+
+/// [`Ahead`] when two or more readers each read whole batches in bursts of their own. When all
+/// reads together pause too, the samples in most of a reader's bursts must be the samples in
+/// most bursts of all reads (`samples_per_burst`): a pool that splits each batch over its
+/// threads has each thread read only its share.
+pub(super) fn readers_ahead(
+    calls: &[&Rec],
+    samples: &[&Rec],
+    global: Option<(u64, &[Burst])>,
+) -> Option<Ahead> {
+    let samples_per_burst = global.map(|g| g.0);
+    let mut by_reader: BTreeMap<(u32, u32), Vec<&Rec>> = BTreeMap::new();
+    for r in calls {
+        by_reader.entry((r.rank, r.tid)).or_default().push(r);
+    }
+    let mut samples_of: BTreeMap<(u32, u32), Vec<&Rec>> = BTreeMap::new();
+    for r in samples {
+        samples_of.entry((r.rank, r.tid)).or_default().push(r);
+    }
+    if samples_of.len() < 2 {
+        return None;
+    }
+    let mut counts = Vec::new();
+    let mut firsts = Vec::new();
+    let mut per_reader_bursts: Vec<Vec<Burst>> = Vec::new();
+    let mut busy = 0i64;
+    let mut gaps_inside = 0.0;
+    let mut bursts_seen = 0u64;
+    for (reader, own) in &samples_of {
+        let (rb, paused) = bursts(by_reader.get(reader)?, &[]);
+        if !paused {
+            return None;
+        }
+        let mut per = vec![0u64; rb.len()];
+        for r in own {
+            per[burst_of(&rb, r.start)] += 1;
+        }
+        firsts.push(per[0]);
+        counts.extend(per.iter().copied());
+        busy += rb.iter().map(|b| b.end - b.start).sum::<i64>();
+        gaps_inside += rb
+            .iter()
+            .map(|b| secs(b.end - b.start - b.busy))
+            .sum::<f64>();
+        bursts_seen += rb.len() as u64;
+        per_reader_bursts.push(rb);
+    }
+    let batch = mode(&counts).max(1);
+    if samples_per_burst.is_some_and(|n| n != batch) || batch < 2 {
+        return None;
+    }
+    // A pool whose threads share each batch has several readers at each step (the step waits
+    // for all of them before its compute); readers that run ahead read a batch each, alone,
+    // taking turns. Told apart by who reads together, which a busy machine does not change:
+    // it stretches and shifts the threads' bursts, not the step's wait for all of them.
+    let lockstep = lockstep_share(&per_reader_bursts);
+    let shared = match global {
+        Some((_, all)) => lockstep.max(shared_burst_share(all, calls)),
+        None => lockstep,
+    };
+    if shared > 0.5 {
+        return None;
+    }
+    // Readers that run ahead load more than one batch before the program's first step (each
+    // worker its prefetch, all at once); a pool loads the first step's batch, then waits for
+    // the next step. On a busy machine one thread of a pool may take a whole batch, a
+    // different thread each step, which looks like workers taking turns: the start tells.
+    if initial_samples(samples, batch) <= batch + batch / 2 {
+        return None;
+    }
+    let steps = ((samples.len() as f64 / batch as f64).round() as u64).max(1);
+    let start = calls.first()?.start;
+    let end = calls.iter().map(|r| r.end).max()?;
+    let readers = samples_of.len() as u64;
+    firsts.sort_unstable();
+    let first = firsts[firsts.len() / 2];
+    Some(Ahead {
+        readers,
+        reader_bursts: bursts_seen,
+        batch,
+        steps,
+        // The first burst holds the batches asked for at the start plus the one asked for
+        // when the program took the first (it waits for it, so that comes at once).
+        prefetch_per_reader: ((first as f64 / batch as f64).round() as u64)
+            .saturating_sub(1)
+            .max(1),
+        period_s: secs(end - start) / steps as f64,
+        per_sample_s: gaps_inside / (bursts_seen as f64 * (batch - 1) as f64).max(1.0),
+        busy_share: busy as f64 / readers as f64 / (end - start).max(1) as f64,
+    })
+}
+
+/// The most processes reading data at one time, each from its first data read to its last.
+fn concurrent_processes(reads: &[&Rec]) -> usize {
+    let mut span: HashMap<u32, (i64, i64)> = HashMap::new();
+    for r in reads {
+        let s = span.entry(r.rank).or_insert((r.start, r.end));
+        s.0 = s.0.min(r.start);
+        s.1 = s.1.max(r.end);
+    }
+    // Ends sort before starts at the same instant: a worker that ends as the next begins is
+    // not counted with it.
+    let mut edges: Vec<(i64, i32)> = span
+        .values()
+        .flat_map(|&(start, end)| [(start, 1), (end, -1)])
+        .collect();
+    edges.sort_unstable();
+    let (mut alive, mut most) = (0i32, 0i32);
+    for (_, change) in edges {
+        alive += change;
+        most = most.max(alive);
+    }
+    most.max(0) as usize
+}
+
+/// The samples read in the first step period, less a tenth (the period: the time from the
+/// first sample to the last over the steps between them, at `batch` samples a step): a
+/// loader that runs ahead fills its prefetch then (several batches), a pool reads one batch
+/// and computes.
+fn initial_samples(samples: &[&Rec], batch: u64) -> u64 {
+    let (Some(first), Some(last)) = (
+        samples.iter().map(|r| r.start).min(),
+        samples.iter().map(|r| r.start).max(),
+    ) else {
+        return 0;
+    };
+    let steps = (samples.len() as u64 / batch.max(1)).max(2);
+    let period = (last - first) / (steps as i64 - 1);
+    samples
+        .iter()
+        .filter(|r| r.start < first + period * 9 / 10)
+        .count() as u64
+}
+
+/// The share of the bursts of all reads (`all`) in which more than one reader (process and
+/// thread) made a data call.
+fn shared_burst_share(all: &[Burst], calls: &[&Rec]) -> f64 {
+    if all.is_empty() {
+        return 0.0;
+    }
+    let mut readers: Vec<HashSet<(u32, u32)>> = vec![HashSet::new(); all.len()];
+    for r in calls {
+        readers[burst_of(all, r.start)].insert((r.rank, r.tid));
+    }
+    readers.iter().filter(|r| r.len() > 1).count() as f64 / all.len() as f64
+}
+
+/// The share of the moments of reading in which more than one reader reads: the readers' own
+/// bursts (`per_reader`), merged where one starts within a quarter of a turn of the one
+/// before ends (a turn: a reader's median time between its bursts over the number of readers,
+/// the time between two readers' bursts when they take turns). A pool's threads read at every
+/// step together (share near 1), workers that run ahead one at a time (near 0).
+fn lockstep_share(per_reader: &[Vec<Burst>]) -> f64 {
+    if per_reader.len() < 2 {
+        return 0.0;
+    }
+    let mut periods: Vec<i64> = per_reader
+        .iter()
+        .filter_map(|own| {
+            let mut gaps: Vec<i64> = own.windows(2).map(|w| w[1].start - w[0].start).collect();
+            gaps.sort_unstable();
+            gaps.get(gaps.len() / 2).copied()
+        })
+        .collect();
+    if periods.is_empty() {
+        return 0.0;
+    }
+    periods.sort_unstable();
+    let turn = periods[periods.len() / 2] / per_reader.len() as i64;
+    let slack = turn / 4;
+    let mut all: Vec<(i64, i64, usize)> = per_reader
+        .iter()
+        .enumerate()
+        .flat_map(|(i, own)| own.iter().map(move |b| (b.start, b.end, i)))
+        .collect();
+    all.sort_unstable();
+    let (mut moments, mut shared) = (0usize, 0usize);
+    let mut current: Option<(i64, HashSet<usize>)> = None;
+    for (start, end, reader) in all {
+        match &mut current {
+            Some((until, readers)) if start <= *until + slack => {
+                *until = (*until).max(end);
+                readers.insert(reader);
+            }
+            _ => {
+                if let Some((_, readers)) = current.take() {
+                    moments += 1;
+                    shared += usize::from(readers.len() > 1);
+                }
+                current = Some((end, HashSet::from([reader])));
+            }
+        }
+    }
+    if let Some((_, readers)) = current {
+        moments += 1;
+        shared += usize::from(readers.len() > 1);
+    }
+    shared as f64 / moments.max(1) as f64
+}

@@ -1,0 +1,284 @@
+//! In which order samples come, and which requests read them: one request per file, the
+//! same request pattern at each opening, or a distribution of request sizes.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::samples::Samples;
+use super::trace_view::DataSet;
+use super::{Activity, Found, MAX_SIZES, SizeShare, Stats, WHOLE_READ_LIMIT};
+use crate::event::Op;
+use crate::ingest::Rec;
+use crate::timeline::{Timeline, op};
+
+/// The order section: `reader.file_shuffle` and `reader.sample_shuffle`, from how each epoch
+/// visits its samples.
+pub(super) fn order(t: &Timeline, samples: &Samples) -> Found {
+    let mut found = Found::default();
+    let Samples {
+        events: sample_events,
+        epochs,
+        whole_files,
+        ..
+    } = samples;
+    let (epochs, whole_files) = (*epochs, *whole_files);
+    // Order.
+    let per_epoch = (sample_events.len() as u64).div_ceil(epochs).max(1) as usize;
+    let epoch_orders: Vec<Vec<(u64, i64)>> = sample_events
+        .chunks(per_epoch)
+        .map(|c| {
+            c.iter()
+                .map(|r| (r.file, if whole_files { 0 } else { r.offset }))
+                .collect()
+        })
+        .collect();
+    let (order, order_evidence) = order_of(&epoch_orders, |(f, off)| {
+        format!("{}\u{0}{off:020}", t.path(*f))
+    });
+    found.param("reader.file_shuffle", order.into(), order_evidence.clone());
+    found.param("reader.sample_shuffle", order.into(), order_evidence);
+    found
+}
+
+/// The requests section: `reader.sample_requests` (the same requests at each opening of a
+/// file read whole), `reader.transfer_size_distribution` or `reader.transfer_size`. Returns
+/// the request-size distribution of the data reads too.
+pub(super) fn requests(
+    data: &DataSet,
+    activity: &Activity,
+    samples: &Samples,
+) -> (Vec<SizeShare>, Found) {
+    let mut found = Found::default();
+    let Activity {
+        calls,
+        reads,
+        opens,
+        ..
+    } = activity;
+    let Samples {
+        whole_files,
+        file_sizes,
+        shares,
+        dominant,
+        ..
+    } = samples;
+    let (whole_files, dominant) = (*whole_files, *dominant);
+    // Request sizes: the same requests for every sample, or a distribution.
+    // dlio replays a request pattern only for files it reads whole in one go (up to
+    // `dlio_format::CHUNK_BYTES`, 4 MiB); larger files keep a distribution.
+    let pattern = if whole_files && file_sizes.max <= WHOLE_READ_LIMIT as f64 {
+        common_pattern(calls, data)
+    } else {
+        None
+    };
+    if pattern.as_ref().is_some_and(|(p, _)| p.is_empty()) {
+        // Every opening reads its file in one request (or the requests before the rest are
+        // not shared): the emulation reads each file whole the same way, and a distribution
+        // would split those reads into drawn requests.
+    } else if let Some((pattern, share)) = &pattern {
+        found.param(
+            "reader.sample_requests",
+            pattern
+                .iter()
+                .map(|&(from_end, offset, size)| {
+                    format!(
+                        "{{from: {}, offset: {offset}, size: {size}}}",
+                        if from_end { "end" } else { "start" }
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+            format!(
+                "{:.0}% of the {} file openings read the same {} requests in the same order \
+                 (offsets from the file's start, or from its end past the middle)",
+                share * 100.0,
+                opens.len(),
+                pattern.len()
+            ),
+        );
+    } else if shares.len() > 1 {
+        found.param(
+            "reader.transfer_size_distribution",
+            shares
+                .iter()
+                .map(|s| format!("{{size: {}, weight: {}}}", s.size, s.count))
+                .collect::<Vec<_>>()
+                .join(", "),
+            format!(
+                "{} data reads of {} sizes; the median alone ({} bytes) would give other request \
+                 counts and sizes",
+                reads.len(),
+                shares.len(),
+                Stats::of(&reads.iter().map(|r| r.bytes as f64).collect::<Vec<_>>()).median
+            ),
+        );
+    } else if whole_files && dominant > 0 && (dominant as f64) < file_sizes.median {
+        found.param(
+            "reader.transfer_size",
+            dominant.to_string(),
+            format!("every data read is {dominant} bytes"),
+        );
+    }
+    if shares.len() > 1 && pattern.is_none() {
+        found.note(
+            "request sizes are drawn per request from the distribution; the order of a \
+             program's requests inside a file (a zip's directory before its data) is not \
+             replayed"
+                .into(),
+        );
+    }
+    (shares.clone(), found)
+}
+
+/// How an epoch visits its samples.
+fn order_of(
+    epochs: &[Vec<(u64, i64)>],
+    sorted_key: impl Fn(&(u64, i64)) -> String,
+) -> (&'static str, String) {
+    let Some(first) = epochs.first() else {
+        return ("off", "no samples".into());
+    };
+    let mut sorted = first.clone();
+    sorted.sort_by_cached_key(&sorted_key);
+    let in_name_order = *first == sorted;
+    let same_each_epoch = epochs.windows(2).all(|w| w[0] == w[1]);
+    match (in_name_order, epochs.len() > 1, same_each_epoch) {
+        (true, _, true) => ("off", "every epoch reads in name order".into()),
+        (_, true, true) => (
+            "seed",
+            format!("{} epochs read in the same shuffled order", epochs.len()),
+        ),
+        (_, true, false) => (
+            "random",
+            format!("the order differs between the {} epochs", epochs.len()),
+        ),
+        (false, false, _) => (
+            "seed",
+            "one epoch, read out of name order (whether the order changes per epoch cannot be seen)"
+                .into(),
+        ),
+        (true, false, false) => unreachable!("one epoch is always the same as itself"),
+    }
+}
+
+/// The request-size distribution of the data reads, at most [`MAX_SIZES`] sizes.
+pub(super) fn size_shares(reads: &[&Rec]) -> Vec<SizeShare> {
+    let mut counts: BTreeMap<u64, u64> = BTreeMap::new();
+    for r in reads {
+        *counts.entry(r.bytes as u64).or_default() += 1;
+    }
+    let mut shares: Vec<SizeShare> = counts
+        .into_iter()
+        .map(|(size, count)| SizeShare { size, count })
+        .collect();
+    if shares.len() > MAX_SIZES {
+        shares = quantile_shares(&shares, reads.len() as u64);
+    }
+    shares.sort_by(|a, b| b.count.cmp(&a.count).then(a.size.cmp(&b.size)));
+    shares
+}
+
+/// A distribution of more than [`MAX_SIZES`] sizes in as many entries: each size that holds
+/// a share of the reads of its own (a header read by every opening) is kept as it is, and the
+/// rest are cut into bins of equal counts, each at its mean size. The bytes and the shape of
+/// the distribution stay (a continuous set of sizes, lognormal files or variable records,
+/// would otherwise keep its smallest sizes and lose the rest to the largest kept).
+fn quantile_shares(shares: &[SizeShare], total: u64) -> Vec<SizeShare> {
+    let own = total / MAX_SIZES as u64;
+    let (atoms, rest): (Vec<SizeShare>, Vec<SizeShare>) =
+        shares.iter().partition(|s| s.count > own.max(1));
+    let bins = MAX_SIZES.saturating_sub(atoms.len()).max(1) as u64;
+    let rest_total: u64 = rest.iter().map(|s| s.count).sum();
+    let mut out = atoms;
+    let (mut count, mut bytes, mut filled, mut closed) = (0u64, 0u128, 0u64, 0u64);
+    for (i, s) in rest.iter().enumerate() {
+        count += s.count;
+        bytes += u128::from(s.size) * u128::from(s.count);
+        // Close a bin when the counts reach its share (the last takes what is left).
+        let target = rest_total * (closed + 1) / bins;
+        if count > 0 && (filled + count >= target || i + 1 == rest.len()) {
+            out.push(SizeShare {
+                size: (bytes / u128::from(count)) as u64,
+                count,
+            });
+            filled += count;
+            closed += 1;
+            (count, bytes) = (0, 0);
+        }
+    }
+    out
+}
+/// One read of a file opening: from the end?, offset from that end, bytes.
+type PatternStep = (bool, u64, u64);
+
+/// Whether the last request of an opening read from the start reaches its file's end: its
+/// offset and size are what is left of the file after the requests before it, read in order
+/// from the start (a header, then the rest).
+fn reads_to_end(p: &[PatternStep]) -> bool {
+    let mut at = 0u64;
+    for &(from_end, offset, size) in &p[..p.len() - 1] {
+        if from_end || offset != at {
+            return false;
+        }
+        at = offset + size;
+    }
+    matches!(p.last(), Some(&(false, offset, _)) if offset == at)
+}
+
+/// The request sequence most file openings make (each read as from the start, or from the end
+/// when it starts past the middle, and its size), with the share of openings that make it;
+/// `None` when fewer than 80% share one.
+fn common_pattern(calls: &[&Rec], data: &DataSet) -> Option<(Vec<PatternStep>, f64)> {
+    type Pattern = Vec<PatternStep>;
+    // An opening is followed per process, thread and file rather than per descriptor: a
+    // library may read through a copy of the descriptor (numpy's `fread` on a dup'd one).
+    let mut open: HashMap<(u32, u32, u64), Pattern> = HashMap::new();
+    let mut done: Vec<Pattern> = Vec::new();
+    for r in calls {
+        let key = (r.rank, r.tid, r.file);
+        match op(r) {
+            Op::Open if r.fd >= 0 => {
+                if let Some(p) = open.insert(key, Vec::new()) {
+                    done.push(p);
+                }
+            }
+            Op::Read if r.bytes > 0 && r.offset >= 0 => {
+                let size = data.totals.get(&r.file).map_or(0, |t| t.size);
+                let offset = r.offset as u64;
+                if let Some(p) = open.get_mut(&key) {
+                    p.push(if offset > size / 2 {
+                        (true, size.saturating_sub(offset), r.bytes as u64)
+                    } else {
+                        (false, offset, r.bytes as u64)
+                    });
+                }
+            }
+            Op::Close => {
+                if let Some(p) = open.remove(&key) {
+                    done.push(p);
+                }
+            }
+            _ => {}
+        }
+    }
+    done.extend(open.into_values());
+    done.retain(|p| !p.is_empty());
+    if done.len() < 2 {
+        return None;
+    }
+    // A last request that goes on where the requests before it, all read in order from the
+    // start, stopped is "the rest": the emulation reads what the listed requests left unread
+    // in one request, so files of different sizes share the pattern of their first requests
+    // (np.load of an npy: the header, then the rest in one read).
+    for p in &mut done {
+        if reads_to_end(p) {
+            p.pop();
+        }
+    }
+    let mut counts: HashMap<&Pattern, usize> = HashMap::new();
+    for p in &done {
+        *counts.entry(p).or_default() += 1;
+    }
+    let (best, n) = counts.into_iter().max_by_key(|(p, n)| (*n, p.len()))?;
+    let share = n as f64 / done.len() as f64;
+    (share >= 0.8).then(|| (best.clone(), share))
+}

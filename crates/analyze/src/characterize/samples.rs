@@ -1,0 +1,283 @@
+//! What a sample is: the data files, their sizes and format, whether a sample is a whole file
+//! or a slice of one, how many there are and how many epochs read them.
+
+use std::collections::{HashMap, HashSet};
+
+use super::requests::size_shares;
+use super::trace_view::{DataSet, burst_of};
+use super::{Activity, Found, SizeShare, Stats};
+use crate::ingest::Rec;
+use crate::timeline::Timeline;
+
+/// What the samples section found.
+pub(super) struct Samples<'t> {
+    /// A sample is a whole file (each opening read within one step), else a slice of one.
+    pub whole_files: bool,
+    /// The data files' sizes.
+    pub file_sizes: Stats,
+    /// Data files read.
+    pub num_files: u64,
+    /// The request sizes of the data reads, most frequent first.
+    pub shares: Vec<SizeShare>,
+    /// The most frequent request size.
+    pub dominant: u64,
+    /// One event per sample read: the file's opening, or the slice's read.
+    pub events: Vec<&'t Rec>,
+    /// Samples in the data set (files times samples per file).
+    pub in_data_set: u64,
+    /// How many times the data set was read.
+    pub epochs: u64,
+}
+
+/// The samples section: `dataset.*` (format, files, samples per file, record length and
+/// shape) and `semantics` where samples are slices of files DLIO's readers read per sample.
+pub(super) fn samples<'t>(
+    t: &Timeline,
+    data: &DataSet,
+    activity: &Activity<'t>,
+) -> (Samples<'t>, Found) {
+    let mut found = Found::default();
+    let (reads, opens) = (&activity.reads, &activity.opens);
+    let whole_files = whole_files_read(data, activity);
+
+    let sizes: Vec<f64> = data
+        .files
+        .iter()
+        .map(|f| data.totals.get(f).map_or(0, |t| t.size) as f64)
+        .collect();
+    let file_sizes = Stats::of(&sizes);
+    let num_files = data.files.len() as u64;
+    let dataset_bytes: f64 = sizes.iter().sum();
+    let shares = size_shares(reads);
+    let dominant = shares.first().map_or(0, |s| s.size);
+    let sample_file = data.files.iter().next().map(|f| t.path(*f));
+    let (format, format_evidence) = format_of(&data.extension, sample_file, whole_files);
+
+    // Per sample: which burst, which thread; and the epochs' visiting orders.
+    let sample_events: Vec<&Rec> = if whole_files {
+        opens.clone()
+    } else {
+        reads
+            .iter()
+            .copied()
+            .filter(|r| r.bytes as u64 == dominant)
+            .collect()
+    };
+    let samples_per_file = if whole_files {
+        1
+    } else {
+        ((file_sizes.median / dominant.max(1) as f64).round() as u64).max(1)
+    };
+    let samples_in_data_set = (num_files * samples_per_file).max(1);
+    let epochs = ((sample_events.len() as f64 / samples_in_data_set as f64).round() as u64).max(1);
+    // The mean, not the median: dlio's generator draws sizes around `record_length_bytes`
+    // as their mean, and a skewed set of files (lognormal sizes) loses bytes to the median.
+    let record_length = if whole_files {
+        (file_sizes.mean.round() as u64).saturating_sub(header_bytes(format))
+    } else {
+        dominant
+    };
+    let record_stdev = if whole_files { file_sizes.stdev } else { 0.0 };
+
+    found.param("dataset.format", format.into(), format_evidence);
+    found.param(
+        "dataset.num_files_train",
+        num_files.to_string(),
+        format!(
+            "{num_files} files of .{} under {} were read ({} bytes in all)",
+            data.extension, data.dir, dataset_bytes as u64
+        ),
+    );
+    found.param(
+        "dataset.num_samples_per_file",
+        samples_per_file.to_string(),
+        if whole_files {
+            "each opening of a data file is read within one step: a sample is a file".into()
+        } else {
+            format!(
+                "files of {} bytes (median) read in requests of {dominant} bytes across many \
+                 steps: a sample is one such slice",
+                file_sizes.median as u64
+            )
+        },
+    );
+    found.param(
+        "dataset.record_length_bytes",
+        record_length.to_string(),
+        if whole_files {
+            format!(
+                "mean file size {} bytes (median {}){}",
+                file_sizes.mean.round() as u64,
+                file_sizes.median as u64,
+                match header_bytes(format) {
+                    0 => String::new(),
+                    h => format!(
+                        ", less the {h} bytes dlio's {format} files hold besides the sample (so \
+                         that the generated files have this size)"
+                    ),
+                }
+            )
+        } else {
+            format!(
+                "the most frequent data read is {dominant} bytes ({} of {} reads)",
+                shares[0].count,
+                reads.len()
+            )
+        },
+    );
+    if record_stdev > 0.0 {
+        found.param(
+            "dataset.record_length_bytes_stdev",
+            format!("{}", record_stdev.round()),
+            format!(
+                "file sizes range from {} to {} bytes",
+                file_sizes.min as u64, file_sizes.max as u64
+            ),
+        );
+    } else if whole_files {
+        found.param(
+            "dataset.record_dims",
+            format!("[{record_length}]"),
+            "every data file has the same size: one dimension keeps the generated files exactly \
+             that size"
+                .to_string(),
+        );
+    } else {
+        found.param(
+            "dataset.record_dims",
+            format!("[{record_length}]"),
+            "one dimension of the slice's size: the generated samples are exactly that size \
+             (dlio's default shape, a square, would round it down)"
+                .to_string(),
+        );
+    }
+    if !whole_files && matches!(format, "npz" | "npy" | "hdf5" | "jpeg" | "png") {
+        found.param(
+            "semantics",
+            "upstream".into(),
+            format!(
+                "samples are slices of {format} files: DLIO's own readers read each sample's \
+                 bytes, where MLPerf's fork (dlio's default) reads every byte of a file at each \
+                 sample"
+            ),
+        );
+    }
+
+    (
+        Samples {
+            whole_files,
+            file_sizes,
+            num_files,
+            shares,
+            dominant,
+            events: sample_events,
+            in_data_set: samples_in_data_set,
+            epochs,
+        },
+        found,
+    )
+}
+
+/// Whether a sample is a whole file: each opening's reads stay within one burst (in nine files
+/// of ten), or no pauses separate the steps at all.
+fn whole_files_read(data: &DataSet, activity: &Activity) -> bool {
+    let Activity {
+        reads,
+        opens,
+        bursts,
+        paused,
+        ..
+    } = activity;
+    let paused = *paused;
+    // Samples: whole files when every opening's reads stay within one burst.
+    let mut bursts_per_file: HashMap<u64, HashSet<usize>> = HashMap::new();
+    for r in reads.iter() {
+        bursts_per_file
+            .entry(r.file)
+            .or_default()
+            .insert(burst_of(bursts, r.start));
+    }
+    let within_one = data
+        .files
+        .iter()
+        .filter(|f| {
+            let touched = bursts_per_file.get(f).map_or(0, HashSet::len) as u64;
+            let opened = data.totals.get(f).map_or(0, |t| t.opens);
+            touched <= opened.max(1)
+        })
+        .count();
+    let whole_files = !paused || within_one * 10 >= data.files.len() * 9;
+    whole_files && !opens.is_empty()
+}
+
+/// `reader.read_type: memory` when slices are read from files kept open across samples.
+pub(super) fn read_type(activity: &Activity, samples: &Samples) -> Found {
+    let mut found = Found::default();
+    let (opens, events) = (activity.opens.len() as u64, samples.events.len() as u64);
+    if !samples.whole_files && opens * 2 < events {
+        found.param(
+            "reader.read_type",
+            "memory".into(),
+            format!(
+                "{opens} openings of data files for {events} slice reads: files stay open across \
+                 samples"
+            ),
+        );
+    }
+    found
+}
+
+/// The format a data file's extension (and, when it is still there, its first bytes) says.
+fn format_of(extension: &str, sample: Option<&str>, whole_files: bool) -> (&'static str, String) {
+    let magic = sample.and_then(|p| {
+        let mut head = [0u8; 8];
+        use std::io::Read;
+        let n = std::fs::File::open(p)
+            .and_then(|mut f| f.read(&mut head))
+            .ok()?;
+        Some(head[..n].to_vec())
+    });
+    let by_magic = magic
+        .as_deref()
+        .and_then(dlio_format::format_by_magic)
+        .map(|d| d.kind.name());
+    let by_name = dlio_format::format_by_extension(extension).map(|d| d.kind.name());
+    let seen = match (&magic, by_magic) {
+        (Some(_), Some(f)) => format!("the files' first bytes are {f}'s"),
+        (Some(_), None) => "the files' first bytes match no known format".to_string(),
+        (None, _) => "the files are no longer there to look inside".to_string(),
+    };
+    match by_magic.or(by_name) {
+        Some(f) => (f, format!("extension .{extension}; {seen}")),
+        // Raw bytes: read whole, npy's reader (which reads every byte without decoding under
+        // MLPerf's semantics) moves the same bytes; read in slices, indexed_binary reads each
+        // sample with one positioned read.
+        None if whole_files => (
+            "npy",
+            format!(
+                "extension .{extension} and {seen}: raw bytes read whole, emulated by npy files \
+                 of the same size (128 bytes of header, the rest data)"
+            ),
+        ),
+        None => (
+            "indexed_binary",
+            format!(
+                "extension .{extension} and {seen}: raw bytes read in slices, emulated by \
+                 indexed_binary (one positioned read per sample)"
+            ),
+        ),
+    }
+}
+
+/// Bytes dlio's generator adds around one sample of `record_dims: [n]` uint8 in a file of the
+/// format, so that the generated files get the traced files' size.
+fn header_bytes(format: &str) -> u64 {
+    match format {
+        // The .npy header of a 1-D array.
+        "npy" => 128,
+        // x.npy (header and data) and DLIO's y.npy labels in a stored zip: local headers,
+        // central directory, end record.
+        "npz" => 483,
+        _ => 0,
+    }
+}

@@ -1,0 +1,168 @@
+//! How long compute and loading take: the compute between steps (or the step period of
+//! readers that run ahead), and the loader's own time per sample inside a step's loading.
+
+use super::readers::Readers;
+use super::samples::Samples;
+use super::{Activity, Found, MIN_GAP_RATIO, MIN_PREPROCESS_S, Stats, secs};
+
+/// What the timing section found.
+pub(super) struct Timing {
+    /// Compute between steps, seconds.
+    pub compute_s: Stats,
+    /// Each step's loading time, seconds.
+    pub fetch_s: Stats,
+    /// Loading time of each step in order, seconds.
+    pub step_fetch_s: Vec<f64>,
+    /// Compute after each step in order, seconds (none when no pauses separate steps).
+    pub step_compute_s: Vec<f64>,
+}
+
+/// The timing section: `train.epochs`, `train.computation_time` and `reader.preprocess_time`.
+pub(super) fn timing(activity: &Activity, samples: &Samples, readers: &Readers) -> (Timing, Found) {
+    let mut found = Found::default();
+    let Activity {
+        calls,
+        window: (window_start, window_end),
+        bursts,
+        paused,
+        ..
+    } = activity;
+    let paused = *paused;
+    let Samples {
+        events: sample_events,
+        in_data_set: samples_in_data_set,
+        epochs,
+        ..
+    } = samples;
+    let Readers {
+        ahead,
+        batch,
+        read_threads,
+        ..
+    } = readers;
+    let (batch, read_threads) = (*batch, *read_threads);
+    // Time: compute between bursts, the loader's own time per sample inside them.
+    let compute: Vec<f64> = bursts
+        .windows(2)
+        .map(|w| secs(w[1].start - w[0].end))
+        .collect();
+    let fetch: Vec<f64> = bursts.iter().map(|b| secs(b.end - b.start)).collect();
+    let compute_s = match &ahead {
+        Some(a) => Stats::of(&vec![a.period_s; a.steps as usize]),
+        None if paused => Stats::of(&compute),
+        None => Stats::default(),
+    };
+    let fetch_s = Stats::of(&fetch);
+    found.param(
+        "train.epochs",
+        epochs.to_string(),
+        format!(
+            "{} samples read for {} in the data set",
+            sample_events.len(),
+            samples_in_data_set
+        ),
+    );
+    if let Some(a) = &ahead {
+        found.param(
+            "train.computation_time",
+            format!("{:.6}", a.period_s),
+            format!(
+                "{} steps from the first to the last data read in {:.3} s: a step every \
+                 {:.3} ms, while the readers, busy {:.0}% of the time, keep ahead",
+                a.steps,
+                secs(window_end - window_start),
+                a.period_s * 1e3,
+                a.busy_share * 100.0
+            ),
+        );
+        if a.per_sample_s >= MIN_PREPROCESS_S {
+            found.param(
+                "reader.preprocess_time",
+                format!("{:.6}", a.per_sample_s),
+                format!(
+                    "a reader's burst of {batch} samples holds {:.3} ms between two samples \
+                     outside the I/O calls: the loader's own work (decoding, the interpreter)",
+                    a.per_sample_s * 1e3
+                ),
+            );
+        }
+        if a.busy_share > 0.9 {
+            found.note(format!(
+                "the readers were busy {:.0}% of the time: the program may be I/O bound, and \
+                 its compute per step shorter than the step period written",
+                a.busy_share * 100.0
+            ));
+        }
+    } else if paused {
+        // Inside a burst: each of `lanes` reading threads reads `k` samples; the time outside
+        // the I/O calls between them is the loader's own work per sample (decoding, the
+        // interpreter). A burst ends with the last sample's I/O, so it holds k - 1 of those
+        // stretches per lane; the emulation sleeps one after every sample, and the last one
+        // falls in what the trace shows as the pause, which is shortened by as much.
+        let io_in_calls: f64 = calls.iter().map(|r| secs(r.end - r.start)).sum();
+        let samples = sample_events.len().max(1) as f64;
+        let lanes = (read_threads.max(1)).min(batch) as f64;
+        let k = batch as f64 / lanes;
+        let io_per_sample = io_in_calls / samples;
+        let per_sample = if k >= 2.0 {
+            ((fetch_s.mean - k * io_per_sample) / (k - 1.0)).max(0.0)
+        } else {
+            0.0
+        };
+        let per_sample = if per_sample >= MIN_PREPROCESS_S {
+            per_sample
+        } else {
+            0.0
+        };
+        let mean = (compute_s.mean - per_sample).max(0.0);
+        let value = if compute_s.stdev > 0.05 * mean {
+            format!("{{mean: {mean:.6}, stdev: {:.6}}}", compute_s.stdev)
+        } else {
+            format!("{mean:.6}")
+        };
+        found.param(
+            "train.computation_time",
+            value,
+            format!(
+                "{} pauses without data I/O between bursts: mean {:.3} ms, stdev {:.3} ms (the \
+                 median pause inside a burst is shorter by {MIN_GAP_RATIO}x or more){}",
+                compute_s.count,
+                compute_s.mean * 1e3,
+                compute_s.stdev * 1e3,
+                if per_sample > 0.0 {
+                    format!(
+                        ", less one sample's loader time ({:.3} ms)",
+                        per_sample * 1e3
+                    )
+                } else {
+                    String::new()
+                }
+            ),
+        );
+        if per_sample > 0.0 {
+            found.param(
+                "reader.preprocess_time",
+                format!("{per_sample:.6}"),
+                format!(
+                    "bursts last {:.3} ms (mean) for {k} samples on each of {} reading threads, \
+                     {:.3} ms of I/O calls per sample: {:.3} ms between two samples is the \
+                     loader's own work (decoding, the interpreter)",
+                    fetch_s.mean * 1e3,
+                    lanes as u64,
+                    io_per_sample * 1e3,
+                    per_sample * 1e3
+                ),
+            );
+        }
+    }
+
+    (
+        Timing {
+            compute_s,
+            fetch_s,
+            step_fetch_s: fetch,
+            step_compute_s: if paused { compute } else { Vec::new() },
+        },
+        found,
+    )
+}

@@ -1,0 +1,319 @@
+//! The trace as characterisation reads it: which files hold the data set, the calls on them
+//! in the training window, and how those calls group into bursts (one per step).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+
+use super::{MIN_GAP_RATIO, MIN_JUMP_RATIO};
+use crate::error::AnalyzeError;
+use crate::event::Op;
+use crate::ingest::Rec;
+use crate::timeline::{Timeline, op};
+
+/// Folders and names that belong to the interpreter, its libraries and the system, never to a
+/// data set.
+pub(crate) fn is_system_path(path: &str) -> bool {
+    const PREFIXES: &[&str] = &[
+        "/usr/",
+        "/lib/",
+        "/lib64/",
+        "/bin/",
+        "/sbin/",
+        "/etc/",
+        "/proc/",
+        "/sys/",
+        "/dev/",
+        "/run/",
+        "/var/lib/",
+        "/var/cache/",
+        "/opt/conda/pkgs/",
+    ];
+    const PARTS: &[&str] = &[
+        "/site-packages/",
+        "/dist-packages/",
+        "/lib/python",
+        "/.pyenv/",
+        "/__pycache__/",
+        "/.cache/",
+    ];
+    const EXTENSIONS: &[&str] = &[
+        ".py",
+        ".pyc",
+        ".pyi",
+        ".so",
+        ".pth",
+        ".egg-link",
+        ".typed",
+        ".dist-info",
+    ];
+    PREFIXES.iter().any(|p| path.starts_with(p))
+        || PARTS.iter().any(|p| path.contains(p))
+        || EXTENSIONS.iter().any(|e| path.ends_with(e))
+        || path.contains(".so.")
+}
+
+fn parent_of(path: &str) -> &str {
+    path.rsplit_once('/').map_or("", |(dir, _)| dir)
+}
+
+fn extension_of(path: &str) -> &str {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    name.rsplit_once('.').map_or("", |(_, ext)| ext)
+}
+
+/// Per-file totals.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FileTotals {
+    pub reads: u64,
+    pub bytes_read: u64,
+    pub writes: u64,
+    pub bytes_written: u64,
+    pub opens: u64,
+    /// Largest size a `stat`/`fstat` reported, else the furthest byte read, else the bytes
+    /// read per opening.
+    pub size: u64,
+    pub stat_size: bool,
+}
+
+pub(crate) fn file_totals(t: &Timeline) -> HashMap<u64, FileTotals> {
+    let mut files: HashMap<u64, FileTotals> = HashMap::new();
+    for r in t.io() {
+        let f = files.entry(r.file).or_default();
+        match op(r) {
+            Op::Read if r.bytes > 0 => {
+                f.reads += 1;
+                f.bytes_read += r.bytes as u64;
+                if !f.stat_size && r.offset >= 0 {
+                    f.size = f.size.max((r.offset + r.bytes) as u64);
+                }
+            }
+            Op::Write if r.bytes > 0 => {
+                f.writes += 1;
+                f.bytes_written += r.bytes as u64;
+            }
+            Op::Open => f.opens += 1,
+            Op::Meta if r.bytes >= 0 => {
+                if !f.stat_size {
+                    f.size = 0;
+                }
+                f.stat_size = true;
+                f.size = f.size.max(r.bytes as u64);
+            }
+            _ => {}
+        }
+    }
+    // No size from a stat and no offsets (dftracer's `read` carries none): what each opening
+    // read.
+    for f in files.values_mut() {
+        if f.size == 0 && f.bytes_read > 0 {
+            f.size = f.bytes_read / f.opens.max(1);
+        }
+    }
+    files
+}
+
+/// The data set's files, found in a timeline.
+pub(crate) struct DataSet {
+    pub dir: String,
+    pub files: HashSet<u64>,
+    pub totals: HashMap<u64, FileTotals>,
+    pub extension: String,
+}
+
+impl DataSet {
+    pub(crate) fn find(t: &Timeline, dir: Option<&Path>) -> Result<DataSet, AnalyzeError> {
+        let totals = file_totals(t);
+        let read: Vec<(u64, &FileTotals, &str)> = totals
+            .iter()
+            .filter(|(_, f)| f.bytes_read > 0)
+            .map(|(h, f)| (*h, f, t.path(*h)))
+            .filter(|(_, _, p)| !is_system_path(p))
+            .collect();
+        let dir = match dir {
+            Some(d) => d.to_string_lossy().trim_end_matches('/').to_string(),
+            None => {
+                let mut by_dir: BTreeMap<&str, u64> = BTreeMap::new();
+                for (_, f, p) in &read {
+                    *by_dir.entry(parent_of(p)).or_default() += f.bytes_read;
+                }
+                by_dir
+                    .into_iter()
+                    .max_by_key(|(_, bytes)| *bytes)
+                    .map(|(d, _)| d.to_string())
+                    .ok_or_else(|| {
+                        AnalyzeError::Unusable(format!(
+                            "the traces read no file outside the interpreter's and the system's \
+                             folders ({} files read in all): the program read no data, or read \
+                             it in a way the trace does not show (memory maps, a network \
+                             client); check the command, or name the data folder with \
+                             --data-dir",
+                            totals.values().filter(|f| f.bytes_read > 0).count()
+                        ))
+                    })?
+            }
+        };
+        let in_dir: Vec<&(u64, &FileTotals, &str)> = read
+            .iter()
+            .filter(|(_, _, p)| parent_of(p) == dir)
+            .collect();
+        let mut by_ext: BTreeMap<&str, u64> = BTreeMap::new();
+        for (_, f, p) in &in_dir {
+            *by_ext.entry(extension_of(p)).or_default() += f.bytes_read;
+        }
+        let extension = by_ext
+            .into_iter()
+            .max_by_key(|(_, b)| *b)
+            .map(|(e, _)| e.to_string())
+            .ok_or_else(|| {
+                AnalyzeError::Unusable(format!(
+                    "no file directly in {dir} was read; name the folder that holds the data \
+                     files with --data-dir"
+                ))
+            })?;
+        let files = in_dir
+            .iter()
+            .filter(|(_, _, p)| extension_of(p) == extension)
+            .map(|(h, _, _)| *h)
+            .collect();
+        Ok(DataSet {
+            dir,
+            files,
+            totals,
+            extension,
+        })
+    }
+
+    pub(crate) fn holds(&self, file: u64) -> bool {
+        self.files.contains(&file)
+    }
+}
+
+/// The calls on data files from the first data read to the end of the last (what comes before
+/// or after, such as listing and sizing the files, is not training), and the reads among them.
+pub(crate) fn data_calls<'t>(t: &'t Timeline, data: &DataSet) -> (Vec<&'t Rec>, Vec<&'t Rec>) {
+    let all: Vec<&Rec> = t.io().filter(|r| data.holds(r.file)).collect();
+    let is_read = |r: &&Rec| op(r) == Op::Read && r.bytes > 0;
+    let first_read = all.iter().position(is_read).unwrap_or(0);
+    // From the opening the first read was made through.
+    let first = all
+        .get(first_read)
+        .map(|r0| {
+            all[..first_read]
+                .iter()
+                .rev()
+                .find(|r| op(r) == Op::Open && r.file == r0.file && r.rank == r0.rank)
+                .map_or(r0.start, |open| open.start)
+        })
+        .unwrap_or(0);
+    let last = all
+        .iter()
+        .filter(|r| is_read(r))
+        .map(|r| r.end)
+        .max()
+        .unwrap_or(0);
+    let calls: Vec<&Rec> = all
+        .into_iter()
+        .filter(|r| r.start >= first && r.end <= last)
+        .collect();
+    let reads = calls.iter().copied().filter(is_read).collect();
+    (calls, reads)
+}
+
+/// Starts of the trace's `compute` spans, sorted (none in a trace of POSIX calls only).
+pub(crate) fn compute_starts(t: &Timeline) -> Vec<i64> {
+    t.events
+        .iter()
+        .filter(|r| r.layer == crate::event::Layer::Compute as u8)
+        .map(|r| r.start)
+        .collect()
+}
+
+/// A burst of data I/O: one step's loading.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Burst {
+    pub start: i64,
+    pub end: i64,
+    /// Time inside it with a data call in progress.
+    pub busy: i64,
+}
+
+/// Merges the data calls into busy intervals and groups them into bursts: at the `compute`
+/// spans when the trace has them (dftracer's AI spans, `dlio run --trace`), else at the
+/// compute pauses. Returns the bursts and whether steps were found.
+pub(crate) fn bursts(calls: &[&Rec], compute_starts: &[i64]) -> (Vec<Burst>, bool) {
+    let mut busy: Vec<(i64, i64)> = Vec::new();
+    for r in calls {
+        match busy.last_mut() {
+            Some(last) if r.start <= last.1 => last.1 = last.1.max(r.end),
+            _ => busy.push((r.start, r.end)),
+        }
+    }
+    let mut out: Vec<Burst> = Vec::new();
+    let push = |out: &mut Vec<Burst>, (start, end): (i64, i64), same: bool| match out.last_mut() {
+        Some(b) if same => {
+            b.end = end;
+            b.busy += end - start;
+        }
+        _ => out.push(Burst {
+            start,
+            end,
+            busy: end - start,
+        }),
+    };
+    if !compute_starts.is_empty() {
+        // Step k's loading is what happens between compute spans k - 1 and k.
+        let mut step = None;
+        for interval in busy {
+            let k = compute_starts.partition_point(|&c| c < interval.0);
+            push(&mut out, interval, step == Some(k));
+            step = Some(k);
+        }
+        return (out, true);
+    }
+    let threshold = pause_threshold(&busy);
+    let mut last_end = None;
+    for interval in busy {
+        let same = match (threshold, last_end) {
+            (Some(t), Some(end)) => interval.0 - end <= t,
+            (None, Some(_)) => true,
+            (_, None) => false,
+        };
+        last_end = Some(interval.1);
+        push(&mut out, interval, same);
+    }
+    (out, threshold.is_some())
+}
+
+/// The pause length above which a pause between data calls is compute.
+///
+/// Sorted, the pauses fall into levels separated by jumps of at least [`MIN_JUMP_RATIO`]
+/// between neighbours: system calls back to back, then the program's work between samples,
+/// then its compute between steps. The compute is the top level of two or more pauses of at
+/// least 0.2 ms whose median is at least [`MIN_GAP_RATIO`] times the median of the level
+/// below it. Levels told apart by a jump of 2 (not only 3) and confirmed by their medians
+/// hold on a busy machine, where scheduling delays stretch some pauses inside a burst towards
+/// the compute pauses; `None` when there is no such level.
+fn pause_threshold(busy: &[(i64, i64)]) -> Option<i64> {
+    let mut gaps: Vec<i64> = busy.windows(2).map(|w| w[1].0 - w[0].1).collect();
+    gaps.sort_unstable();
+    let n = gaps.len();
+    let jump = |i: usize| gaps[i] as f64 >= MIN_JUMP_RATIO * gaps[i - 1].max(1000) as f64;
+    let median = |level: &[i64]| level[level.len() / 2] as f64;
+    let at = (1..n.saturating_sub(1)).rev().find(|&i| {
+        if gaps[i] < 200_000 || !jump(i) {
+            return false;
+        }
+        let below_start = (1..i).rev().find(|&k| jump(k)).unwrap_or(0);
+        median(&gaps[i..]) >= MIN_GAP_RATIO * median(&gaps[below_start..i]).max(1000.0)
+    })?;
+    let threshold = ((gaps[at - 1].max(1) as f64) * (gaps[at] as f64)).sqrt() as i64;
+    // A stray long pause inside a burst (a thread scheduled late, a garbage collection) can
+    // pass the jump: pauses under half the median compute pause are not compute either.
+    let long = &gaps[at..];
+    Some(threshold.max(long[long.len() / 2] / 2))
+}
+
+/// The burst that holds time `at` (the last one starting at or before it).
+pub(super) fn burst_of(bursts: &[Burst], at: i64) -> usize {
+    bursts.partition_point(|b| b.start <= at).saturating_sub(1)
+}
