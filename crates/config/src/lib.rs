@@ -94,6 +94,6 @@ pub use schema::{
     TransferSizeWeight, TransformerConfig, WorkflowConfig,
 };
 pub use vocab::{
-    Compression, DataLoaderKind, ElementType, FormatKind, Framework, MAX_SECONDS, ReadType,
-    Sampler, Semantics, Shuffle, TimeDistribution, duration_from_seconds,
+    Compression, DataLoaderKind, ElementType, FormatKind, Framework, MAX_SECONDS, PreprocessWork,
+    ReadType, Sampler, Semantics, Shuffle, TimeDistribution, duration_from_seconds,
 };

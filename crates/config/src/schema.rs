@@ -9,8 +9,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::vocab::{
-    Compression, DataLoaderKind, ElementType, FormatKind, Framework, ReadType, Sampler, Semantics,
-    Shuffle, TimeDistribution,
+    Compression, DataLoaderKind, ElementType, FormatKind, Framework, PreprocessWork, ReadType,
+    Sampler, Semantics, Shuffle, TimeDistribution,
 };
 
 /// The whole resolved workload, in DLIO's section order.
@@ -722,6 +722,11 @@ pub struct ReaderConfig {
     /// Default 0.
     #[serde(with = "time_value")]
     pub preprocess_time: TimeDistribution,
+    /// Ours: what `preprocess_time` is spent on: `sleep` (DLIO's) or `cpu` (the reader
+    /// thread keeps its core busy, as the decoding or interpreter work the time stands for
+    /// does; `dlio characterize` sets it for a traced loader's own time between its reads).
+    /// Default sleep.
+    pub preprocess_work: PreprocessWork,
     /// PyTorch `pin_memory`. Default true.
     pub pin_memory: bool,
     /// PyTorch/DALI worker start method. Default fork.
@@ -764,6 +769,7 @@ impl Default for ReaderConfig {
             sample_requests: Vec::new(),
             read_ahead: true,
             preprocess_time: TimeDistribution::default(),
+            preprocess_work: PreprocessWork::Sleep,
             pin_memory: true,
             multiprocessing_context: MultiprocessingContext::Fork,
             odirect: false,

@@ -240,6 +240,19 @@ pub enum ReadType {
     Memory,
 }
 
+/// `reader.preprocess_work` (ours): what a sample's `preprocess_time` is spent on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum PreprocessWork {
+    /// The reader thread sleeps (DLIO's preprocess).
+    #[default]
+    Sleep,
+    /// The reader thread keeps its core busy for that long, as the decoding or interpreter
+    /// work the time stands for does: it competes for cores as that work would, and times
+    /// shorter than a sleep's slack (about 50 us) are kept.
+    Cpu,
+}
+
 /// `framework`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]

@@ -72,8 +72,10 @@ pub struct LoaderSpec {
     pub read_type: ReadType,
     /// Index (PyTorch/DALI) or iterative (tf.data) sampling; decides the open/close pattern.
     pub sampler: Sampler,
-    /// `reader.preprocess_time`, slept per sample in the reader thread.
+    /// `reader.preprocess_time`, spent per sample in the reader thread.
     pub preprocess_time: TimeDistribution,
+    /// `reader.preprocess_work`: sleep through it, or keep the reader's core busy.
+    pub preprocess_work: dlio_config::PreprocessWork,
     /// Seed for the preprocess-time draws of this rank.
     pub seed: u64,
     /// The dataset's nominal file layout (formats that read nothing, like `synthetic`, hand out

@@ -31,6 +31,8 @@ pub(crate) struct SampleReader {
     preprocess: TimeSampler,
     /// The preprocess sleeps, kept to their drawn length on average.
     preprocess_sleep: CompensatedSleep,
+    /// `reader.preprocess_work: cpu`: the preprocess time keeps the core busy instead.
+    preprocess_busy: bool,
     rng: Xoshiro256PlusPlus,
     /// Records `data.item` / `data.preprocess` spans.
     tracer: Tracer,
@@ -91,6 +93,7 @@ impl SampleReader {
             current: None,
             preprocess,
             preprocess_sleep: CompensatedSleep::default(),
+            preprocess_busy: spec.preprocess_work == dlio_config::PreprocessWork::Cpu,
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
             tracer: spec.tracer.clone(),
             item_span: PreparedSpan::new(ai::DATA_ITEM, ["epoch", "image_idx"]),
@@ -314,8 +317,12 @@ impl SampleReader {
     fn preprocess_sleep(&mut self, epoch: u32, global: u64, read_end: Instant) -> bool {
         let slept = match self.preprocess.draw(&mut self.rng) {
             Some(d) => {
-                // A stop ends the sleep; the epoch loop then sees it.
-                let _ = self.preprocess_sleep.sleep(&self.stop, d);
+                // A stop ends the wait; the epoch loop then sees it.
+                let _ = if self.preprocess_busy {
+                    self.stop.busy(d)
+                } else {
+                    self.preprocess_sleep.sleep(&self.stop, d)
+                };
                 read_end.elapsed()
             }
             None => Duration::ZERO,

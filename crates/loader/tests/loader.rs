@@ -39,6 +39,7 @@ fn spec(sampler: Sampler, read_type: ReadType, threads: u32) -> LoaderSpec {
         read_type,
         sampler,
         preprocess_time: TimeDistribution::default(),
+        preprocess_work: Default::default(),
         seed: 5,
         layout: layout(),
         tracer: dlio_trace::Tracer::disabled(),
@@ -278,4 +279,43 @@ fn a_resized_sample_is_what_the_batch_hands_out() {
         }
         batches.finish();
     }
+}
+
+/// CPU time of this process so far (user + system), from `/proc/self/stat`.
+fn process_cpu() -> std::time::Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // Linux reports these in USER_HZ, 100 per second on every architecture it runs on.
+    std::time::Duration::from_millis(ticks * 10)
+}
+
+#[test]
+fn preprocess_work_cpu_keeps_a_core_busy_where_a_sleep_does_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let files = dataset(tmp.path(), 8); // 24 samples
+    let per_sample = std::time::Duration::from_millis(10);
+    let run = |work: dlio_config::PreprocessWork| {
+        let mut s = spec(Sampler::Index, ReadType::OnDemand, 1);
+        s.preprocess_time = TimeDistribution::Constant {
+            value: per_sample.as_secs_f64(),
+        };
+        s.preprocess_work = work;
+        let before = process_cpu();
+        let out = read_epoch(&files, s, plan(8, Sampler::Index, 1, Shuffle::Off));
+        assert_eq!(out.samples, 24);
+        process_cpu() - before
+    };
+    let slept = run(dlio_config::PreprocessWork::Sleep);
+    let busy = run(dlio_config::PreprocessWork::Cpu);
+    // 24 samples of 10 ms: 240 ms of work. A busy machine gives the spinning thread less than
+    // all of its wall time, so only a share of it is required; the sleeping run spends
+    // almost none.
+    assert!(
+        busy >= std::time::Duration::from_millis(100),
+        "busy: {busy:?}"
+    );
+    assert!(slept < busy / 2, "slept: {slept:?}, busy: {busy:?}");
 }

@@ -71,6 +71,7 @@ fn resizing_loader(
         read_type: ReadType::OnDemand,
         sampler: Sampler::FileShards,
         preprocess_time: Default::default(),
+        preprocess_work: Default::default(),
         seed: 5,
         layout: layout(),
         tracer: dlio_trace::Tracer::disabled(),

@@ -76,9 +76,10 @@ pub(super) fn timing(activity: &Activity, samples: &Samples, readers: &Readers) 
             ),
         );
         if a.per_sample_s >= MIN_PREPROCESS_S {
-            found.param(
-                "reader.preprocess_time",
-                format!("{:.6}", a.per_sample_s),
+            loader_work(
+                &mut found,
+                a.per_sample_s,
+                a.readers,
                 format!(
                     "a reader's burst of {batch} samples holds {:.3} ms between two samples \
                      outside the I/O calls: the loader's own work (decoding, the interpreter)",
@@ -104,8 +105,10 @@ pub(super) fn timing(activity: &Activity, samples: &Samples, readers: &Readers) 
         let lanes = (read_threads.max(1)).min(batch) as f64;
         let k = batch as f64 / lanes;
         let io_per_sample = io_in_calls / samples;
+        // The median burst: a few steps stretched by the scheduler (a busy machine) would
+        // lengthen every sample's loader time if the mean were taken.
         let per_sample = if k >= 2.0 {
-            ((fetch_s.mean - k * io_per_sample) / (k - 1.0)).max(0.0)
+            ((fetch_s.median - k * io_per_sample) / (k - 1.0)).max(0.0)
         } else {
             0.0
         };
@@ -140,14 +143,15 @@ pub(super) fn timing(activity: &Activity, samples: &Samples, readers: &Readers) 
             ),
         );
         if per_sample > 0.0 {
-            found.param(
-                "reader.preprocess_time",
-                format!("{per_sample:.6}"),
+            loader_work(
+                &mut found,
+                per_sample,
+                lanes as u64,
                 format!(
-                    "bursts last {:.3} ms (mean) for {k} samples on each of {} reading threads, \
+                    "bursts last {:.3} ms (median) for {k} samples on each of {} reading threads, \
                      {:.3} ms of I/O calls per sample: {:.3} ms between two samples is the \
                      loader's own work (decoding, the interpreter)",
-                    fetch_s.mean * 1e3,
+                    fetch_s.median * 1e3,
                     lanes as u64,
                     io_per_sample * 1e3,
                     per_sample * 1e3
@@ -166,3 +170,38 @@ pub(super) fn timing(activity: &Activity, samples: &Samples, readers: &Readers) 
         found,
     )
 }
+
+/// `reader.preprocess_time` of `seconds` per sample, for `lanes` threads reading at once.
+///
+/// The time a traced loader spends between its reads is its own work (decoding, the
+/// interpreter). One reading thread's work is spent busy on a core
+/// (`reader.preprocess_work: cpu`), which keeps times far shorter than a sleep's slack. The
+/// work of several threads is slept: a Python pool's threads take turns on one interpreter
+/// (the GIL), so their stretches overlap in time without each taking a core, and busy waits
+/// on more threads than cores would stretch every one of them. Under a sleep's slack it is
+/// spent busy whatever the threads.
+fn loader_work(found: &mut Found, seconds: f64, lanes: u64, evidence: String) {
+    found.param("reader.preprocess_time", format!("{seconds:.6}"), evidence);
+    if lanes <= 1 || seconds < SLEEP_SLACK_S {
+        found.param(
+            "reader.preprocess_work",
+            "cpu".into(),
+            if lanes <= 1 {
+                "one thread reads: its time between reads is its own work on a core, which the \
+                 emulation spends busy"
+                    .into()
+            } else {
+                format!(
+                    "{:.0} us is shorter than a sleep can keep (about {:.0} us): the emulation \
+                     spends it busy on a core",
+                    seconds * 1e6,
+                    SLEEP_SLACK_S * 1e6
+                )
+            },
+        );
+    }
+}
+
+/// About the shortest sleep that lasts what was asked on Linux (the timer's slack and the
+/// scheduler's wake-up).
+const SLEEP_SLACK_S: f64 = 50e-6;
