@@ -86,13 +86,14 @@ pub use error::{ConfigError, Origin};
 pub use load::{BUILTIN_SOURCE, LoadArgs, Loaded, load, load_text};
 pub use output::{WorkloadRow, to_hydra_yaml, workload_row, workload_table};
 pub use schema::{
-    CheckpointConfig, CheckpointMode, Config, DataType, DatasetConfig, EvaluationConfig,
-    Hdf5Config, IoEngine, KsmConfig, MetricConfig, ModelConfig, MultiprocessingContext,
-    OutputConfig, OutputMetricConfig, ParallelismConfig, ParquetColumn, ParquetCompression,
-    ParquetConfig, ParquetReadMode, Profiler, ProfilingConfig, ReaderConfig, RequestAnchor,
-    SampleRequest, SideFile, StorageConfig, StorageOptions, StorageType, TrainConfig,
-    TransferSizeWeight, TransformerConfig, WorkflowConfig,
+    ArrowConfig, CheckpointConfig, CheckpointMode, Config, DataType, DatasetConfig,
+    EvaluationConfig, Hdf5Config, IoEngine, KsmConfig, MetricConfig, ModelConfig,
+    MultiprocessingContext, OutputConfig, OutputMetricConfig, ParallelismConfig, ParquetColumn,
+    ParquetCompression, ParquetConfig, ParquetReadMode, Profiler, ProfilingConfig, ReaderConfig,
+    RequestAnchor, SampleRequest, SideFile, StorageConfig, StorageOptions, StorageType,
+    TrainConfig, TransferSizeWeight, TransformerConfig, WorkflowConfig,
 };
+pub use validate::check_columns;
 pub use vocab::{
     Compression, DataLoaderKind, ElementType, FormatKind, Framework, MAX_SECONDS, PreprocessWork,
     ReadType, Sampler, Semantics, Shuffle, TimeDistribution, duration_from_seconds,

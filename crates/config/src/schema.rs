@@ -431,6 +431,8 @@ pub struct DatasetConfig {
     pub parquet_compression: ParquetCompression,
     /// `dataset.parquet`: the fork's parquet layout (columns, row groups).
     pub parquet: ParquetConfig,
+    /// `dataset.arrow`: the Arrow IPC layout (columns, rows per record batch).
+    pub arrow: ArrowConfig,
     /// Compute the file names instead of listing the data folder (the fork's key for datasets
     /// of millions of files); the listing's check is done on every
     /// `listing_validation_interval`-th file instead. Default false.
@@ -558,7 +560,7 @@ pub enum ParquetReadMode {
     RowGroup,
 }
 
-/// One entry of `dataset.parquet.columns`.
+/// One entry of `dataset.parquet.columns` (and of `dataset.arrow.columns`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ParquetColumn {
@@ -582,6 +584,20 @@ impl Default for ParquetColumn {
             read: true,
         }
     }
+}
+
+/// `dataset.arrow` (`format: arrow`; the keys of the fork's Arrow branch).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ArrowConfig {
+    /// The columns of every file, in order, as `dataset.parquet.columns` (name, dtype, size,
+    /// read); empty means one `data` column of each sample's bytes and an int64 `label`.
+    /// Default empty.
+    pub columns: Vec<ParquetColumn>,
+    /// Rows per record batch; 0 writes each file as one record batch, as the fork's branch
+    /// does. Readers fetch a record batch's selected columns once per batch and epoch.
+    /// Default 0.
+    pub generation_batch_size: u64,
 }
 
 /// `dataset.parquet_compression`.
@@ -626,6 +642,7 @@ impl Default for DatasetConfig {
             parquet_row_group_size: 1024,
             parquet_compression: ParquetCompression::None,
             parquet: ParquetConfig::default(),
+            arrow: ArrowConfig::default(),
             skip_listing: false,
             listing_validation_interval: 1000,
             listing_threads: 4,

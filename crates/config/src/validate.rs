@@ -721,39 +721,7 @@ impl Config {
                 "remove dataset.parquet.partition_by",
             ));
         }
-        let mut names = std::collections::HashSet::new();
-        for (i, c) in p.columns.iter().enumerate() {
-            let key = format!("dataset.parquet.columns[{i}]");
-            if !names.insert(c.name.as_str()) {
-                return Err(invalid(
-                    &key,
-                    format!("repeats the column name `{}`.", c.name),
-                    "give every column its own name",
-                ));
-            }
-            if !PARQUET_DTYPES.contains(&c.dtype.as_str()) {
-                return Err(invalid(
-                    &format!("{key}.dtype"),
-                    format!("is `{}`.", c.dtype),
-                    format!("use one of {}", PARQUET_DTYPES.join(", ")),
-                ));
-            }
-            if c.size == 0 {
-                return Err(invalid(
-                    &format!("{key}.size"),
-                    "is 0; a column holds at least one element per row.".into(),
-                    "set size to 1 or more",
-                ));
-            }
-        }
-        if !p.columns.is_empty() && !p.columns.iter().any(|c| c.read) {
-            return Err(invalid(
-                "dataset.parquet.columns",
-                "has `read: false` on every column, so a sample read would read nothing.".into(),
-                "mark at least one column `read: true`",
-            ));
-        }
-        Ok(())
+        check_columns("dataset.parquet.columns", &p.columns)
     }
 
     fn validate_model(&self, world: u32) -> Result<(), ConfigError> {
@@ -1002,6 +970,44 @@ const MAX_SAMPLE_BYTES: u64 = 1 << 48;
 /// The smallest non-zero `storage.read_bytes_per_second`: below it one 4 KiB read would wait
 /// more than a second, and a run could not be stopped promptly.
 const MIN_READ_BYTES_PER_SECOND: u64 = 4096;
+
+/// The checks of a column schema (`dataset.parquet.columns`, `dataset.arrow.columns`, named by
+/// `key`): names unique, dtypes known, sizes of one or more, at least one column read.
+pub fn check_columns(key: &str, columns: &[crate::ParquetColumn]) -> Result<(), ConfigError> {
+    let mut names = std::collections::HashSet::new();
+    for (i, c) in columns.iter().enumerate() {
+        let key = format!("{key}[{i}]");
+        if !names.insert(c.name.as_str()) {
+            return Err(invalid(
+                &key,
+                format!("repeats the column name `{}`.", c.name),
+                "give every column its own name",
+            ));
+        }
+        if !PARQUET_DTYPES.contains(&c.dtype.as_str()) {
+            return Err(invalid(
+                &format!("{key}.dtype"),
+                format!("is `{}`.", c.dtype),
+                format!("use one of {}", PARQUET_DTYPES.join(", ")),
+            ));
+        }
+        if c.size == 0 {
+            return Err(invalid(
+                &format!("{key}.size"),
+                "is 0; a column holds at least one element per row.".into(),
+                "set size to 1 or more",
+            ));
+        }
+    }
+    if !columns.is_empty() && !columns.iter().any(|c| c.read) {
+        return Err(invalid(
+            key,
+            "has `read: false` on every column, so a sample read would read nothing.".into(),
+            "mark at least one column `read: true`",
+        ));
+    }
+    Ok(())
+}
 
 /// True when `dims` of `element_size`-byte elements make at most [`MAX_SAMPLE_BYTES`].
 fn fits_a_sample(dims: &[u64], element_size: usize) -> bool {

@@ -127,6 +127,10 @@ pub enum FormatKind {
     Synthetic,
     /// Parquet (MLPerf Storage forks; not in upstream DLIO).
     Parquet,
+    /// Arrow IPC files of record batches (`arrow_ipc` too; MLPerf Storage's fork has it on a
+    /// branch): storage measured without parquet's decode.
+    #[serde(alias = "arrow_ipc")]
+    Arrow,
     /// Accepted because upstream's enum has it; it has no generator or reader upstream either.
     Hdf5Opt,
 }
@@ -146,6 +150,7 @@ impl FormatKind {
             FormatKind::MmapIndexedBinary => "mmap_indexed_binary",
             FormatKind::Synthetic => "synthetic",
             FormatKind::Parquet => "parquet",
+            FormatKind::Arrow => "arrow",
             FormatKind::Hdf5Opt => "hdf5_opt",
         }
     }

@@ -91,6 +91,7 @@ pub const FORMATS: &[FormatDescriptor] = &[
     crate::indexed_binary::MMAP_DESCRIPTOR,
     crate::synthetic::DESCRIPTOR,
     crate::parquet::DESCRIPTOR,
+    crate::arrow::DESCRIPTOR,
     HDF5_OPT,
 ];
 
@@ -218,12 +219,13 @@ mod tests {
             MmapIndexedBinary,
             Synthetic,
             Parquet,
+            Arrow,
             Hdf5Opt,
         ];
         for kind in all {
             match kind {
                 Npz | Npy | Hdf5 | Csv | Jpeg | Png | Tfrecord | IndexedBinary
-                | MmapIndexedBinary | Synthetic | Parquet | Hdf5Opt => {}
+                | MmapIndexedBinary | Synthetic | Parquet | Arrow | Hdf5Opt => {}
             }
         }
         all.to_vec()

@@ -54,6 +54,8 @@
 
 #![deny(missing_docs)]
 
+mod arrow;
+mod columnar;
 mod csv;
 mod descriptor;
 mod error;

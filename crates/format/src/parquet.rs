@@ -291,10 +291,7 @@ impl Format for ParquetFormat {
 
     fn reader(&self, _layout: &FileLayout) -> Box<dyn FormatReader> {
         if !self.columns.is_empty() {
-            return Box::new(crate::parquet_columns::ColumnReader::new(
-                &self.columns,
-                None,
-            ));
+            return Box::new(crate::parquet_columns::column_reader(&self.columns, None));
         }
         Box::new(ParquetReader {
             open: rustc_hash::FxHashMap::default(),
@@ -318,7 +315,7 @@ impl Format for ParquetFormat {
         ));
         (0..threads)
             .map(|_| {
-                Box::new(crate::parquet_columns::ColumnReader::new(
+                Box::new(crate::parquet_columns::column_reader(
                     &self.columns,
                     Some(Arc::clone(&shared)),
                 )) as Box<dyn FormatReader>

@@ -20,12 +20,11 @@
 //! share which row groups they fetched ([`SharedRowGroups`]), so each is fetched once per
 //! epoch whichever threads its rows' batches went to.
 
-use std::collections::VecDeque;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use dlio_config::{ParquetColumn, ParquetCompression};
-use dlio_storage::{IoBuffer, Storage};
+use dlio_storage::{ReadHandle, Storage};
 use parquet::basic::{IntType, LogicalType, Repetition, Type as Physical};
 use parquet::data_type::{
     BoolType, ByteArray, ByteArrayType, DoubleType, FixedLenByteArray, FixedLenByteArrayType,
@@ -37,35 +36,13 @@ use parquet::file::serialized_reader::SerializedFileReader;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::Type;
 
+use crate::columnar::{ColumnReader, Footer, UnitIndex, merge_adjacent};
 use crate::parquet::{
-    StorageChunks, check_column_ranges, codec, group_starts, parquet_write_error, row_group_of,
+    StorageChunks, check_column_ranges, codec, group_starts, parquet_write_error,
 };
-use crate::ranged::{HandleWriter, read_range};
-use crate::row_groups::{Claim, SharedRowGroups};
-use crate::{DataRng, FileKey, FileLayout, FormatError, FormatReader};
-
-/// Row groups a reader remembers as read (the neighbouring samples cost no I/O).
-const ROW_GROUP_CACHE: usize = 4;
-
-/// Files whose footer a reader remembers: the fork keeps every footer for the epoch, so a
-/// per-sample open (`read_type: on_demand`) reads the footer once, not once per sample.
-const FOOTER_CACHE: usize = 256;
-
-/// Files a reader keeps open after their samples were read, until the epoch ends (the
-/// oldest is closed first): a per-sample open then costs a lookup, not three system calls.
-const KEPT_OPEN: usize = 16;
-
-/// What a file's footer says, as a reader needs it.
-struct Footer {
-    path: PathBuf,
-    /// An identity of the path, for the row groups the threads share.
-    id: u64,
-    /// First row of each row group, plus the total row count at the end.
-    group_starts: Vec<u64>,
-    /// Per row group: the byte ranges (offset, length) of the selected columns' chunks, with
-    /// adjacent chunks merged into one request.
-    ranges: Vec<Vec<(u64, u64)>>,
-}
+use crate::ranged::HandleWriter;
+use crate::row_groups::SharedRowGroups;
+use crate::{DataRng, FileLayout, FormatError};
 
 /// How one configured column is stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -340,74 +317,28 @@ fn write_column(
     Ok(())
 }
 
-struct OpenFile {
-    footer: Arc<Footer>,
-    handle: Box<dyn dlio_storage::ReadHandle>,
-    /// Closed by the loader but kept open until the epoch ends; `closed_at` orders them.
-    closed: bool,
-    closed_at: u64,
-}
-
-/// Reads the `read: true` columns of files written with a column schema.
-pub(crate) struct ColumnReader {
+/// A parquet file's units are its row groups; a row group's ranges are the column chunks of
+/// the `read: true` columns.
+pub(crate) struct ParquetIndex {
+    /// The names of the columns read.
     selected: Vec<String>,
-    nominal_row_bytes: usize,
-    open: rustc_hash::FxHashMap<FileKey, OpenFile>,
-    /// Row groups read lately, as (file, group).
-    recent: VecDeque<(FileKey, usize)>,
-    buffer: Option<IoBuffer>,
-    alignment: usize,
-    sample: Vec<u8>,
-    /// Footers of files opened lately, with the order they came in (the oldest leaves first).
-    footers: rustc_hash::FxHashMap<FileKey, Arc<Footer>>,
-    footer_order: VecDeque<FileKey>,
-    /// Files of `open` that are closed (kept open), and a clock of the closes.
-    closed: usize,
-    closes: u64,
-    /// The row groups this loader's threads fetched; none for a reader of its own.
-    shared: Option<Arc<SharedRowGroups>>,
-    epoch: u32,
 }
 
-impl ColumnReader {
-    /// A reader of the `read: true` columns, sharing fetched row groups through `shared`.
-    pub(crate) fn new(
-        columns: &[ParquetColumn],
-        shared: Option<Arc<SharedRowGroups>>,
-    ) -> ColumnReader {
-        let selected: Vec<&ParquetColumn> = columns.iter().filter(|c| c.read).collect();
-        ColumnReader {
-            nominal_row_bytes: selected.iter().map(|c| column_row_bytes(c)).sum::<u64>() as usize,
-            selected: selected.iter().map(|c| c.name.clone()).collect(),
-            open: rustc_hash::FxHashMap::default(),
-            recent: VecDeque::new(),
-            buffer: None,
-            alignment: 1,
-            sample: Vec::new(),
-            footers: rustc_hash::FxHashMap::default(),
-            footer_order: VecDeque::new(),
-            closed: 0,
-            closes: 0,
-            shared,
-            epoch: 0,
-        }
-    }
-}
-
-impl ColumnReader {
+impl UnitIndex for ParquetIndex {
     /// Reads the footer through `handle` and finds the selected columns' chunks in every row
-    /// group; hands the handle back for the row-group reads.
-    fn read_footer(
+    /// group.
+    fn read(
         &self,
-        handle: Box<dyn dlio_storage::ReadHandle>,
+        handle: Box<dyn ReadHandle>,
         path: &Path,
-    ) -> Result<(Footer, Box<dyn dlio_storage::ReadHandle>), FormatError> {
+        alignment: usize,
+    ) -> Result<(Footer, Box<dyn ReadHandle>), FormatError> {
         let chunks_len = handle.len();
         let shared = Arc::new(Mutex::new(handle));
         let chunks = StorageChunks {
             len: chunks_len,
             handle: Arc::clone(&shared),
-            alignment: self.alignment,
+            alignment,
         };
         let reader = SerializedFileReader::new(chunks).map_err(|e| {
             FormatError::corrupt(path, 0, format!("not a readable parquet file: {e}"))
@@ -440,27 +371,17 @@ impl ColumnReader {
             .row_groups()
             .iter()
             .map(|group| {
-                let mut spans: Vec<(u64, u64)> = indices
-                    .iter()
-                    .map(|&i| group.column(i).byte_range())
-                    .collect();
-                spans.sort_unstable();
-                let mut merged: Vec<(u64, u64)> = Vec::with_capacity(spans.len());
-                for (start, len) in spans {
-                    match merged.last_mut() {
-                        Some((s, l)) if *s + *l == start => *l += len,
-                        _ => merged.push((start, len)),
-                    }
-                }
-                merged
+                merge_adjacent(
+                    indices
+                        .iter()
+                        .map(|&i| group.column(i).byte_range())
+                        .collect(),
+                )
             })
             .collect();
         let footer = Footer {
             path: path.to_path_buf(),
-            id: {
-                use std::hash::{BuildHasher, BuildHasherDefault};
-                BuildHasherDefault::<rustc_hash::FxHasher>::default().hash_one(path)
-            },
+            id: Footer::id_of(path),
             group_starts: group_starts(metadata),
             ranges,
         };
@@ -479,140 +400,18 @@ impl ColumnReader {
     }
 }
 
-impl FormatReader for ColumnReader {
-    /// Opens the file; reads its footer only when it is not remembered from an earlier open.
-    fn open(
-        &mut self,
-        storage: &dyn Storage,
-        key: FileKey,
-        path: &Path,
-    ) -> Result<(), FormatError> {
-        // A file closed after an earlier sample is still open: flag flips, no system call.
-        if let Some(file) = self.open.get_mut(&key) {
-            if file.footer.path == path {
-                if file.closed {
-                    file.closed = false;
-                    self.closed -= 1;
-                }
-                return Ok(());
-            }
-            if file.closed {
-                self.closed -= 1;
-            }
-            self.open.remove(&key);
-        }
-        let mut handle = storage.open(path)?;
-        self.alignment = storage.capabilities().alignment;
-        let footer = match self.footers.get(&key).filter(|f| f.path == path) {
-            Some(footer) => Arc::clone(footer),
-            None => {
-                let (footer, back) = self.read_footer(handle, path)?;
-                handle = back;
-                let footer = Arc::new(footer);
-                if self.footer_order.len() >= FOOTER_CACHE
-                    && let Some(oldest) = self.footer_order.pop_front()
-                {
-                    self.footers.remove(&oldest);
-                }
-                self.footer_order.push_back(key);
-                self.footers.insert(key, Arc::clone(&footer));
-                footer
-            }
-        };
-        self.open.insert(
-            key,
-            OpenFile {
-                footer,
-                handle,
-                closed: false,
-                closed_at: 0,
-            },
-        );
-        Ok(())
-    }
-
-    fn read_sample(
-        &mut self,
-        _storage: &dyn Storage,
-        key: FileKey,
-        index: u32,
-    ) -> Result<&[u8], FormatError> {
-        let file = self
-            .open
-            .get_mut(&key)
-            .filter(|f| !f.closed)
-            .ok_or(FormatError::FileNotOpen { key })?;
-        let footer = &file.footer;
-        let group = row_group_of(&footer.group_starts, &footer.path, u64::from(index))?;
-        if !self.recent.contains(&(key, group)) {
-            let shared = self.shared.clone();
-            let claim = shared
-                .as_deref()
-                .map(|s| s.claim(self.epoch, footer.id, group as u32));
-            let fetch = !matches!(claim, Some(Claim::Fetched));
-            for &(offset, len) in footer.ranges[group].iter().filter(|_| fetch) {
-                let len = usize::try_from(len).map_err(|_| {
-                    FormatError::corrupt(&footer.path, offset, "a column chunk larger than memory")
-                })?;
-                read_range(
-                    &mut *file.handle,
-                    &mut self.buffer,
-                    self.alignment,
-                    offset,
-                    len,
-                )?;
-            }
-            if let Some(Claim::Fetch(claim)) = claim {
-                claim.done();
-            }
-            if self.recent.len() >= ROW_GROUP_CACHE {
-                self.recent.pop_front();
-            }
-            self.recent.push_back((key, group));
-        }
-        // The loop gets the selected columns' share of a row, as the fork hands it a dummy
-        // tensor: nothing was decoded.
-        let n = self.nominal_row_bytes;
-        if self.sample.len() < n {
-            self.sample.resize(n, 0);
-        }
-        Ok(&self.sample[..n])
-    }
-
-    fn close(&mut self, key: FileKey) {
-        let Some(file) = self.open.get_mut(&key).filter(|f| !f.closed) else {
-            return;
-        };
-        file.closed = true;
-        file.closed_at = self.closes;
-        self.closes += 1;
-        self.closed += 1;
-        if self.closed > KEPT_OPEN {
-            // The file closed longest ago is closed for real (a scan of about KEPT_OPEN
-            // entries, once per file beyond them).
-            let oldest = self
-                .open
-                .iter()
-                .filter(|(_, f)| f.closed)
-                .min_by_key(|(_, f)| f.closed_at)
-                .map(|(k, _)| *k);
-            if let Some(oldest) = oldest {
-                self.open.remove(&oldest);
-                self.closed -= 1;
-            }
-        }
-    }
-
-    /// A new epoch opens its files again and reads their footers (the fork's reader reopens
-    /// them every epoch) and fetches its row groups again.
-    fn begin_epoch(&mut self, epoch: u32) {
-        if epoch != self.epoch {
-            self.epoch = epoch;
-            self.open.retain(|_, f| !f.closed);
-            self.closed = 0;
-            self.recent.clear();
-            self.footers.clear();
-            self.footer_order.clear();
-        }
-    }
+/// A reader of the `read: true` columns of files written with a column schema, sharing
+/// fetched row groups through `shared`.
+pub(crate) fn column_reader(
+    columns: &[ParquetColumn],
+    shared: Option<Arc<SharedRowGroups>>,
+) -> ColumnReader {
+    let selected: Vec<&ParquetColumn> = columns.iter().filter(|c| c.read).collect();
+    ColumnReader::new(
+        Box::new(ParquetIndex {
+            selected: selected.iter().map(|c| c.name.clone()).collect(),
+        }),
+        selected.iter().map(|c| column_row_bytes(c)).sum(),
+        shared,
+    )
 }

@@ -17,7 +17,7 @@ use dlio_storage::{
 use dlio_testkit::{MachineProperty, probe, skip};
 
 /// Every format dlio writes (`hdf5_opt` is a name dlio refuses: it writes no such files).
-const FORMATS: [FormatKind; 11] = [
+const FORMATS: [FormatKind; 12] = [
     FormatKind::Npz,
     FormatKind::Npy,
     FormatKind::Hdf5,
@@ -29,6 +29,7 @@ const FORMATS: [FormatKind; 11] = [
     FormatKind::MmapIndexedBinary,
     FormatKind::Synthetic,
     FormatKind::Parquet,
+    FormatKind::Arrow,
 ];
 
 fn settings(engine: EngineKind, odirect: bool, transfer_size: Option<u64>) -> EngineSettings {

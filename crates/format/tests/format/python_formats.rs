@@ -1,5 +1,5 @@
 //! Interoperability of every non-NumPy format with the Python ecosystem: h5py, pandas, Pillow,
-//! pyarrow, numpy and a TFRecord parser/writer (both CRCs, `tf.train.Example` wire format)
+//! pyarrow (parquet and Arrow IPC), numpy and a TFRecord parser/writer (both CRCs, `tf.train.Example` wire format)
 //! read what we write, and we read what they write. Needs `python3` with numpy, pandas,
 //! Pillow, pyarrow (and h5py for the `hdf5` feature), as `scripts/test.sh` installs; without
 //! them these tests fail unless DLIO_SKIP_PYTHON=1.
@@ -272,6 +272,31 @@ elif mode == "h5-write":
         a = (np.arange(6 * 10 * 12) % 251).astype(np.uint8).reshape(6, 10, 12)
         f.create_dataset("records_0", data=a, chunks=(2, 5, 5), compression="gzip", compression_opts=6)
         f.create_dataset("labels", data=np.zeros(6, dtype=np.int64))
+    print("ok")
+elif mode == "arrow-check":
+    import pyarrow as pa
+    path, rows, batches, sample = args[0], int(args[1]), int(args[2]), int(args[3])
+    with pa.ipc.open_file(path) as f:
+        assert f.num_record_batches == batches, f.num_record_batches
+        t = f.read_all()
+    assert t.num_rows == rows
+    assert t.schema.names == ["data", "label"] and [str(x) for x in t.schema.types] == ["binary", "int64"], t.schema
+    assert all(len(v) == sample for v in t.column("data").to_pylist())
+    assert open(args[4], "rb").read() == b"".join(t.column("data").to_pylist()), "bytes"
+    print("ok")
+elif mode == "arrow-schema":
+    import pyarrow as pa
+    with pa.ipc.open_file(args[0]) as f:
+        t = f.read_all()
+    print(t.num_rows, "|".join(f"{n}:{ty}" for n, ty in zip(t.schema.names, t.schema.types)))
+elif mode == "arrow-write":
+    import pyarrow as pa
+    path = args[0]
+    t = pa.table({"data": pa.array([bytes([i]) * 100 for i in range(10)], pa.binary()),
+                  "label": pa.array(range(10), pa.int64())})
+    with pa.ipc.new_file(path, t.schema) as w:
+        for b in t.to_batches(max_chunksize=4):
+            w.write_batch(b)
     print("ok")
 else:
     sys.exit(f"unknown mode {mode}")
@@ -633,4 +658,72 @@ fn h5py_reads_our_hdf5_layouts_and_we_read_h5pys() {
     );
     let want: Vec<u8> = (0..120u32).map(|i| ((5 * 120 + i) % 251) as u8).collect();
     assert_eq!(rows[5], want);
+}
+
+#[test]
+fn pyarrow_reads_our_arrow_ipc_files_and_we_read_pyarrows() {
+    if !python_available("pyarrow") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // The data/label layout in record batches of 3 rows: 7 rows make 3 batches.
+    let mut config = dataset(FormatKind::Arrow);
+    config.arrow.generation_batch_size = 3;
+    let format = format_from_config(&config).unwrap();
+    let path = dir.path().join("ours.arrow");
+    let l = layout(7, &[10, 10], ElementType::Uint8, Compression::None);
+    generate(&*format, &path, &l);
+    let raw = dir.path().join("all.raw");
+    let mut bytes = vec![0u8; 700];
+    DataRng::for_file(11, 0, 0).fill(&mut bytes);
+    std::fs::write(&raw, &bytes).unwrap();
+    assert_eq!(
+        python("arrow-check", &[s(&path), "7", "3", "100", s(&raw)]),
+        "ok"
+    );
+    assert_eq!(read_all(&*format, &path, &l, 7).len(), 7);
+
+    // A column schema: pyarrow sees each column with the type the dtype names.
+    let column = |name: &str, dtype: &str, size: u64| dlio_config::ParquetColumn {
+        name: name.into(),
+        dtype: dtype.into(),
+        size,
+        read: true,
+    };
+    let mut config = dataset(FormatKind::Arrow);
+    config.arrow.columns = vec![
+        column("feat", "float32", 4),
+        column("id", "int64", 1),
+        column("txt", "string", 1),
+        column("blob", "binary", 16),
+        column("half", "float16", 1),
+        column("flag", "bool", 1),
+        column("vec", "list", 3),
+    ];
+    let format = format_from_config(&config).unwrap();
+    let path = dir.path().join("columns.arrow");
+    generate(&*format, &path, &l);
+    assert_eq!(
+        python("arrow-schema", &[s(&path)]),
+        "7 feat:fixed_size_list<item: float not null>[4]|id:int64|txt:string|blob:binary|\
+         half:halffloat|flag:bool|vec:fixed_size_list<item: float not null>[3]"
+    );
+
+    // pyarrow's file, in batches of 4 rows: 10 rows, the last batch of 2.
+    let theirs = dir.path().join("py.arrow");
+    python("arrow-write", &[s(&theirs)]);
+    let mut config = dataset(FormatKind::Arrow);
+    config.arrow.generation_batch_size = 4;
+    let format = format_from_config(&config).unwrap();
+    let l = layout(10, &[100], ElementType::Uint8, Compression::None);
+    assert_eq!(read_all(&*format, &theirs, &l, 10).len(), 10);
+    // Batches of another size than the file's are refused, naming the key.
+    config.arrow.generation_batch_size = 5;
+    let format = format_from_config(&config).unwrap();
+    let mut reader = format.reader(&l);
+    let error = reader
+        .open(&PosixStorage::new(), 0, &theirs)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("generation_batch_size"), "{error}");
 }

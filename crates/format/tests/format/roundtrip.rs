@@ -171,6 +171,7 @@ fn every_dlio_format_is_built_in_and_the_rest_say_which_are() {
         FormatKind::IndexedBinary,
         FormatKind::MmapIndexedBinary,
         FormatKind::Parquet,
+        FormatKind::Arrow,
     ] {
         let format = format_for(kind).unwrap();
         assert_eq!(format.name(), kind.name());
