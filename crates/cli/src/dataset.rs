@@ -155,6 +155,7 @@ pub fn smallest_complete_file(config: &Config) -> Option<u64> {
     if !dlio_format::descriptor(d.format).stores_samples_as_they_are
         || d.compression != dlio_config::Compression::None
         || d.record_length_bytes_stdev > 0.0
+        || !d.record_length_bytes_distribution.is_empty()
     {
         return None;
     }

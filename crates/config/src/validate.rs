@@ -558,6 +558,33 @@ impl Config {
                 format!("give {key} a sample size below 2^48 bytes"),
             ));
         }
+        let sizes = &d.record_length_bytes_distribution;
+        if !sizes.is_empty() {
+            if d.record_length_bytes_stdev > 0.0 || !d.record_dims.is_empty() {
+                return Err(invalid(
+                    "dataset.record_length_bytes_distribution",
+                    "and dataset.record_length_bytes_stdev or dataset.record_dims are both set; \
+                     the distribution gives every file its size."
+                        .into(),
+                    "keep the distribution, or the stdev (and record_dims) without it",
+                ));
+            }
+            if let Some(i) = sizes
+                .iter()
+                .position(|e| e.size == 0 || !(e.weight.is_finite() && e.weight > 0.0))
+            {
+                let key = format!("dataset.record_length_bytes_distribution[{i}]");
+                return Err(invalid(
+                    &key,
+                    format!(
+                        "{key} has size {} and weight {}; sizes must be positive and weights \
+                         positive numbers.",
+                        sizes[i].size, sizes[i].weight
+                    ),
+                    "write entries as {size: 65536, weight: 3}",
+                ));
+            }
+        }
         if !d.record_dims.is_empty() && d.record_length_bytes_stdev > 0.0 {
             return Err(invalid(
                 "dataset.record_dims",

@@ -3,7 +3,7 @@
 
 use std::iter::FusedIterator;
 
-use crate::permutation::{mix, splitmix64};
+use crate::permutation::{KeyedPermutation, mix, splitmix64};
 
 /// The files rank `rank` of `world` generates: `rank, rank + world, rank + 2*world, ...`
 /// below `num_files` (DLIO §2.1).
@@ -78,6 +78,10 @@ pub struct SampleDims {
     record_length_bytes_stdev: f64,
     record_dims: Vec<u64>,
     list_key: u64,
+    /// `record_length_bytes_distribution`: (size, cumulative share up to and with it), and the
+    /// files of the list that share its quantiles.
+    distribution: Vec<(u64, f64)>,
+    files: u64,
 }
 
 impl SampleDims {
@@ -94,16 +98,56 @@ impl SampleDims {
             record_length_bytes_stdev,
             record_dims: record_dims.to_vec(),
             list_key: mix(DIMS_SEED, u64::from(list_id)),
+            distribution: Vec::new(),
+            files: 0,
         }
+    }
+
+    /// Sizes from a distribution of `(size, weight)` instead (`record_length_bytes_distribution`)
+    /// for a list of `files` files: file `i` takes the size at quantile
+    /// `(p(i) + 0.5) / files`, `p` a permutation of the list seeded by the list's id, so the
+    /// list's sizes are the distribution's evenly spaced quantiles in a scrambled order: its
+    /// total and shape follow the distribution for any number of files, identically on every
+    /// rank and run. A sample of size `s` has the shape `[s]`. Empty: no change.
+    pub fn with_distribution(mut self, sizes: &[(u64, f64)], files: u64) -> SampleDims {
+        let total: f64 = sizes.iter().map(|&(_, w)| w.max(0.0)).sum();
+        if sizes.is_empty() || total.is_nan() || total <= 0.0 {
+            return self;
+        }
+        let mut sorted = sizes.to_vec();
+        sorted.sort_by_key(|&(size, _)| size);
+        let mut cumulative = 0.0;
+        self.distribution = sorted
+            .into_iter()
+            .map(|(size, w)| {
+                cumulative += w.max(0.0) / total;
+                (size, cumulative)
+            })
+            .collect();
+        self.files = files.max(1);
+        self
+    }
+
+    /// The size of file `file_index` from the distribution.
+    fn quantile_size(&self, file_index: u64) -> u64 {
+        let order = KeyedPermutation::new(self.files, self.list_key).apply(file_index);
+        let q = (order.min(self.files - 1) as f64 + 0.5) / self.files as f64;
+        let at = self.distribution.partition_point(|&(_, c)| c < q);
+        self.distribution[at.min(self.distribution.len() - 1)]
+            .0
+            .max(1)
     }
 
     /// True when every file has the same shape (`record_dims` given, or no spread).
     pub fn is_uniform(&self) -> bool {
-        !self.record_dims.is_empty() || !self.has_spread()
+        self.distribution.is_empty() && (!self.record_dims.is_empty() || !self.has_spread())
     }
 
     /// The sample shape of file `file_index`.
     pub fn for_file(&self, file_index: u64) -> Vec<u64> {
+        if !self.distribution.is_empty() {
+            return vec![self.quantile_size(file_index)];
+        }
         if !self.record_dims.is_empty() {
             return self.record_dims.clone();
         }
@@ -112,6 +156,9 @@ impl SampleDims {
 
     /// Elements in one sample of file `file_index` (the product of its shape, saturating).
     pub fn elements_for_file(&self, file_index: u64) -> u64 {
+        if !self.distribution.is_empty() {
+            return self.quantile_size(file_index);
+        }
         if !self.record_dims.is_empty() {
             return self
                 .record_dims
@@ -295,6 +342,40 @@ mod tests {
         // Truncation lowers the mean by about 0.5.
         assert!((mean - 255.5).abs() < 1.0, "mean {mean}");
         assert!((stdev - 32.0).abs() < 1.5, "stdev {stdev}");
+    }
+
+    #[test]
+    fn a_distribution_gives_its_quantiles_to_the_files_of_a_list_in_a_seeded_order() {
+        // 70% small, 30% large: 10 files take 7 small and 3 large sizes, whatever order.
+        let dims = SampleDims::new(65536.0, 0.0, &[], 0)
+            .with_distribution(&[(1000, 7.0), (50_000, 3.0)], 10);
+        let sizes: Vec<u64> = (0..10).map(|i| dims.elements_for_file(i)).collect();
+        assert_eq!(sizes.iter().filter(|&&s| s == 1000).count(), 7);
+        assert_eq!(sizes.iter().filter(|&&s| s == 50_000).count(), 3);
+        assert_eq!(dims.for_file(4), vec![sizes[4]]);
+        assert!(!dims.is_uniform());
+        // The same on every call; another list's order differs but its sizes do not.
+        let again = SampleDims::new(65536.0, 0.0, &[], 0)
+            .with_distribution(&[(50_000, 3.0), (1000, 7.0)], 10);
+        assert_eq!(
+            (0..10)
+                .map(|i| again.elements_for_file(i))
+                .collect::<Vec<_>>(),
+            sizes
+        );
+        let eval = SampleDims::new(65536.0, 0.0, &[], 1)
+            .with_distribution(&[(1000, 7.0), (50_000, 3.0)], 10);
+        let mut eval_sizes: Vec<u64> = (0..10).map(|i| eval.elements_for_file(i)).collect();
+        let mut sorted = sizes.clone();
+        eval_sizes.sort_unstable();
+        sorted.sort_unstable();
+        assert_eq!(eval_sizes, sorted);
+        // Sixteen equal bins over 96 files: the total is the distribution's mean times 96
+        // within one bin's share.
+        let bins: Vec<(u64, f64)> = (1..=16).map(|k| (k * 10_000, 1.0)).collect();
+        let dims = SampleDims::new(1.0, 0.0, &[], 0).with_distribution(&bins, 96);
+        let total: u64 = (0..96).map(|i| dims.elements_for_file(i)).sum();
+        assert_eq!(total, 96 * 85_000);
     }
 
     #[test]

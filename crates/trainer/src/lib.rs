@@ -239,20 +239,29 @@ pub fn nominal_layout(config: &Config) -> dlio_format::FileLayout {
     )
 }
 
-/// The layout of file `index` of list `list_id` (its samples' dims drawn as DLIO draws them
-/// for `record_length_bytes_stdev`): what generation writes.
+/// The layout of file `index` of list `list_id` (0 train, 1 eval; its samples' dims drawn as
+/// DLIO draws them for `record_length_bytes_stdev`, or the file's quantile of
+/// `record_length_bytes_distribution`): what generation writes.
 pub fn file_layout(config: &Config, list_id: u32, index: u64) -> dlio_format::FileLayout {
     let d = &config.dataset;
-    layout_of(
-        config,
-        dlio_plan::sample_dims(
-            d.record_length_bytes,
-            d.record_length_bytes_stdev,
-            &d.record_dims,
-            list_id,
-            index,
-        ),
+    let sizes: Vec<(u64, f64)> = d
+        .record_length_bytes_distribution
+        .iter()
+        .map(|e| (e.size, e.weight))
+        .collect();
+    let files = if list_id == 0 {
+        d.num_files_train
+    } else {
+        d.num_files_eval
+    };
+    let dims = dlio_plan::SampleDims::new(
+        d.record_length_bytes,
+        d.record_length_bytes_stdev,
+        &d.record_dims,
+        list_id,
     )
+    .with_distribution(&sizes, files);
+    layout_of(config, dims.for_file(index))
 }
 
 /// The one builder of a file layout from its samples' dims.

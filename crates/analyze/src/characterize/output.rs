@@ -80,7 +80,10 @@ pub(super) fn workload_yaml(c: &Characterization) -> String {
         let _ = writeln!(out, "  # {}", p.evidence.replace('\n', " "));
         if matches!(
             p.key.as_str(),
-            "reader.transfer_size_distribution" | "reader.sample_requests" | "dataset.side_files"
+            "reader.transfer_size_distribution"
+                | "reader.sample_requests"
+                | "dataset.side_files"
+                | "dataset.record_length_bytes_distribution"
         ) {
             let _ = writeln!(out, "  {key}:");
             for entry in p.value.split("}, ") {

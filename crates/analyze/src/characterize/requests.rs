@@ -31,11 +31,53 @@ pub(super) fn order(t: &Timeline, samples: &Samples) -> Found {
                 .collect()
         })
         .collect();
-    let (order, order_evidence) = order_of(&epoch_orders, |(f, off)| {
-        format!("{}\u{0}{off:020}", t.path(*f))
+    if whole_files {
+        // A sample is a file: one order for both.
+        let (order, evidence) = order_of(&epoch_orders, |(f, off)| {
+            format!("{}\u{0}{off:020}", t.path(*f))
+        });
+        found.param("reader.file_shuffle", order.into(), evidence.clone());
+        found.param("reader.sample_shuffle", order.into(), evidence);
+        return found;
+    }
+    // Samples inside files: the files' order is the order of their first visits; the
+    // samples' order is whether each file's samples come in file order (shards streamed
+    // front to back) or not.
+    let file_orders: Vec<Vec<(u64, i64)>> = epoch_orders
+        .iter()
+        .map(|epoch| {
+            let mut seen = std::collections::HashSet::new();
+            epoch
+                .iter()
+                .filter(|(f, _)| seen.insert(*f))
+                .map(|&(f, _)| (f, 0))
+                .collect()
+        })
+        .collect();
+    let (file_order, file_evidence) = order_of(&file_orders, |(f, _)| t.path(*f).to_string());
+    found.param(
+        "reader.file_shuffle",
+        file_order.into(),
+        format!("files, by their first sample: {file_evidence}"),
+    );
+    let in_file_order = epoch_orders.iter().all(|epoch| {
+        let mut last: HashMap<u64, i64> = HashMap::new();
+        epoch
+            .iter()
+            .all(|&(f, off)| last.insert(f, off).is_none_or(|prev| off >= prev))
     });
-    found.param("reader.file_shuffle", order.into(), order_evidence.clone());
-    found.param("reader.sample_shuffle", order.into(), order_evidence);
+    if in_file_order {
+        found.param(
+            "reader.sample_shuffle",
+            "off".into(),
+            "every file's samples are read in the file's order (a stream of each file)".into(),
+        );
+    } else {
+        let (order, evidence) = order_of(&epoch_orders, |(f, off)| {
+            format!("{}\u{0}{off:020}", t.path(*f))
+        });
+        found.param("reader.sample_shuffle", order.into(), evidence);
+    }
     found
 }
 
@@ -80,6 +122,13 @@ pub(super) fn requests(
             pattern
                 .iter()
                 .map(|&(from_end, offset, size)| {
+                    // The rest of every file: the emulation cuts a request at the file's end,
+                    // so the largest file's rest covers each file's.
+                    let size = if size == REST {
+                        (file_sizes.max as u64).saturating_sub(offset).max(1)
+                    } else {
+                        size
+                    };
                     format!(
                         "{{from: {}, offset: {offset}, size: {size}}}",
                         if from_end { "end" } else { "start" }
@@ -210,6 +259,27 @@ fn quantile_shares(shares: &[SizeShare], total: u64) -> Vec<SizeShare> {
 /// One read of a file opening: from the end?, offset from that end, bytes.
 type PatternStep = (bool, u64, u64);
 
+/// The size of a pattern's last request that reads the rest of each file, whatever its size.
+pub(super) const REST: u64 = u64::MAX;
+
+/// The last request of `p` as "the rest" ([`REST`] bytes from its offset) when it ends at the
+/// file's end (`size` bytes) and starts at or before the end of what the requests before it,
+/// read in order from the start, covered.
+fn rest_from_covered(p: &[PatternStep], size: u64) -> Option<PatternStep> {
+    let (&(from_end, offset, bytes), before) = p.split_last()?;
+    if from_end || before.is_empty() || offset.checked_add(bytes) != Some(size) {
+        return None;
+    }
+    let mut covered = 0u64;
+    for &(from_end, o, b) in before {
+        if from_end || o > covered {
+            return None;
+        }
+        covered = covered.max(o + b);
+    }
+    (offset <= covered).then_some((false, offset, REST))
+}
+
 /// Whether the last request of an opening read from the start reaches its file's end: its
 /// offset and size are what is left of the file after the requests before it, read in order
 /// from the start (a header, then the rest).
@@ -232,13 +302,13 @@ fn common_pattern(calls: &[&Rec], data: &DataSet) -> Option<(Vec<PatternStep>, f
     // An opening is followed per process, thread and file rather than per descriptor: a
     // library may read through a copy of the descriptor (numpy's `fread` on a dup'd one).
     let mut open: HashMap<(u32, u32, u64), Pattern> = HashMap::new();
-    let mut done: Vec<Pattern> = Vec::new();
+    let mut done: Vec<(u64, Pattern)> = Vec::new();
     for r in calls {
         let key = (r.rank, r.tid, r.file);
         match op(r) {
             Op::Open if r.fd >= 0 => {
                 if let Some(p) = open.insert(key, Vec::new()) {
-                    done.push(p);
+                    done.push((r.file, p));
                 }
             }
             Op::Read if r.bytes > 0 && r.offset >= 0 => {
@@ -254,14 +324,14 @@ fn common_pattern(calls: &[&Rec], data: &DataSet) -> Option<(Vec<PatternStep>, f
             }
             Op::Close => {
                 if let Some(p) = open.remove(&key) {
-                    done.push(p);
+                    done.push((r.file, p));
                 }
             }
             _ => {}
         }
     }
-    done.extend(open.into_values());
-    done.retain(|p| !p.is_empty());
+    done.extend(open.into_iter().map(|((_, _, file), p)| (file, p)));
+    done.retain(|(_, p)| !p.is_empty());
     if done.len() < 2 {
         return None;
     }
@@ -269,13 +339,20 @@ fn common_pattern(calls: &[&Rec], data: &DataSet) -> Option<(Vec<PatternStep>, f
     // start, stopped is "the rest": the emulation reads what the listed requests left unread
     // in one request, so files of different sizes share the pattern of their first requests
     // (np.load of an npy: the header, then the rest in one read).
-    for p in &mut done {
+    // A last request that reaches the file's end from a place the requests before it already
+    // covered is the rest too, read from where the library's parser stopped rather than where
+    // its buffered reads did (np.load reads 4096 bytes, then the array from byte 128): it is
+    // kept, with the size [`REST`], which the emulation cuts at each file's end.
+    for (file, p) in &mut done {
         if reads_to_end(p) {
             p.pop();
+        } else if let Some(rest) = rest_from_covered(p, data.totals.get(file).map_or(0, |t| t.size))
+        {
+            *p.last_mut().expect("not empty") = rest;
         }
     }
     let mut counts: HashMap<&Pattern, usize> = HashMap::new();
-    for p in &done {
+    for (_, p) in &done {
         *counts.entry(p).or_default() += 1;
     }
     let (best, n) = counts.into_iter().max_by_key(|(p, n)| (*n, p.len()))?;

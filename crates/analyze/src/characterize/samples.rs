@@ -126,12 +126,34 @@ pub(super) fn samples<'t>(
         },
     );
     if record_stdev > 0.0 {
+        let header = header_bytes(format);
+        let bins = size_bins(
+            sizes
+                .iter()
+                .map(|&s| (s as u64).saturating_sub(header).max(1)),
+        );
         found.param(
-            "dataset.record_length_bytes_stdev",
-            format!("{}", record_stdev.round()),
+            "dataset.record_length_bytes_distribution",
+            bins.iter()
+                .map(|s| format!("{{size: {}, weight: {}}}", s.size, s.count))
+                .collect::<Vec<_>>()
+                .join(", "),
             format!(
-                "file sizes range from {} to {} bytes",
-                file_sizes.min as u64, file_sizes.max as u64
+                "file sizes range from {} to {} bytes (mean {}, stdev {}){}: the generated \
+                 files take the measured sizes, in {} equal shares of the files, rather than \
+                 a normal law's draws",
+                file_sizes.min as u64,
+                file_sizes.max as u64,
+                file_sizes.mean.round() as u64,
+                record_stdev.round() as u64,
+                if header > 0 {
+                    format!(
+                        ", less the {header} bytes dlio's {format} files hold besides the sample"
+                    )
+                } else {
+                    String::new()
+                },
+                bins.len()
             ),
         );
     } else if whole_files {
@@ -280,4 +302,35 @@ fn header_bytes(format: &str) -> u64 {
         "npz" => 483,
         _ => 0,
     }
+}
+
+/// Sizes in at most [`MAX_SIZES`](super::MAX_SIZES) equal-count bins, each at its sizes' mean
+/// (every size as it is when there are no more than that): the total of the sizes is kept,
+/// and their shape (lognormal, bimodal) to one bin's resolution.
+fn size_bins(sizes: impl Iterator<Item = u64>) -> Vec<SizeShare> {
+    let mut sorted: Vec<u64> = sizes.collect();
+    sorted.sort_unstable();
+    let mut distinct: Vec<SizeShare> = Vec::new();
+    for &s in &sorted {
+        match distinct.last_mut() {
+            Some(last) if last.size == s => last.count += 1,
+            _ => distinct.push(SizeShare { size: s, count: 1 }),
+        }
+    }
+    if distinct.len() <= super::MAX_SIZES {
+        return distinct;
+    }
+    let n = sorted.len();
+    let bins = super::MAX_SIZES;
+    (0..bins)
+        .map(|b| {
+            let part = &sorted[b * n / bins..(b + 1) * n / bins];
+            SizeShare {
+                size: (part.iter().map(|&s| u128::from(s)).sum::<u128>()
+                    / part.len().max(1) as u128) as u64,
+                count: part.len() as u64,
+            }
+        })
+        .filter(|s| s.count > 0)
+        .collect()
 }

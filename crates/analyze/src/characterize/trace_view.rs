@@ -5,6 +5,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
 use super::{MIN_GAP_RATIO, MIN_JUMP_RATIO};
+
+/// The smallest jump between neighbouring sorted pauses that may separate the compute from the
+/// pauses inside bursts when no jump of [`MIN_JUMP_RATIO`] does.
+const FALLBACK_JUMP_RATIO: f64 = 1.5;
 use crate::error::AnalyzeError;
 use crate::event::Op;
 use crate::ingest::Rec;
@@ -299,13 +303,31 @@ fn pause_threshold(busy: &[(i64, i64)]) -> Option<i64> {
     let n = gaps.len();
     let jump = |i: usize| gaps[i] as f64 >= MIN_JUMP_RATIO * gaps[i - 1].max(1000) as f64;
     let median = |level: &[i64]| level[level.len() / 2] as f64;
-    let at = (1..n.saturating_sub(1)).rev().find(|&i| {
-        if gaps[i] < 200_000 || !jump(i) {
-            return false;
-        }
-        let below_start = (1..i).rev().find(|&k| jump(k)).unwrap_or(0);
-        median(&gaps[i..]) >= MIN_GAP_RATIO * median(&gaps[below_start..i]).max(1000.0)
-    })?;
+    let at = (1..n.saturating_sub(1))
+        .rev()
+        .find(|&i| {
+            if gaps[i] < 200_000 || !jump(i) {
+                return false;
+            }
+            let below_start = (1..i).rev().find(|&k| jump(k)).unwrap_or(0);
+            median(&gaps[i..]) >= MIN_GAP_RATIO * median(&gaps[below_start..i]).max(1000.0)
+        })
+        .or_else(|| {
+            // No jump of 2: the longest pauses inside a burst can come within 2x of the
+            // shortest compute (a pool's worker waiting for the parent to take a large result).
+            // The largest jump of at least FALLBACK_JUMP_RATIO, with the pauses above it still
+            // MIN_GAP_RATIO times longer than those below in the median, splits them.
+            (1..n.saturating_sub(1))
+                .filter(|&i| {
+                    gaps[i] >= 200_000
+                        && gaps[i] as f64 >= FALLBACK_JUMP_RATIO * gaps[i - 1].max(1000) as f64
+                        && median(&gaps[i..]) >= MIN_GAP_RATIO * median(&gaps[..i]).max(1000.0)
+                })
+                .max_by(|&a, &b| {
+                    let ratio = |i: usize| gaps[i] as f64 / gaps[i - 1].max(1000) as f64;
+                    ratio(a).total_cmp(&ratio(b))
+                })
+        })?;
     let threshold = ((gaps[at - 1].max(1) as f64) * (gaps[at] as f64)).sqrt() as i64;
     // A stray long pause inside a burst (a thread scheduled late, a garbage collection) can
     // pass the jump: pauses under half the median compute pause are not compute either.

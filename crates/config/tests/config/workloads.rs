@@ -521,3 +521,47 @@ fn uri_scheme_and_column_selection_of_the_fork() {
     .to_string();
     assert!(err.contains("`zz`") && err.contains("a, b, c"), "{err}");
 }
+
+#[test]
+fn arrow_columns_and_a_size_distribution_load_with_their_values_and_no_warning() {
+    let yaml = "dataset:\n  format: arrow\n  arrow:\n    generation_batch_size: 256\n    \
+                columns:\n      - {name: a, dtype: float32, size: 8}\n      - {name: b, dtype: \
+                int64, read: false}\n  record_length_bytes_distribution:\n    - {size: 1000, \
+                weight: 7}\n    - {size: 50000, weight: 3}\n";
+    let loaded = dlio_config::load_text("w.yaml", yaml, &[]).unwrap();
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    let d = &loaded.config.dataset;
+    assert_eq!(d.format, FormatKind::Arrow);
+    assert_eq!(d.arrow.generation_batch_size, 256);
+    let columns: Vec<(&str, &str, u64, bool)> = d
+        .arrow
+        .columns
+        .iter()
+        .map(|c| (c.name.as_str(), c.dtype.as_str(), c.size, c.read))
+        .collect();
+    assert_eq!(
+        columns,
+        [("a", "float32", 8, true), ("b", "int64", 1, false)]
+    );
+    let sizes: Vec<(u64, f64)> = d
+        .record_length_bytes_distribution
+        .iter()
+        .map(|e| (e.size, e.weight))
+        .collect();
+    assert_eq!(sizes, [(1000, 7.0), (50000, 3.0)]);
+    loaded.config.validate(1).unwrap();
+    // The alias, and a distribution beside a stdev, refused naming both keys.
+    let alias = dlio_config::load_text("w.yaml", "dataset:\n  format: arrow_ipc\n", &[]).unwrap();
+    assert_eq!(alias.config.dataset.format, FormatKind::Arrow);
+    let both = dlio_config::load_text(
+        "w.yaml",
+        &format!("{yaml}  record_length_bytes_stdev: 10\n"),
+        &[],
+    )
+    .unwrap();
+    let err = both.config.validate(1).unwrap_err().to_string();
+    assert!(
+        err.contains("record_length_bytes_distribution") && err.contains("stdev"),
+        "{err}"
+    );
+}
