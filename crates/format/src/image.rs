@@ -102,7 +102,11 @@ pub(crate) fn image_size(name: &str, layout: &FileLayout) -> Result<(u32, u32), 
     let dims = &layout.sample_dims;
     let (height, width) = match dims.as_slice() {
         [] => (1, 1),
-        [w] => (1, *w),
+        // One dimension is a pixel count: the squarest image that holds no more.
+        [n] => {
+            let h = n.isqrt().max(1);
+            (h, (n / h).max(1))
+        }
         [h, w] => (*h, *w),
         _ => {
             return Err(FormatError::unsupported(
@@ -143,6 +147,24 @@ impl Format for ImageFileFormat {
         layout: &FileLayout,
         rng: &mut DataRng,
     ) -> Result<u64, FormatError> {
+        let encoded = self.encode(layout, rng)?;
+        write_whole_file(storage, path, &encoded)
+    }
+
+    fn reader(&self, _layout: &FileLayout) -> Box<dyn FormatReader> {
+        Box::new(ImageReader {
+            kind: self.kind,
+            file: None,
+            jpeg: GrayJpegDecoder::new(),
+            images: rustc_hash::FxHashMap::default(),
+            spare: Vec::new(),
+        })
+    }
+}
+
+impl ImageFileFormat {
+    /// The file of `layout`'s image: noise pixels from `rng`, encoded.
+    fn encode(&self, layout: &FileLayout, rng: &mut DataRng) -> Result<Vec<u8>, FormatError> {
         let (height, width) = image_size(self.name(), layout)?;
         let mut pixels = vec![0u8; height as usize * width as usize];
         rng.fill(&mut pixels);
@@ -165,17 +187,7 @@ impl Format for ImageFileFormat {
                 "use smaller image dimensions",
             )
         })?;
-        write_whole_file(storage, path, &encoded)
-    }
-
-    fn reader(&self, _layout: &FileLayout) -> Box<dyn FormatReader> {
-        Box::new(ImageReader {
-            kind: self.kind,
-            file: None,
-            jpeg: GrayJpegDecoder::new(),
-            images: rustc_hash::FxHashMap::default(),
-            spare: Vec::new(),
-        })
+        Ok(encoded)
     }
 }
 
@@ -306,6 +318,30 @@ fn decode_any(bytes: &[u8], format: ImageFormat, pixels: &mut Vec<u8>) -> Result
         other => other.into_luma8().into_raw(),
     };
     Ok(())
+}
+
+/// The bytes of the file dlio generates for an image of `pixels` pixels (one dimension: the
+/// squarest image of no more pixels) in `kind`'s format (`jpeg` or `png`; `None` for any other
+/// format): what a characterisation needs to give generated images a traced file size, as
+/// the encoded size of noise is not the pixel count.
+pub fn generated_image_bytes(kind: FormatKind, pixels: u64) -> Option<u64> {
+    let format = ImageFileFormat {
+        kind: match kind {
+            FormatKind::Jpeg => ImageKind::Jpeg,
+            FormatKind::Png => ImageKind::Png,
+            _ => return None,
+        },
+    };
+    let layout = FileLayout {
+        samples: 1,
+        sample_dims: vec![usize::try_from(pixels).ok()?],
+        element: dlio_config::ElementType::Uint8,
+        compression: dlio_config::Compression::None,
+    };
+    let encoded = format
+        .encode(&layout, &mut DataRng::for_file(0, 0, 0))
+        .ok()?;
+    Some(encoded.len() as u64)
 }
 
 #[cfg(test)]

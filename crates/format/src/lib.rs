@@ -86,6 +86,7 @@ pub use generate::{
     GenerationFile, GenerationJob, GenerationProgress, GenerationReport, MANIFEST_NAME,
     dataset_fingerprint, generate, read_manifest, remove_unverifiable, write_manifest,
 };
+pub use image::generated_image_bytes;
 pub use raw::CHUNK_BYTES;
 pub use rng::DataRng;
 pub use tfrecord::{

@@ -344,6 +344,15 @@ fn common_pattern(calls: &[&Rec], data: &DataSet) -> Option<(Vec<PatternStep>, f
     // its buffered reads did (np.load reads 4096 bytes, then the array from byte 128): it is
     // kept, with the size [`REST`], which the emulation cuts at each file's end.
     for (file, p) in &mut done {
+        let size = data.totals.get(file).map_or(0, |t| t.size);
+        // A last request that ends at the file's end is the rest whatever the file's size: as
+        // an offset from the start, even when it starts past the middle of a small file.
+        if let Some(last) = p.last_mut()
+            && last.0
+            && last.1 == last.2
+        {
+            *last = (false, size.saturating_sub(last.1), last.2);
+        }
         if reads_to_end(p) {
             p.pop();
         } else if let Some(rest) = rest_from_covered(p, data.totals.get(file).map_or(0, |t| t.size))

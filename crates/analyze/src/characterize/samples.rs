@@ -73,7 +73,7 @@ pub(super) fn samples<'t>(
     // The mean, not the median: dlio's generator draws sizes around `record_length_bytes`
     // as their mean, and a skewed set of files (lognormal sizes) loses bytes to the median.
     let record_length = if whole_files {
-        (file_sizes.mean.round() as u64).saturating_sub(header_bytes(format))
+        sample_bytes_for_file(format, file_sizes.mean.round() as u64)
     } else {
         dominant
     };
@@ -88,6 +88,16 @@ pub(super) fn samples<'t>(
             data.extension, data.dir, dataset_bytes as u64
         ),
     );
+    if data.subfolders > 1 {
+        found.param(
+            "dataset.num_subfolders_train",
+            data.subfolders.to_string(),
+            format!(
+                "the files sit in {} folders under {} (class folders), read interleaved",
+                data.subfolders, data.dir
+            ),
+        );
+    }
     found.param(
         "dataset.num_samples_per_file",
         samples_per_file.to_string(),
@@ -109,13 +119,7 @@ pub(super) fn samples<'t>(
                 "mean file size {} bytes (median {}){}",
                 file_sizes.mean.round() as u64,
                 file_sizes.median as u64,
-                match header_bytes(format) {
-                    0 => String::new(),
-                    h => format!(
-                        ", less the {h} bytes dlio's {format} files hold besides the sample (so \
-                         that the generated files have this size)"
-                    ),
-                }
+                size_note(format)
             )
         } else {
             format!(
@@ -126,12 +130,13 @@ pub(super) fn samples<'t>(
         },
     );
     if record_stdev > 0.0 {
-        let header = header_bytes(format);
-        let bins = size_bins(
-            sizes
-                .iter()
-                .map(|&s| (s as u64).saturating_sub(header).max(1)),
-        );
+        let bins: Vec<SizeShare> = size_bins(sizes.iter().map(|&s| s as u64))
+            .into_iter()
+            .map(|b| SizeShare {
+                size: sample_bytes_for_file(format, b.size),
+                count: b.count,
+            })
+            .collect();
         found.param(
             "dataset.record_length_bytes_distribution",
             bins.iter()
@@ -146,13 +151,7 @@ pub(super) fn samples<'t>(
                 file_sizes.max as u64,
                 file_sizes.mean.round() as u64,
                 record_stdev.round() as u64,
-                if header > 0 {
-                    format!(
-                        ", less the {header} bytes dlio's {format} files hold besides the sample"
-                    )
-                } else {
-                    String::new()
-                },
+                size_note(format),
                 bins.len()
             ),
         );
@@ -301,6 +300,45 @@ fn header_bytes(format: &str) -> u64 {
         // central directory, end record.
         "npz" => 483,
         _ => 0,
+    }
+}
+
+/// The sample bytes (`record_length_bytes`, or pixels for images) that make dlio generate a
+/// file of `file_bytes` in `format`: less the header its files hold besides the sample, or
+/// the pixel count whose encoded noise image has that size (found by three corrections of the
+/// encoder's ratio, which varies slowly with the size).
+fn sample_bytes_for_file(format: &str, file_bytes: u64) -> u64 {
+    let image = dlio_format::FORMATS
+        .iter()
+        .find(|d| d.kind.name() == format)
+        .map(|d| d.kind)
+        .filter(|&k| dlio_format::generated_image_bytes(k, 64).is_some());
+    let Some(kind) = image else {
+        return file_bytes.saturating_sub(header_bytes(format)).max(1);
+    };
+    let mut pixels = file_bytes.max(1);
+    for _ in 0..3 {
+        let Some(bytes) = dlio_format::generated_image_bytes(kind, pixels).filter(|&b| b > 0)
+        else {
+            break;
+        };
+        pixels = ((pixels as f64 * file_bytes as f64 / bytes as f64).round() as u64).max(1);
+    }
+    pixels
+}
+
+/// What the evidence says of how sample bytes were made from file sizes.
+fn size_note(format: &str) -> String {
+    match (header_bytes(format), format) {
+        (0, "jpeg" | "png") => format!(
+            ", as the pixels whose noise image dlio's {format} encoder writes in a file of that \
+             size"
+        ),
+        (0, _) => String::new(),
+        (h, _) => format!(
+            ", less the {h} bytes dlio's {format} files hold besides the sample (so that the \
+             generated files have this size)"
+        ),
     }
 }
 

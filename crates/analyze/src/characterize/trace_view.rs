@@ -122,6 +122,9 @@ pub(crate) struct DataSet {
     pub files: HashSet<u64>,
     pub totals: HashMap<u64, FileTotals>,
     pub extension: String,
+    /// The folders under `dir` the files are spread over (class folders), 0 when they sit in
+    /// `dir` itself.
+    pub subfolders: u64,
 }
 
 impl DataSet {
@@ -160,8 +163,17 @@ impl DataSet {
             .iter()
             .filter(|(_, _, p)| parent_of(p) == dir)
             .collect();
+        let below: Vec<&(u64, &FileTotals, &str)> = if in_dir.is_empty() {
+            // A named folder whose files sit in subfolders (class folders): every file below.
+            let prefix = format!("{dir}/");
+            read.iter()
+                .filter(|(_, _, p)| p.starts_with(&prefix))
+                .collect()
+        } else {
+            in_dir
+        };
         let mut by_ext: BTreeMap<&str, u64> = BTreeMap::new();
-        for (_, f, p) in &in_dir {
+        for (_, f, p) in &below {
             *by_ext.entry(extension_of(p)).or_default() += f.bytes_read;
         }
         let extension = by_ext
@@ -170,26 +182,108 @@ impl DataSet {
             .map(|(e, _)| e.to_string())
             .ok_or_else(|| {
                 AnalyzeError::Unusable(format!(
-                    "no file directly in {dir} was read; name the folder that holds the data \
-                     files with --data-dir"
+                    "no file in {dir} was read; name the folder that holds the data files with \
+                     --data-dir"
                 ))
             })?;
-        let files = in_dir
+        let files: HashSet<u64> = below
             .iter()
             .filter(|(_, _, p)| extension_of(p) == extension)
             .map(|(h, _, _)| *h)
             .collect();
+        let same_kind: Vec<(u64, &str)> = read
+            .iter()
+            .filter(|(_, _, p)| extension_of(p) == extension)
+            .map(|(h, _, p)| (*h, *p))
+            .collect();
+        let (dir, files, subfolders) = climb_class_folders(t, dir, files, &same_kind);
         Ok(DataSet {
             dir,
             files,
             totals,
             extension,
+            subfolders,
         })
     }
 
     pub(crate) fn holds(&self, file: u64) -> bool {
         self.files.contains(&file)
     }
+}
+
+/// The share of a folder's openings whose neighbours in time (the openings of the same kind of
+/// file just before and after) are both in other folders, above which its files are read
+/// interleaved with theirs, as the samples of class folders are by a shuffled loader.
+/// A split read in windows of its own (an eval pass) has almost none: its neighbours are its
+/// own files.
+const INTERLEAVED_SHARE: f64 = 0.3;
+
+/// The data set's root when `dir`'s files are one of several folders read interleaved (class
+/// folders under `train/`): climbs while sibling folders of the same kind of file are read
+/// between `dir`'s, taking their files in. Returns the root, the files and the number of
+/// folders under it that hold them (0 when the files stay in `dir` alone).
+fn climb_class_folders(
+    t: &Timeline,
+    mut dir: String,
+    mut files: HashSet<u64>,
+    same_kind: &[(u64, &str)],
+) -> (String, HashSet<u64>, u64) {
+    let mut subfolders = 0u64;
+    loop {
+        let parent = parent_of(&dir).to_string();
+        if parent.is_empty() {
+            break;
+        }
+        let prefix = format!("{parent}/");
+        // The files of the kind under `parent`, by the folder of `parent` that holds them.
+        let child_of = |p: &str| -> Option<String> {
+            let rest = p.strip_prefix(&prefix)?;
+            let (child, _) = rest.split_once('/')?;
+            Some(child.to_string())
+        };
+        let own = child_of(&format!("{dir}/x")).unwrap_or_default();
+        let folder_of: HashMap<u64, String> = same_kind
+            .iter()
+            .filter_map(|&(h, p)| child_of(p).map(|c| (h, c)))
+            .collect();
+        let mut openings: Vec<(i64, &str)> = t
+            .io()
+            .filter(|r| op(r) == Op::Open)
+            .filter_map(|r| folder_of.get(&r.file).map(|c| (r.start, c.as_str())))
+            .collect();
+        openings.sort_unstable();
+        let mut with_others: HashMap<&str, (u64, u64)> = HashMap::new();
+        for (i, &(_, folder)) in openings.iter().enumerate() {
+            let e = with_others.entry(folder).or_default();
+            e.0 += 1;
+            let other = |j: Option<usize>| {
+                j.and_then(|j| openings.get(j))
+                    .is_some_and(|o| o.1 != folder)
+            };
+            if other(i.checked_sub(1)) && other(Some(i + 1)) {
+                e.1 += 1;
+            }
+        }
+        let siblings: Vec<String> = with_others
+            .iter()
+            .filter(|(folder, (n, mixed))| {
+                **folder != own && *n >= 4 && *mixed as f64 >= INTERLEAVED_SHARE * *n as f64
+            })
+            .map(|(folder, _)| folder.to_string())
+            .collect();
+        if siblings.is_empty() {
+            break;
+        }
+        files.extend(
+            folder_of
+                .iter()
+                .filter(|(_, c)| siblings.contains(c))
+                .map(|(h, _)| *h),
+        );
+        subfolders = siblings.len() as u64 + 1;
+        dir = parent;
+    }
+    (dir, files, subfolders)
 }
 
 /// The calls on data files from the first data read to the end of the last (what comes before
