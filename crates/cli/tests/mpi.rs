@@ -480,7 +480,7 @@ fn capacity_under_a_launcher_runs_each_point_as_that_many_processes() {
 }
 
 mod common;
-use dlio_testkit::moto::{self, Moto};
+use dlio_testkit::moto::Moto;
 
 /// MLPerf v3's multi-endpoint runs (`S3_ENDPOINT_URIS`, spec §3): each process reads through
 /// its own endpoint (process p uses entry p mod N, as the fork picks by MPI rank). Two

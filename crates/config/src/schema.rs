@@ -409,6 +409,12 @@ pub struct DatasetConfig {
     /// total by 5% and more). Excludes `record_length_bytes_stdev` and `record_dims`.
     /// Default none.
     pub record_length_bytes_distribution: Vec<TransferSizeWeight>,
+    /// Ours: what `record_length_bytes_distribution` sizes: each `file`'s samples (one size a
+    /// file, every format), or each `sample` (records of their own sizes inside a file, for
+    /// the formats that store each sample at its own size: `indexed_binary`,
+    /// `mmap_indexed_binary`), a file's samples taking the distribution's evenly spaced
+    /// quantiles in a seeded order. Default file.
+    pub record_length_bytes_per: SizesPer,
     /// Size of the in-memory sample handed to the training loop. Legacy name
     /// `record_length_resize`. Default 0.
     pub record_length_bytes_resize: f64,
@@ -537,6 +543,17 @@ impl Default for TransferSizeWeight {
     }
 }
 
+/// `dataset.record_length_bytes_per`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SizesPer {
+    /// One size for all the samples of a file.
+    #[default]
+    File,
+    /// Each sample its own size.
+    Sample,
+}
+
 /// `dataset.parquet` (MLPerf Storage's DLIO fork).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -556,6 +573,14 @@ pub struct ParquetConfig {
     pub generation_batch_size: u64,
     /// Generate through s3dlio's parquet writer (the fork's key). Default false.
     pub use_s3dlio_gen: bool,
+    /// Ours: readers read a file's footer as its last this-many bytes in one request, as
+    /// pyarrow (64 KiB) and Arrow C++ do, then what the metadata needs beyond them; 0 reads the
+    /// length, then the metadata (parquet-rs). Default 0.
+    pub footer_read_size: u64,
+    /// Ours (the name of the wvaske fork's key): footers are read once per file and run, as
+    /// by a program that keeps its `ParquetFile`s; false reads them again every epoch, as the
+    /// MLPerf fork's readers reopen their files. Default false.
+    pub metadata_cache: bool,
 }
 
 /// `dataset.parquet.read_mode`.
@@ -638,6 +663,7 @@ impl Default for DatasetConfig {
             record_length_bytes: 65536.0,
             record_length_bytes_stdev: 0.0,
             record_length_bytes_distribution: Vec::new(),
+            record_length_bytes_per: SizesPer::File,
             record_length_bytes_resize: 0.0,
             record_dims: Vec::new(),
             record_element_type: ElementType::Uint8,

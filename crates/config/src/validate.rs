@@ -559,6 +559,29 @@ impl Config {
             ));
         }
         let sizes = &d.record_length_bytes_distribution;
+        if d.record_length_bytes_per == crate::SizesPer::Sample {
+            if sizes.is_empty() {
+                return Err(invalid(
+                    "dataset.record_length_bytes_per",
+                    "is sample, but dataset.record_length_bytes_distribution gives no sizes."
+                        .into(),
+                    "give the distribution, or set record_length_bytes_per to file",
+                ));
+            }
+            if !matches!(
+                d.format,
+                FormatKind::IndexedBinary | FormatKind::MmapIndexedBinary
+            ) {
+                return Err(invalid(
+                    "dataset.record_length_bytes_per",
+                    format!(
+                        "is sample, but {} files hold every sample of a file at one size.",
+                        d.format.name()
+                    ),
+                    "use format indexed_binary (or mmap_indexed_binary), or size per file",
+                ));
+            }
+        }
         if !sizes.is_empty() {
             if d.record_length_bytes_stdev > 0.0 || !d.record_dims.is_empty() {
                 return Err(invalid(

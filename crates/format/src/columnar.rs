@@ -105,6 +105,9 @@ pub(crate) struct ColumnReader {
     /// The row groups this loader's threads fetched; none for a reader of its own.
     shared: Option<Arc<SharedRowGroups>>,
     epoch: u32,
+    /// Footers are read once per file and run (a reader that keeps its file objects, as a
+    /// program holding `pyarrow.parquet.ParquetFile`s does), not once per epoch.
+    keep_footers: bool,
 }
 
 impl ColumnReader {
@@ -129,7 +132,14 @@ impl ColumnReader {
             closes: 0,
             shared,
             epoch: 0,
+            keep_footers: false,
         }
+    }
+
+    /// Keeps the footers read across epochs (`dataset.parquet.metadata_cache`).
+    pub(crate) fn keep_footers_across_epochs(mut self, keep: bool) -> ColumnReader {
+        self.keep_footers = keep;
+        self
     }
 }
 
@@ -265,8 +275,10 @@ impl FormatReader for ColumnReader {
             self.open.retain(|_, f| !f.closed);
             self.closed = 0;
             self.recent.clear();
-            self.footers.clear();
-            self.footer_order.clear();
+            if !self.keep_footers {
+                self.footers.clear();
+                self.footer_order.clear();
+            }
         }
     }
 }

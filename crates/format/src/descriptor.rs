@@ -189,6 +189,15 @@ pub fn format_by_magic(head: &[u8]) -> Option<&'static FormatDescriptor> {
     FORMATS
         .iter()
         .find(|d| !d.magic.is_empty() && head.starts_with(d.magic))
+        .or_else(|| {
+            // TFRecord has no magic: its first record's length and that length's masked
+            // CRC-32C are as good (12 bytes that match by chance once in 2^32).
+            let len: [u8; 8] = head.get(..8)?.try_into().ok()?;
+            let crc = u32::from_le_bytes(head.get(8..12)?.try_into().ok()?);
+            (crate::tfrecord::masked_crc32c(&len) == crc)
+                .then(|| FORMATS.iter().find(|d| d.kind == FormatKind::Tfrecord))
+                .flatten()
+        })
 }
 
 /// The format whose files carry `extension` (any case, no dot).

@@ -61,20 +61,66 @@ pub(crate) const MMAP_DESCRIPTOR: FormatDescriptor = FormatDescriptor {
 };
 
 /// Both indexed-binary formats; `mmap` selects the memory-map read pattern.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct IndexedBinaryFormat {
     pub(crate) mmap: bool,
     /// `dataset.generation_buffer_size`: the most bytes generated and written at a time
     /// (each chunk holds fresh random bytes, unlike upstream's reused buffer).
     pub(crate) write_chunk: u64,
+    /// `record_length_bytes_per: sample`: the distribution's sizes with their cumulative
+    /// shares, which each file's samples take at evenly spaced quantiles; empty: every
+    /// sample of a file has the layout's size.
+    pub(crate) sample_sizes: Arc<[(u64, f64)]>,
 }
 
 impl IndexedBinaryFormat {
     fn from_config(dataset: &DatasetConfig, mmap: bool) -> IndexedBinaryFormat {
+        let per_sample = dataset.record_length_bytes_per == dlio_config::SizesPer::Sample;
+        let mut sizes: Vec<(u64, f64)> = if per_sample {
+            dataset
+                .record_length_bytes_distribution
+                .iter()
+                .map(|e| (e.size.max(1), e.weight.max(0.0)))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        sizes.sort_by_key(|&(size, _)| size);
+        let total: f64 = sizes.iter().map(|&(_, w)| w).sum();
+        let mut cumulative = 0.0;
+        for entry in &mut sizes {
+            cumulative += entry.1 / total;
+            entry.1 = cumulative;
+        }
         IndexedBinaryFormat {
             mmap,
             write_chunk: dataset.generation_buffer_size,
+            sample_sizes: sizes.into(),
         }
+    }
+
+    /// The size of each of a file's `samples` samples: the layout's `sample` bytes, or the
+    /// distribution's evenly spaced quantiles in an order drawn from `rng` (so the file's
+    /// total is the distribution's mean times its samples, whatever their number).
+    fn sizes(&self, samples: u64, sample: u64, rng: &mut DataRng) -> Vec<u64> {
+        if self.sample_sizes.is_empty() {
+            return vec![sample; samples as usize];
+        }
+        let mut sizes: Vec<u64> = (0..samples)
+            .map(|i| {
+                let q = (i as f64 + 0.5) / samples as f64;
+                let at = self.sample_sizes.partition_point(|&(_, c)| c < q);
+                self.sample_sizes[at.min(self.sample_sizes.len() - 1)].0
+            })
+            .collect();
+        // Fisher-Yates over the file's generator: the order is the file's own, reproducibly.
+        let mut word = [0u8; 8];
+        for i in (1..sizes.len()).rev() {
+            rng.fill(&mut word);
+            let j = (u64::from_le_bytes(word) % (i as u64 + 1)) as usize;
+            sizes.swap(i, j);
+        }
+        sizes
     }
 }
 
@@ -100,17 +146,25 @@ impl Format for IndexedBinaryFormat {
     ) -> Result<u64, FormatError> {
         let sample = layout.sample_bytes();
         let samples = u64::from(layout.samples);
-        let total = sample.checked_mul(samples).ok_or_else(|| {
-            FormatError::unsupported(
-                format!("a file of {samples} samples of {sample} bytes holds more than 2^64 bytes"),
-                "use smaller samples or fewer samples per file",
-            )
-        })?;
+        let each = self.sizes(samples, sample, rng);
+        let total = each
+            .iter()
+            .try_fold(0u64, |t, &s| t.checked_add(s))
+            .ok_or_else(|| {
+                FormatError::unsupported(
+                    format!(
+                        "a file of {samples} samples of {sample} bytes holds more than 2^64 bytes"
+                    ),
+                    "use smaller samples or fewer samples per file",
+                )
+            })?;
         let mut offsets = Vec::with_capacity(layout.samples as usize * 8);
         let mut sizes = Vec::with_capacity(layout.samples as usize * 8);
-        for i in 0..samples {
-            offsets.extend_from_slice(&(i * sample).to_ne_bytes());
-            sizes.extend_from_slice(&sample.to_ne_bytes());
+        let mut at = 0u64;
+        for &size in &each {
+            offsets.extend_from_slice(&at.to_ne_bytes());
+            sizes.extend_from_slice(&size.to_ne_bytes());
+            at += size;
         }
         let index_paths = [
             with_suffix(path, OFFSETS_SUFFIX),
@@ -134,6 +188,10 @@ impl Format for IndexedBinaryFormat {
     }
 
     fn expected_size(&self, layout: &FileLayout) -> Option<u64> {
+        if !self.sample_sizes.is_empty() {
+            // Drawn per file: the total is known only once they are.
+            return None;
+        }
         layout.sample_bytes().checked_mul(u64::from(layout.samples))
     }
 
@@ -340,6 +398,7 @@ mod tests {
         let format = IndexedBinaryFormat {
             mmap: false,
             write_chunk: 1 << 20,
+            sample_sizes: Arc::from(Vec::new()),
         };
         let path = dir.path().join("f.indexed_binary");
         let l = layout(3, vec![5, 7], ElementType::Float32);
@@ -367,6 +426,7 @@ mod tests {
         let format = IndexedBinaryFormat {
             mmap: false,
             write_chunk: 1 << 20,
+            sample_sizes: Arc::from(Vec::new()),
         };
         let path = dir.path().join("f.indexed_binary");
         let l = layout(4, vec![100], ElementType::Uint8);
@@ -393,6 +453,7 @@ mod tests {
         let format = IndexedBinaryFormat {
             mmap: true,
             write_chunk: 1 << 20,
+            sample_sizes: Arc::from(Vec::new()),
         };
         let path = dir.path().join("f.mmap_indexed_binary");
         // 3 samples of 5000 bytes: sample 1 spans bytes 5000..10000, pages 4096..12288.
@@ -418,6 +479,59 @@ mod tests {
         );
     }
 
+    #[test]
+    fn sizes_per_sample_are_the_distributions_quantiles_in_the_index_and_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = PosixStorage::new();
+        let dataset = DatasetConfig {
+            format: FormatKind::IndexedBinary,
+            record_length_bytes_distribution: vec![
+                dlio_config::TransferSizeWeight {
+                    size: 100,
+                    weight: 3.0,
+                },
+                dlio_config::TransferSizeWeight {
+                    size: 1000,
+                    weight: 1.0,
+                },
+            ],
+            record_length_bytes_per: dlio_config::SizesPer::Sample,
+            ..DatasetConfig::default()
+        };
+        let format = IndexedBinaryFormat::from_config(&dataset, false);
+        let path = dir.path().join("f.indexed_binary");
+        let l = layout(8, vec![64], ElementType::Uint8);
+        format
+            .generate(&storage, &path, &l, &mut DataRng::for_file(1, 0, 0))
+            .unwrap();
+        let words = |suffix: &str| -> Vec<u64> {
+            std::fs::read(with_suffix(&path, suffix))
+                .unwrap()
+                .chunks_exact(8)
+                .map(|b| u64::from_ne_bytes(b.try_into().unwrap()))
+                .collect()
+        };
+        let (offsets, sizes) = (words(OFFSETS_SUFFIX), words(SIZES_SUFFIX));
+        // 8 samples: 6 at 100 bytes and 2 at 1000, in the file's own order.
+        let mut sorted = sizes.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, [100, 100, 100, 100, 100, 100, 1000, 1000]);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 2600);
+        for i in 1..8 {
+            assert_eq!(offsets[i], offsets[i - 1] + sizes[i - 1]);
+        }
+        assert_eq!(format.expected_size(&l), None);
+        // Each sample is read at its own size.
+        let mut reader = format.reader(&l);
+        reader.open(&storage, 0, &path).unwrap();
+        for (i, &size) in sizes.iter().enumerate() {
+            assert_eq!(
+                reader.read_sample(&storage, 0, i as u32).unwrap().len() as u64,
+                size
+            );
+        }
+    }
+
     /// A generated file of `samples` samples of 64 bytes in `dir`.
     fn generated(
         dir: &Path,
@@ -427,6 +541,7 @@ mod tests {
         let format = IndexedBinaryFormat {
             mmap: false,
             write_chunk: 1 << 20,
+            sample_sizes: Arc::from(Vec::new()),
         };
         let path = dir.join("f.indexed_binary");
         let l = layout(samples, vec![64], ElementType::Uint8);

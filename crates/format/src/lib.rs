@@ -87,6 +87,7 @@ pub use generate::{
     dataset_fingerprint, generate, read_manifest, remove_unverifiable, write_manifest,
 };
 pub use image::generated_image_bytes;
+pub use parquet_columns::{ParquetLayout, parquet_layout};
 pub use raw::CHUNK_BYTES;
 pub use rng::DataRng;
 pub use tfrecord::{

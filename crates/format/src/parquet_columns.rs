@@ -30,9 +30,9 @@ use parquet::data_type::{
     BoolType, ByteArray, ByteArrayType, DoubleType, FixedLenByteArray, FixedLenByteArrayType,
     FloatType, Int32Type, Int64Type,
 };
+use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 use parquet::file::properties::WriterProperties;
-use parquet::file::reader::FileReader;
-use parquet::file::serialized_reader::SerializedFileReader;
+use parquet::file::reader::ChunkReader;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::Type;
 
@@ -322,6 +322,66 @@ fn write_column(
 pub(crate) struct ParquetIndex {
     /// The names of the columns read.
     selected: Vec<String>,
+    /// `dataset.parquet.footer_read_size`: the footer is read as the file's last this-many
+    /// bytes in one request (0: parquet-rs's own two reads, the length then the metadata).
+    footer_read_size: u64,
+}
+
+/// The file's metadata (its footer), read through `handle` as parquet-rs reads it (8 bytes,
+/// then the metadata), or, with `footer_read_size`, as pyarrow and Arrow C++ read it: the
+/// last `footer_read_size` bytes in one request, then what the metadata needs beyond them.
+pub(crate) fn read_metadata(
+    handle: Box<dyn ReadHandle>,
+    path: &Path,
+    alignment: usize,
+    footer_read_size: u64,
+) -> Result<(ParquetMetaData, Box<dyn ReadHandle>), FormatError> {
+    let len = handle.len();
+    let shared = Arc::new(Mutex::new(handle));
+    let chunks = StorageChunks {
+        len,
+        handle: Arc::clone(&shared),
+        alignment,
+    };
+    let unreadable = |e: parquet::errors::ParquetError| {
+        FormatError::corrupt(path, 0, format!("not a readable parquet file: {e}"))
+    };
+    let metadata = if footer_read_size == 0 {
+        ParquetMetaDataReader::new()
+            .parse_and_finish(&chunks)
+            .map_err(unreadable)?
+    } else {
+        let tail = footer_read_size.min(len);
+        let bytes = chunks
+            .get_bytes(len - tail, tail as usize)
+            .map_err(unreadable)?;
+        let mut reader = ParquetMetaDataReader::new();
+        match reader.try_parse_sized(&bytes, len) {
+            Ok(()) => {}
+            Err(parquet::errors::ParquetError::NeedMoreData(needed)) => {
+                let needed = (needed as u64).min(len);
+                let bytes = chunks
+                    .get_bytes(len - needed, needed as usize)
+                    .map_err(unreadable)?;
+                reader.try_parse_sized(&bytes, len).map_err(unreadable)?;
+            }
+            Err(e) => return Err(unreadable(e)),
+        }
+        reader.finish().map_err(unreadable)?
+    };
+    check_column_ranges(path, &metadata, len)?;
+    drop(chunks);
+    // The chunk reader held the only other reference to the handle.
+    let handle = Arc::try_unwrap(shared)
+        .map_err(|_| {
+            FormatError::unsupported(
+                format!("{}: the footer reader kept the file handle", path.display()),
+                "report this as a dlio bug",
+            )
+        })?
+        .into_inner()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    Ok((metadata, handle))
 }
 
 impl UnitIndex for ParquetIndex {
@@ -333,18 +393,8 @@ impl UnitIndex for ParquetIndex {
         path: &Path,
         alignment: usize,
     ) -> Result<(Footer, Box<dyn ReadHandle>), FormatError> {
-        let chunks_len = handle.len();
-        let shared = Arc::new(Mutex::new(handle));
-        let chunks = StorageChunks {
-            len: chunks_len,
-            handle: Arc::clone(&shared),
-            alignment,
-        };
-        let reader = SerializedFileReader::new(chunks).map_err(|e| {
-            FormatError::corrupt(path, 0, format!("not a readable parquet file: {e}"))
-        })?;
-        let metadata = reader.metadata();
-        check_column_ranges(path, metadata, chunks_len)?;
+        let (metadata, handle) = read_metadata(handle, path, alignment, self.footer_read_size)?;
+        let metadata = &metadata;
         let schema = metadata.file_metadata().schema_descr();
         let names: Vec<String> = (0..schema.num_columns())
             .map(|i| schema.column(i).name().to_string())
@@ -385,17 +435,6 @@ impl UnitIndex for ParquetIndex {
             group_starts: group_starts(metadata),
             ranges,
         };
-        // The parquet reader held the only other reference to the handle.
-        drop(reader);
-        let handle = Arc::try_unwrap(shared)
-            .map_err(|_| {
-                FormatError::unsupported(
-                    format!("{}: the footer reader kept the file handle", path.display()),
-                    "report this as a dlio bug",
-                )
-            })?
-            .into_inner()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
         Ok((footer, handle))
     }
 }
@@ -404,14 +443,114 @@ impl UnitIndex for ParquetIndex {
 /// fetched row groups through `shared`.
 pub(crate) fn column_reader(
     columns: &[ParquetColumn],
+    footer: FooterReads,
     shared: Option<Arc<SharedRowGroups>>,
 ) -> ColumnReader {
     let selected: Vec<&ParquetColumn> = columns.iter().filter(|c| c.read).collect();
     ColumnReader::new(
         Box::new(ParquetIndex {
             selected: selected.iter().map(|c| c.name.clone()).collect(),
+            footer_read_size: footer.read_size,
         }),
         selected.iter().map(|c| column_row_bytes(c)).sum(),
         shared,
     )
+    .keep_footers_across_epochs(footer.cache)
+}
+
+/// How a reader reads parquet footers: `dataset.parquet.footer_read_size` and
+/// `dataset.parquet.metadata_cache`.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct FooterReads {
+    /// The file's last this-many bytes in one request (0: the length, then the metadata).
+    pub read_size: u64,
+    /// Once per file and run, not per epoch.
+    pub cache: bool,
+}
+
+/// A parquet file's layout as a characterisation of a traced program reads it: the rows of
+/// each row group, each column's chunk in each, the columns in dlio's vocabulary (a byte-array
+/// column as `binary` of its mean bytes per row, its 4-byte length prefixes left out) and the
+/// footer's length.
+#[derive(Debug, Clone)]
+pub struct ParquetLayout {
+    /// Rows of each row group.
+    pub rows_per_group: Vec<u64>,
+    /// The columns, in file order, every one `read: true`.
+    pub columns: Vec<ParquetColumn>,
+    /// Per row group, per column: the chunk's (offset, length).
+    pub chunks: Vec<Vec<(u64, u64)>>,
+    /// The file's size.
+    pub file_bytes: u64,
+}
+
+/// The layout of the parquet file at `path` (its footer read through the POSIX engine).
+pub fn parquet_layout(path: &Path) -> Result<ParquetLayout, FormatError> {
+    let storage = dlio_storage::PosixStorage::new();
+    let handle = storage.open(path)?;
+    let file_bytes = handle.len();
+    let (metadata, _) = read_metadata(handle, path, 1, 0)?;
+    let schema = metadata.file_metadata().schema_descr();
+    let groups = metadata.row_groups();
+    let total_rows: u64 = groups.iter().map(|g| g.num_rows().max(0) as u64).sum();
+    let columns = (0..schema.num_columns())
+        .map(|i| {
+            let c = schema.column(i);
+            let chunk_bytes: u64 = groups.iter().map(|g| g.column(i).byte_range().1).sum();
+            let per_row = chunk_bytes / total_rows.max(1);
+            let (dtype, size) = match (c.physical_type(), c.logical_type_ref()) {
+                (Physical::BOOLEAN, _) => ("bool", 1),
+                (
+                    Physical::INT32,
+                    Some(LogicalType::Integer(IntType {
+                        bit_width,
+                        is_signed,
+                    })),
+                ) => (
+                    match (bit_width, is_signed) {
+                        (8, true) => "int8",
+                        (8, false) => "uint8",
+                        (16, true) => "int16",
+                        (16, false) => "uint16",
+                        (_, false) => "uint32",
+                        _ => "int32",
+                    },
+                    1,
+                ),
+                (Physical::INT32, _) => ("int32", 1),
+                (
+                    Physical::INT64,
+                    Some(LogicalType::Integer(IntType {
+                        is_signed: false, ..
+                    })),
+                ) => ("uint64", 1),
+                (Physical::INT64 | Physical::INT96, _) => ("int64", 1),
+                (Physical::FLOAT, _) => ("float32", 1),
+                (Physical::DOUBLE, _) => ("float64", 1),
+                (Physical::FIXED_LEN_BYTE_ARRAY, Some(LogicalType::Float16)) => ("float16", 1),
+                (Physical::FIXED_LEN_BYTE_ARRAY, _) => ("uint8", c.type_length().max(1) as u64),
+                (Physical::BYTE_ARRAY, Some(LogicalType::String)) => ("string", 1),
+                (Physical::BYTE_ARRAY, _) => ("binary", per_row.saturating_sub(4).max(1)),
+            };
+            ParquetColumn {
+                name: c.name().to_string(),
+                dtype: dtype.to_string(),
+                size,
+                read: true,
+            }
+        })
+        .collect();
+    Ok(ParquetLayout {
+        rows_per_group: groups.iter().map(|g| g.num_rows().max(0) as u64).collect(),
+        columns,
+        chunks: groups
+            .iter()
+            .map(|g| {
+                (0..g.num_columns())
+                    .map(|i| g.column(i).byte_range())
+                    .collect()
+            })
+            .collect(),
+        file_bytes,
+    })
 }

@@ -244,11 +244,15 @@ pub fn nominal_layout(config: &Config) -> dlio_format::FileLayout {
 /// `record_length_bytes_distribution`): what generation writes.
 pub fn file_layout(config: &Config, list_id: u32, index: u64) -> dlio_format::FileLayout {
     let d = &config.dataset;
-    let sizes: Vec<(u64, f64)> = d
-        .record_length_bytes_distribution
-        .iter()
-        .map(|e| (e.size, e.weight))
-        .collect();
+    // Sizes per sample are the format's to draw inside each file; per file, the plan's.
+    let sizes: Vec<(u64, f64)> = match d.record_length_bytes_per {
+        dlio_config::SizesPer::File => d
+            .record_length_bytes_distribution
+            .iter()
+            .map(|e| (e.size, e.weight))
+            .collect(),
+        dlio_config::SizesPer::Sample => Vec::new(),
+    };
     let files = if list_id == 0 {
         d.num_files_train
     } else {

@@ -31,10 +31,12 @@ use crate::error::AnalyzeError;
 use crate::ingest::Rec;
 use crate::timeline::{Timeline, load};
 
+mod eval;
 mod output;
 mod readers;
 mod requests;
 mod samples;
+mod stream;
 mod timing;
 mod trace_view;
 mod writes;
@@ -312,8 +314,8 @@ impl<'t> Activity<'t> {
 
 /// The characterisation of a timeline, section by section: what a sample is (and the data
 /// set's keys), who reads and in which steps, how files are kept open, in which order samples
-/// come, which requests read them, how long compute and loading take, and what else the
-/// program reads and writes while it trains.
+/// come, which requests read them, whether an evaluation pass reads a split of its own, how
+/// long compute and loading take, and what else the program reads and writes while it trains.
 fn derive(t: &Timeline, data: &DataSet) -> Characterization {
     let activity = Activity::of(t, data);
     let mut found = Found::default();
@@ -326,9 +328,12 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
     found.append(requests::order(t, &samples));
     let (transfer_sizes, f) = requests::requests(data, &activity, &samples);
     found.append(f);
-    let (time, f) = timing::timing(&activity, &samples, &readers);
+    let (eval, f) = eval::eval_pass(t, data, &activity, samples.epochs);
     found.append(f);
-    let (side_files, written, f) = writes::side_files_and_writes(t, data, &activity, &readers);
+    let (time, f) = timing::timing(&activity, &samples, &readers, &eval);
+    found.append(f);
+    let (side_files, written, f) =
+        writes::side_files_and_writes(t, data, &activity, &readers, &eval);
     found.append(f);
     found.append(writes::checkpoints(t, &written, &activity, &readers));
 

@@ -31,7 +31,9 @@ pub(super) fn workload_yaml(c: &Characterization) -> String {
     if let Some(p) = value_of("model.model_size_bytes") {
         let _ = writeln!(out, "  # {}\n  model_size_bytes: {}", p.evidence, p.value);
     }
-    out.push_str("framework: pytorch\n");
+    if value_of("framework").is_none() {
+        out.push_str("framework: pytorch\n");
+    }
     for p in c.parameters.iter().filter(|p| !p.key.contains('.')) {
         let _ = writeln!(
             out,
@@ -48,12 +50,22 @@ pub(super) fn workload_yaml(c: &Characterization) -> String {
         }
         None => out.push_str("  checkpoint: False\n"),
     }
+    if let Some(p) = value_of("workflow.evaluation") {
+        let _ = writeln!(out, "  # {}\n  evaluation: {}", p.evidence, p.value);
+    }
     let mut section = "";
     let mut extra: Vec<(&str, String)> = vec![
         ("dataset", "  data_folder: data/characterized\n".into()),
-        ("reader", "  data_loader: pytorch\n".into()),
+        (
+            "reader",
+            if value_of("reader.data_loader").is_some() {
+                String::new()
+            } else {
+                "  data_loader: pytorch\n".into()
+            },
+        ),
     ];
-    const SECTIONS: [&str; 4] = ["dataset", "reader", "train", "checkpoint"];
+    const SECTIONS: [&str; 5] = ["dataset", "reader", "train", "evaluation", "checkpoint"];
     let mut ordered: Vec<&Parameter> = c
         .parameters
         .iter()

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::samples::Samples;
+use super::stream::{Stream, stream_steps};
 use super::trace_view::{Burst, burst_of, bursts};
 use super::{Activity, Found, ReaderThread, mode, secs};
 use crate::ingest::Rec;
@@ -21,6 +22,8 @@ pub(super) struct Readers {
     pub threads: Vec<ReaderThread>,
     /// `reader.read_threads` (0: on the program's main thread).
     pub read_threads: u64,
+    /// A stream's step, seconds: its compute, as the reads run ahead of it.
+    pub stream_step_s: Option<f64>,
 }
 
 /// The readers section: `reader.batch_size`, `reader.read_threads`, `reader.read_ahead` and
@@ -35,6 +38,9 @@ pub(super) fn readers(activity: &Activity, samples: &Samples) -> (Readers, Found
         ..
     } = activity;
     let paused = *paused;
+    if let Some(stream) = &samples.stream {
+        return stream_readers(activity, samples, stream);
+    }
     let sample_events = &samples.events;
     // Steps and batch.
     let mut per_burst: Vec<u64> = vec![0; bursts.len()];
@@ -49,7 +55,7 @@ pub(super) fn readers(activity: &Activity, samples: &Samples) -> (Readers, Found
     let batch = if let Some(a) = &ahead {
         a.batch
     } else if paused {
-        typical_count(&per_burst)
+        typical_count(&per_burst) * samples.unit_rows.max(1)
     } else {
         found.note(
             "no compute pauses between the data reads: the program is I/O bound (or computes \
@@ -161,6 +167,53 @@ pub(super) fn readers(activity: &Activity, samples: &Samples) -> (Readers, Found
             steps_found,
             threads: reader_threads,
             read_threads,
+            stream_step_s: None,
+        },
+        found,
+    )
+}
+
+/// The readers of record streams: the interleave's files read at once, and the batch that
+/// makes the epoch's records last the epoch at the stream's step.
+fn stream_readers(activity: &Activity, samples: &Samples, stream: &Stream) -> (Readers, Found) {
+    let mut found = Found::default();
+    let census = census(&activity.reads);
+    let steps = stream_steps(activity, samples.in_data_set, samples.epochs);
+    let batch = steps.as_ref().map_or(1, |s| s.batch);
+    found.param(
+        "reader.batch_size",
+        batch.to_string(),
+        match &steps {
+            Some(s) => format!(
+                "{} records an epoch over {} steps of {:.3} ms (the shortest recurring pause; \
+                 an epoch lasts {} of them): the batch whose steps cover the epoch",
+                samples.in_data_set,
+                s.steps_per_epoch,
+                s.step_s * 1e3,
+                s.steps_per_epoch
+            ),
+            None => "no pauses recur between the stream's reads: one record a step".into(),
+        },
+    );
+    found.param(
+        "reader.read_threads",
+        stream.open_at_once.to_string(),
+        format!(
+            "{} files are read at once, taking turns (an interleave's cycle): dlio's pipeline \
+             reads that many streams",
+            stream.open_at_once
+        ),
+    );
+    (
+        Readers {
+            ahead: None,
+            batch,
+            steps_found: steps
+                .as_ref()
+                .map_or(0, |s| s.steps_per_epoch * samples.epochs),
+            threads: census.threads,
+            read_threads: stream.open_at_once,
+            stream_step_s: steps.map(|s| s.step_s),
         },
         found,
     )

@@ -31,6 +31,18 @@ pub(super) fn order(t: &Timeline, samples: &Samples) -> Found {
                 .collect()
         })
         .collect();
+    if samples.stream.is_some() || samples.columnar.is_some() {
+        let (order, evidence) = order_of(&epoch_orders, |(f, _)| t.path(*f).to_string());
+        found.param("reader.file_shuffle", order.into(), evidence);
+        found.param(
+            "reader.sample_shuffle",
+            "off".into(),
+            "each file's samples are read in the file's order (a stream of records, or whole \
+             row groups)"
+                .into(),
+        );
+        return found;
+    }
     if whole_files {
         // A sample is a file: one order for both.
         let (order, evidence) = order_of(&epoch_orders, |(f, off)| {
@@ -104,6 +116,10 @@ pub(super) fn requests(
         ..
     } = samples;
     let (whole_files, dominant) = (*whole_files, *dominant);
+    if samples.format_reads {
+        // A stream's buffer, a row group's chunks, a record: the format's own reads.
+        return (shares.clone(), found);
+    }
     // Request sizes: the same requests for every sample, or a distribution.
     // dlio replays a request pattern only for files it reads whole in one go (up to
     // `dlio_format::CHUNK_BYTES`, 4 MiB); larger files keep a distribution.

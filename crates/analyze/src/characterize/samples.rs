@@ -4,6 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::requests::size_shares;
+use super::stream::{Columnar, Stream};
 use super::trace_view::{DataSet, burst_of};
 use super::{Activity, Found, SizeShare, Stats};
 use crate::ingest::Rec;
@@ -27,6 +28,15 @@ pub(super) struct Samples<'t> {
     pub in_data_set: u64,
     /// How many times the data set was read.
     pub epochs: u64,
+    /// The files are read as record streams (a tf.data pipeline), when they are.
+    pub stream: Option<Stream>,
+    /// Samples each event stands for: a row group's rows when whole row groups are read.
+    pub unit_rows: u64,
+    /// The files are columnar, read by row group, when they are.
+    pub columnar: Option<Columnar>,
+    /// The format's own reads replay the traced ones (a stream's buffer, a row group's
+    /// chunks, one read a record): no request keys are needed.
+    pub format_reads: bool,
 }
 
 /// The samples section: `dataset.*` (format, files, samples per file, record length and
@@ -52,6 +62,22 @@ pub(super) fn samples<'t>(
     let dominant = shares.first().map_or(0, |s| s.size);
     let sample_file = data.files.iter().next().map(|f| t.path(*f));
     let (format, format_evidence) = format_of(&data.extension, sample_file, whole_files);
+    if format == "tfrecord"
+        && let Some(stream) = super::stream::stream_of(t, data, activity)
+    {
+        return stream_samples(data, activity, stream, format_evidence);
+    }
+    if format == "parquet"
+        && let Some((columnar, visits)) = super::stream::columnar_of(t, data, activity)
+    {
+        return columnar_samples(data, activity, columnar, visits, format_evidence);
+    }
+    if !whole_files
+        && matches!(format, "indexed_binary" | "npy")
+        && let Some(intervals) = tiled_records(data, activity)
+    {
+        return tiled_samples(data, activity, intervals);
+    }
 
     // Per sample: which burst, which thread; and the epochs' visiting orders.
     let sample_events: Vec<&Rec> = if whole_files {
@@ -73,7 +99,7 @@ pub(super) fn samples<'t>(
     // The mean, not the median: dlio's generator draws sizes around `record_length_bytes`
     // as their mean, and a skewed set of files (lognormal sizes) loses bytes to the median.
     let record_length = if whole_files {
-        sample_bytes_for_file(format, file_sizes.mean.round() as u64)
+        sample_bytes_for_file(format, file_sizes.mean.round() as u64, 1)
     } else {
         dominant
     };
@@ -133,7 +159,7 @@ pub(super) fn samples<'t>(
         let bins: Vec<SizeShare> = size_bins(sizes.iter().map(|&s| s as u64))
             .into_iter()
             .map(|b| SizeShare {
-                size: sample_bytes_for_file(format, b.size),
+                size: sample_bytes_for_file(format, b.size, 1),
                 count: b.count,
             })
             .collect();
@@ -194,6 +220,350 @@ pub(super) fn samples<'t>(
             events: sample_events,
             in_data_set: samples_in_data_set,
             epochs,
+            stream: None,
+            unit_rows: 1,
+            columnar: None,
+            format_reads: false,
+        },
+        found,
+    )
+}
+
+/// The samples of record streams: each file's records, from its own framing; each file
+/// opened once per epoch; the per-file sample sizes that give the files their traced size.
+fn stream_samples<'t>(
+    data: &DataSet,
+    activity: &Activity<'t>,
+    stream: Stream,
+    format_evidence: String,
+) -> (Samples<'t>, Found) {
+    let mut found = Found::default();
+    let num_files = data.files.len() as u64;
+    let counts: Vec<f64> = stream.records.values().map(|r| r.len() as f64).collect();
+    let per_file = (Stats::of(&counts).median.round() as u64).max(1);
+    let file_size = |f: &u64| data.totals.get(f).map_or(0, |t| t.size);
+    let sizes: Vec<f64> = data.files.iter().map(|f| file_size(f) as f64).collect();
+    let file_sizes = Stats::of(&sizes);
+    let sample_sizes: Vec<u64> = data
+        .files
+        .iter()
+        .map(|f| sample_bytes_for_file("tfrecord", file_size(f), per_file))
+        .collect();
+    let mean = sample_sizes.iter().sum::<u64>() / num_files.max(1);
+    let epochs = ((activity.opens.len() as f64 / num_files.max(1) as f64).round() as u64).max(1);
+    found.param("dataset.format", "tfrecord".into(), format_evidence);
+    found.param(
+        "dataset.num_files_train",
+        num_files.to_string(),
+        format!(
+            "{num_files} files of .{} under {} were read ({} bytes in all)",
+            data.extension,
+            data.dir,
+            sizes.iter().sum::<f64>() as u64
+        ),
+    );
+    found.param(
+        "dataset.num_samples_per_file",
+        per_file.to_string(),
+        format!(
+            "the files hold {}-{} records each (their framing walked; the median)",
+            Stats::of(&counts).min as u64,
+            Stats::of(&counts).max as u64
+        ),
+    );
+    found.param(
+        "dataset.record_length_bytes",
+        mean.to_string(),
+        format!(
+            "records of {:.0} bytes (mean){}",
+            file_sizes.mean / per_file as f64,
+            size_note("tfrecord")
+        ),
+    );
+    if sample_sizes.iter().any(|&s| s != mean) {
+        let bins = size_bins(sample_sizes.iter().copied());
+        found.param(
+            "dataset.record_length_bytes_distribution",
+            bins.iter()
+                .map(|s| format!("{{size: {}, weight: {}}}", s.size, s.count))
+                .collect::<Vec<_>>()
+                .join(", "),
+            "each file's mean record, so that every generated file has its traced size (the \
+             stream's refills then fall on the same steps)"
+                .into(),
+        );
+    } else {
+        found.param(
+            "dataset.record_dims",
+            format!("[{mean}]"),
+            "every file's records have one size".into(),
+        );
+    }
+    found.append(super::stream::stream_keys(&stream));
+    (
+        Samples {
+            whole_files: true,
+            file_sizes,
+            num_files,
+            shares: size_shares(&activity.reads),
+            dominant: stream.transfer,
+            events: activity.opens.clone(),
+            in_data_set: (num_files * per_file).max(1),
+            epochs,
+            stream: Some(stream),
+            unit_rows: 1,
+            columnar: None,
+            format_reads: true,
+        },
+        found,
+    )
+}
+
+/// The records of files whose reads tile them: per data file, its distinct (offset, length)
+/// reads, when in nine files of ten they cover the file from its start to its end without
+/// overlapping, each read as often as the others (records read one by one through an
+/// index); `None` otherwise.
+fn tiled_records(data: &DataSet, activity: &Activity) -> Option<HashMap<u64, Vec<u64>>> {
+    let mut reads: HashMap<u64, HashMap<(u64, u64), u64>> = HashMap::new();
+    for r in &activity.reads {
+        if r.offset >= 0 {
+            *reads
+                .entry(r.file)
+                .or_default()
+                .entry((r.offset as u64, r.bytes as u64))
+                .or_default() += 1;
+        }
+    }
+    let mut tiled: HashMap<u64, Vec<u64>> = HashMap::new();
+    for (&file, intervals) in &reads {
+        let size = data.totals.get(&file).map_or(0, |t| t.size);
+        let mut sorted: Vec<(&(u64, u64), &u64)> = intervals.iter().collect();
+        sorted.sort_unstable();
+        let mut at = 0u64;
+        let times = sorted.first().map_or(0, |(_, n)| **n);
+        let tiles = sorted.len() >= 2
+            && sorted.iter().all(|&(&(offset, len), &n)| {
+                let next = offset == at && n == times;
+                at = offset + len;
+                next
+            })
+            && at == size;
+        if tiles {
+            tiled.insert(file, sorted.iter().map(|((_, len), _)| *len).collect());
+        }
+    }
+    (tiled.len() * 10 >= data.files.len() * 9 && !tiled.is_empty()).then_some(tiled)
+}
+
+/// The samples of records read one by one through an index: a read is a record, of its own
+/// size, in files of `indexed_binary` whose records take the traced sizes' distribution.
+fn tiled_samples<'t>(
+    data: &DataSet,
+    activity: &Activity<'t>,
+    intervals: HashMap<u64, Vec<u64>>,
+) -> (Samples<'t>, Found) {
+    let mut found = Found::default();
+    let num_files = data.files.len() as u64;
+    let counts: Vec<f64> = intervals.values().map(|v| v.len() as f64).collect();
+    let per_file = (Stats::of(&counts).median.round() as u64).max(1);
+    let lengths: Vec<u64> = intervals.values().flatten().copied().collect();
+    let mean = lengths.iter().sum::<u64>() / lengths.len().max(1) as u64;
+    let sizes: Vec<f64> = data
+        .files
+        .iter()
+        .map(|f| data.totals.get(f).map_or(0, |t| t.size) as f64)
+        .collect();
+    let events: Vec<&Rec> = activity.reads.clone();
+    let in_data_set = (num_files * per_file).max(1);
+    let epochs = ((events.len() as f64 / in_data_set as f64).round() as u64).max(1);
+    found.param(
+        "dataset.format",
+        "indexed_binary".into(),
+        "each file's reads tile it, record by record (one positioned read each): \
+         indexed_binary reads each sample with one positioned read"
+            .into(),
+    );
+    found.param(
+        "dataset.num_files_train",
+        num_files.to_string(),
+        format!(
+            "{num_files} files of .{} under {} were read ({} bytes in all)",
+            data.extension,
+            data.dir,
+            sizes.iter().sum::<f64>() as u64
+        ),
+    );
+    found.param(
+        "dataset.num_samples_per_file",
+        per_file.to_string(),
+        format!(
+            "the distinct reads of each file cover it end to end without overlapping: {}-{} \
+             records a file (median {per_file})",
+            Stats::of(&counts).min as u64,
+            Stats::of(&counts).max as u64
+        ),
+    );
+    found.param(
+        "dataset.record_length_bytes",
+        mean.to_string(),
+        format!("records of {mean} bytes (mean)"),
+    );
+    let bins = size_bins(lengths.iter().copied());
+    if bins.len() > 1 {
+        found.param(
+            "dataset.record_length_bytes_distribution",
+            bins.iter()
+                .map(|s| format!("{{size: {}, weight: {}}}", s.size, s.count))
+                .collect::<Vec<_>>()
+                .join(", "),
+            format!(
+                "the records range from {} to {} bytes",
+                lengths.iter().min().copied().unwrap_or(0),
+                lengths.iter().max().copied().unwrap_or(0)
+            ),
+        );
+        found.param(
+            "dataset.record_length_bytes_per",
+            "sample".into(),
+            "each record has its own size inside its file".into(),
+        );
+    } else {
+        found.param(
+            "dataset.record_dims",
+            format!("[{mean}]"),
+            "every record has one size".into(),
+        );
+    }
+    (
+        Samples {
+            whole_files: false,
+            file_sizes: Stats::of(&sizes),
+            num_files,
+            shares: size_shares(&activity.reads),
+            dominant: mean,
+            events,
+            in_data_set,
+            epochs,
+            stream: None,
+            unit_rows: 1,
+            columnar: None,
+            format_reads: true,
+        },
+        found,
+    )
+}
+
+/// The samples of columnar files read by row group: rows, with the files' own columns, those
+/// read marked; a visit of a row group stands for its rows.
+fn columnar_samples<'t>(
+    data: &DataSet,
+    activity: &Activity<'t>,
+    columnar: Columnar,
+    visits: Vec<&'t Rec>,
+    format_evidence: String,
+) -> (Samples<'t>, Found) {
+    let mut found = Found::default();
+    let num_files = data.files.len() as u64;
+    let sizes: Vec<f64> = data
+        .files
+        .iter()
+        .map(|f| data.totals.get(f).map_or(0, |t| t.size) as f64)
+        .collect();
+    let in_data_set = (num_files * columnar.file_rows).max(1);
+    let visits_per_epoch = (num_files * columnar.file_rows.div_ceil(columnar.group_rows)).max(1);
+    let epochs = ((visits.len() as f64 / visits_per_epoch as f64).round() as u64).max(1);
+    let row_bytes: u64 = columnar
+        .columns
+        .iter()
+        .filter(|c| c.read)
+        .map(|c| match c.dtype.as_str() {
+            "string" => 8,
+            "binary" => c.size,
+            "bool" | "int8" | "uint8" => c.size,
+            "int16" | "uint16" | "float16" => 2 * c.size,
+            "int64" | "uint64" | "float64" => 8 * c.size,
+            _ => 4 * c.size,
+        })
+        .sum();
+    found.param("dataset.format", "parquet".into(), format_evidence);
+    found.param(
+        "dataset.num_files_train",
+        num_files.to_string(),
+        format!(
+            "{num_files} files of .{} under {} were read ({} bytes in all)",
+            data.extension,
+            data.dir,
+            sizes.iter().sum::<f64>() as u64
+        ),
+    );
+    found.param(
+        "dataset.num_samples_per_file",
+        columnar.file_rows.to_string(),
+        "a sample is a row: the files' footers say how many each holds".into(),
+    );
+    found.param(
+        "dataset.record_length_bytes",
+        row_bytes.max(1).to_string(),
+        "the bytes of a row's read columns".into(),
+    );
+    let columns = columnar
+        .columns
+        .iter()
+        .map(|c| {
+            format!(
+                "{{name: {}, dtype: {}, size: {}, read: {}}}",
+                super::output::yaml_string(&c.name),
+                c.dtype,
+                c.size,
+                if c.read { "True" } else { "False" }
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    found.param(
+        "dataset.parquet",
+        format!(
+            "{{row_group_size: {}, footer_read_size: {}, metadata_cache: {}, columns: [{columns}]}}",
+            columnar.group_rows,
+            columnar.footer_read_size,
+            if columnar.metadata_cache { "True" } else { "False" }
+        ),
+        format!(
+            "the footers: row groups of {} rows; the traced reads cover the chunks of {} of {} \
+             columns (read: False for the others); {}; {}",
+            columnar.group_rows,
+            columnar.columns.iter().filter(|c| c.read).count(),
+            columnar.columns.len(),
+            if columnar.footer_read_size > 0 {
+                format!(
+                    "each footer is read as the file's last {} bytes in one request",
+                    columnar.footer_read_size
+                )
+            } else {
+                "footers are read as parquet-rs reads them".into()
+            },
+            if columnar.metadata_cache {
+                "each file is opened and its footer read once for the whole run"
+            } else {
+                "footers are read again every epoch"
+            }
+        ),
+    );
+    let unit_rows = columnar.group_rows;
+    (
+        Samples {
+            whole_files: false,
+            file_sizes: Stats::of(&sizes),
+            num_files,
+            shares: size_shares(&activity.reads),
+            dominant: 0,
+            events: visits,
+            in_data_set,
+            epochs,
+            stream: None,
+            unit_rows,
+            columnar: Some(columnar),
+            format_reads: true,
         },
         found,
     )
@@ -251,7 +621,7 @@ pub(super) fn read_type(activity: &Activity, samples: &Samples) -> Found {
 /// The format a data file's extension (and, when it is still there, its first bytes) says.
 fn format_of(extension: &str, sample: Option<&str>, whole_files: bool) -> (&'static str, String) {
     let magic = sample.and_then(|p| {
-        let mut head = [0u8; 8];
+        let mut head = [0u8; 16];
         use std::io::Read;
         let n = std::fs::File::open(p)
             .and_then(|mut f| f.read(&mut head))
@@ -290,54 +660,67 @@ fn format_of(extension: &str, sample: Option<&str>, whole_files: bool) -> (&'sta
     }
 }
 
-/// Bytes dlio's generator adds around one sample of `record_dims: [n]` uint8 in a file of the
-/// format, so that the generated files get the traced files' size.
-fn header_bytes(format: &str) -> u64 {
-    match format {
-        // The .npy header of a 1-D array.
-        "npy" => 128,
-        // x.npy (header and data) and DLIO's y.npy labels in a stored zip: local headers,
-        // central directory, end record.
-        "npz" => 483,
-        _ => 0,
-    }
-}
-
 /// The sample bytes (`record_length_bytes`, or pixels for images) that make dlio generate a
-/// file of `file_bytes` in `format`: less the header its files hold besides the sample, or
-/// the pixel count whose encoded noise image has that size (found by three corrections of the
-/// encoder's ratio, which varies slowly with the size).
-fn sample_bytes_for_file(format: &str, file_bytes: u64) -> u64 {
-    let image = dlio_format::FORMATS
+/// file of `file_bytes` holding `samples` samples in `format`: the format's own file size for
+/// a layout (its headers and framing), inverted; for images, the pixel count whose encoded
+/// noise image has that size (the encoder's ratio varies slowly with the size, so a few
+/// corrections find it).
+fn sample_bytes_for_file(format: &str, file_bytes: u64, samples: u64) -> u64 {
+    let n = samples.max(1);
+    let plain = (file_bytes / n).max(1);
+    let Some(kind) = dlio_format::FORMATS
         .iter()
         .find(|d| d.kind.name() == format)
         .map(|d| d.kind)
-        .filter(|&k| dlio_format::generated_image_bytes(k, 64).is_some());
-    let Some(kind) = image else {
-        return file_bytes.saturating_sub(header_bytes(format)).max(1);
+    else {
+        return plain;
     };
-    let mut pixels = file_bytes.max(1);
-    for _ in 0..3 {
-        let Some(bytes) = dlio_format::generated_image_bytes(kind, pixels).filter(|&b| b > 0)
-        else {
-            break;
-        };
-        pixels = ((pixels as f64 * file_bytes as f64 / bytes as f64).round() as u64).max(1);
+    if dlio_format::generated_image_bytes(kind, 64).is_some() {
+        let mut pixels = plain;
+        for _ in 0..3 {
+            let Some(bytes) = dlio_format::generated_image_bytes(kind, pixels).filter(|&b| b > 0)
+            else {
+                break;
+            };
+            pixels = ((pixels as f64 * plain as f64 / bytes as f64).round() as u64).max(1);
+        }
+        return pixels;
     }
-    pixels
+    let Ok(dlio) = dlio_format::format_for(kind) else {
+        return plain;
+    };
+    let expected = |sample: u64| {
+        dlio.expected_size(&dlio_format::FileLayout {
+            samples: u32::try_from(n).unwrap_or(u32::MAX),
+            sample_dims: vec![usize::try_from(sample).unwrap_or(usize::MAX)],
+            element: dlio_config::ElementType::Uint8,
+            compression: dlio_config::Compression::None,
+        })
+    };
+    let mut sample = plain;
+    for _ in 0..4 {
+        let Some(size) = expected(sample) else {
+            return plain;
+        };
+        let short = file_bytes as i128 - size as i128;
+        if short.abs() < n as i128 {
+            break;
+        }
+        sample = (sample as i128 + short / n as i128).max(1) as u64;
+    }
+    sample
 }
 
 /// What the evidence says of how sample bytes were made from file sizes.
 fn size_note(format: &str) -> String {
-    match (header_bytes(format), format) {
-        (0, "jpeg" | "png") => format!(
+    match format {
+        "jpeg" | "png" => format!(
             ", as the pixels whose noise image dlio's {format} encoder writes in a file of that \
              size"
         ),
-        (0, _) => String::new(),
-        (h, _) => format!(
-            ", less the {h} bytes dlio's {format} files hold besides the sample (so that the \
-             generated files have this size)"
+        _ => format!(
+            ", less what dlio's {format} files hold besides the samples (headers, framing), so \
+             that the generated files have this size"
         ),
     }
 }

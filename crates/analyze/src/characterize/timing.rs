@@ -1,6 +1,7 @@
 //! How long compute and loading take: the compute between steps (or the step period of
 //! readers that run ahead), and the loader's own time per sample inside a step's loading.
 
+use super::eval::EvalPass;
 use super::readers::Readers;
 use super::samples::Samples;
 use super::{Activity, Found, MIN_GAP_RATIO, MIN_PREPROCESS_S, Stats, secs};
@@ -18,7 +19,12 @@ pub(super) struct Timing {
 }
 
 /// The timing section: `train.epochs`, `train.computation_time` and `reader.preprocess_time`.
-pub(super) fn timing(activity: &Activity, samples: &Samples, readers: &Readers) -> (Timing, Found) {
+pub(super) fn timing(
+    activity: &Activity,
+    samples: &Samples,
+    readers: &Readers,
+    eval: &EvalPass,
+) -> (Timing, Found) {
     let mut found = Found::default();
     let Activity {
         calls,
@@ -41,15 +47,25 @@ pub(super) fn timing(activity: &Activity, samples: &Samples, readers: &Readers) 
         ..
     } = readers;
     let (batch, read_threads) = (*batch, *read_threads);
+    let unit_rows = samples.unit_rows.max(1);
     // Time: compute between bursts, the loader's own time per sample inside them.
     let compute: Vec<f64> = bursts
         .windows(2)
         .map(|w| secs(w[1].start - w[0].end))
         .collect();
     let fetch: Vec<f64> = bursts.iter().map(|b| secs(b.end - b.start)).collect();
+    // The compute between steps: the pauses without an evaluation pass in them, less the few
+    // far from the rest (a garbage collection, a checkpoint), which a normal law's stdev
+    // would spread over every step.
+    let training_pauses: Vec<f64> = bursts
+        .windows(2)
+        .filter(|w| !eval.within(w[0].end, w[1].start))
+        .map(|w| secs(w[1].start - w[0].end))
+        .collect();
+    let (steady, outliers) = steady_values(&training_pauses);
     let compute_s = match &ahead {
         Some(a) => Stats::of(&vec![a.period_s; a.steps as usize]),
-        None if paused => Stats::of(&compute),
+        None if paused => Stats::of(&steady),
         None => Stats::default(),
     };
     let fetch_s = Stats::of(&fetch);
@@ -62,7 +78,14 @@ pub(super) fn timing(activity: &Activity, samples: &Samples, readers: &Readers) 
             samples_in_data_set
         ),
     );
-    if let Some(a) = &ahead {
+    if let Some(step_s) = readers.stream_step_s {
+        found.param(
+            "train.computation_time",
+            format!("{step_s:.6}"),
+            "the stream's step: its reads run ahead of the steps, so the step is the compute"
+                .into(),
+        );
+    } else if let Some(a) = &ahead {
         found.param(
             "train.computation_time",
             format!("{:.6}", a.period_s),
@@ -103,7 +126,7 @@ pub(super) fn timing(activity: &Activity, samples: &Samples, readers: &Readers) 
         let io_in_calls: f64 = calls.iter().map(|r| secs(r.end - r.start)).sum();
         let samples = sample_events.len().max(1) as f64;
         let lanes = (read_threads.max(1)).min(batch) as f64;
-        let k = batch as f64 / lanes;
+        let k = (batch / unit_rows) as f64 / lanes;
         let io_per_sample = io_in_calls / samples;
         // The median burst: a few steps stretched by the scheduler (a busy machine) would
         // lengthen every sample's loader time if the mean were taken.
@@ -127,9 +150,16 @@ pub(super) fn timing(activity: &Activity, samples: &Samples, readers: &Readers) 
             "train.computation_time",
             value,
             format!(
-                "{} pauses without data I/O between bursts: mean {:.3} ms, stdev {:.3} ms (the \
+                "{} pauses without data I/O between bursts{}: mean {:.3} ms, stdev {:.3} ms (the \
                  median pause inside a burst is shorter by {MIN_GAP_RATIO}x or more){}",
                 compute_s.count,
+                match (compute.len() - training_pauses.len(), outliers) {
+                    (0, 0) => String::new(),
+                    (e, o) => format!(
+                        " ({e} more held an evaluation pass, {o} lay far from the rest and are \
+                         left out)"
+                    ),
+                },
                 compute_s.mean * 1e3,
                 compute_s.stdev * 1e3,
                 if per_sample > 0.0 {
@@ -205,3 +235,19 @@ fn loader_work(found: &mut Found, seconds: f64, lanes: u64, evidence: String) {
 /// About the shortest sleep that lasts what was asked on Linux (the timer's slack and the
 /// scheduler's wake-up).
 const SLEEP_SLACK_S: f64 = 50e-6;
+
+/// The values within four robust standard deviations (1.4826 times the median absolute
+/// deviation) of their median, or within 10% of it when most are equal; and how many were
+/// left out.
+fn steady_values(values: &[f64]) -> (Vec<f64>, usize) {
+    let median = Stats::of(values).median;
+    let deviations: Vec<f64> = values.iter().map(|v| (v - median).abs()).collect();
+    let spread = (1.4826 * Stats::of(&deviations).median).max(0.025 * median.abs());
+    let steady: Vec<f64> = values
+        .iter()
+        .copied()
+        .filter(|v| (v - median).abs() <= 4.0 * spread)
+        .collect();
+    let left_out = values.len() - steady.len();
+    (steady, left_out)
+}

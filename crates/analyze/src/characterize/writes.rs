@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use super::eval::EvalPass;
 use super::output::yaml_string;
 use super::readers::Readers;
 use super::trace_view::{Burst, DataSet, burst_of, is_system_path};
@@ -17,6 +18,7 @@ pub(super) fn side_files_and_writes(
     data: &DataSet,
     activity: &Activity,
     readers: &Readers,
+    eval: &EvalPass,
 ) -> (Vec<SideFileRow>, Vec<WrittenFile>, Found) {
     let mut found = Found::default();
     let (window_start, window_end) = activity.window;
@@ -32,7 +34,11 @@ pub(super) fn side_files_and_writes(
     }
     let mut during: HashMap<u64, During> = HashMap::new();
     for r in t.io() {
-        if r.start < window_start || r.start > window_end || data.holds(r.file) {
+        if r.start < window_start
+            || r.start > window_end
+            || data.holds(r.file)
+            || eval.files.contains(&r.file)
+        {
             continue;
         }
         let d = during.entry(r.file).or_default();

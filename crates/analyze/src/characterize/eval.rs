@@ -1,0 +1,181 @@
+//! An evaluation pass: files of the data set's kind outside it (an `eval/` or `valid/` split)
+//! read in windows of their own between the training steps, as a framework's evaluation loop
+//! reads its split after an epoch.
+
+use std::collections::HashSet;
+
+use super::trace_view::{DataSet, bursts, is_system_path};
+use super::{Activity, Found, Stats, secs};
+use crate::event::Op;
+use crate::ingest::Rec;
+use crate::timeline::{Timeline, op};
+
+/// What the evaluation section found.
+#[derive(Debug, Default)]
+pub(super) struct EvalPass {
+    /// The evaluation split's files.
+    pub files: HashSet<u64>,
+    /// Each window of evaluation reads: from its first call to its last, nanoseconds.
+    pub windows: Vec<(i64, i64)>,
+}
+
+impl EvalPass {
+    /// Whether the pause from `start` to `end` holds an evaluation window.
+    pub fn within(&self, start: i64, end: i64) -> bool {
+        self.windows.iter().any(|&(s, e)| s >= start && e <= end)
+    }
+}
+
+/// The evaluation section: `workflow.evaluation`, `dataset.num_files_eval`,
+/// `reader.batch_size_eval`, `evaluation.eval_time`, `evaluation.eval_after_epoch` and
+/// `evaluation.epochs_between_evals`, when files of the data set's kind outside it are read
+/// in windows with no training read inside (between epochs).
+pub(super) fn eval_pass(
+    t: &Timeline,
+    data: &DataSet,
+    activity: &Activity,
+    epochs: u64,
+) -> (EvalPass, Found) {
+    let mut found = Found::default();
+    let (start, end) = activity.window;
+    // Calls on files of the data set's extension that are not its own, from the first
+    // training read to the end of the run (the last pass follows the last training read).
+    let kind = format!(".{}", data.extension);
+    let candidate = |r: &Rec| {
+        !data.holds(r.file) && {
+            let path = t.path(r.file);
+            path.ends_with(&kind) && !is_system_path(path)
+        }
+    };
+    // Only files read and never written: a checkpoint of the same kind (np.save's .npy) is
+    // not a split.
+    let mut read_files: HashSet<u64> = HashSet::new();
+    let mut written: HashSet<u64> = HashSet::new();
+    for r in t.io().filter(|r| r.start >= start && candidate(r)) {
+        match op(r) {
+            Op::Read if r.bytes > 0 => {
+                read_files.insert(r.file);
+            }
+            Op::Write => {
+                written.insert(r.file);
+            }
+            _ => {}
+        }
+    }
+    let calls: Vec<&Rec> = t
+        .io()
+        .filter(|r| {
+            r.start >= start
+                && candidate(r)
+                && read_files.contains(&r.file)
+                && !written.contains(&r.file)
+        })
+        .collect();
+    let reads = calls
+        .iter()
+        .filter(|r| op(r) == Op::Read && r.bytes > 0)
+        .count();
+    if reads == 0 {
+        return (EvalPass::default(), found);
+    }
+    // Windows: runs of candidate calls with no training call between them.
+    let training: Vec<i64> = activity.calls.iter().map(|r| r.start).collect();
+    let mut windows: Vec<(i64, i64, Vec<&Rec>)> = Vec::new();
+    for r in &calls {
+        let split = windows.last().is_none_or(|(_, last_end, _)| {
+            let from = training.partition_point(|&s| s < *last_end);
+            training.get(from).is_some_and(|&s| s < r.start)
+        });
+        if split {
+            windows.push((r.start, r.end, vec![*r]));
+        } else if let Some(w) = windows.last_mut() {
+            w.1 = w.1.max(r.end);
+            w.2.push(r);
+        }
+    }
+    // A side file read at every step (or every few) makes a window per read, each between
+    // two bursts of training reads: an evaluation pass reads a split's files together, in
+    // fewer windows than the epochs give room for.
+    let files: HashSet<u64> = calls.iter().map(|r| r.file).collect();
+    let window_files: Vec<usize> = windows
+        .iter()
+        .map(|(_, _, c)| c.iter().map(|r| r.file).collect::<HashSet<_>>().len())
+        .collect();
+    let passes = windows.len() as u64;
+    if files.len() < 2 || passes > epochs.max(1) + 1 || window_files.iter().any(|&n| n < 2) {
+        return (EvalPass::default(), found);
+    }
+    // Steps of a pass: its bursts between pauses, as the training's are found.
+    let (mut samples_per_step, mut pauses) = (Vec::new(), Vec::new());
+    for (_, _, c) in &windows {
+        let (steps, paused) = bursts(c, &[]);
+        let opens = |from: i64, to: i64| {
+            c.iter()
+                .filter(|r| op(r) == Op::Open && r.start >= from && r.start <= to)
+                .count() as u64
+        };
+        if paused {
+            samples_per_step.extend(steps.iter().map(|b| opens(b.start, b.end)));
+            pauses.extend(steps.windows(2).map(|w| secs(w[1].start - w[0].end)));
+        } else {
+            samples_per_step.push(opens(i64::MIN, i64::MAX));
+        }
+    }
+    let batch = super::mode(&samples_per_step).max(1);
+    let eval_time = Stats::of(&pauses).median;
+    let every = (epochs.max(1) as f64 / passes.max(1) as f64)
+        .round()
+        .max(1.0) as u64;
+    found.param(
+        "workflow.evaluation",
+        "True".into(),
+        format!(
+            "{} files of .{} outside the data set read in {passes} windows of their own, with \
+             no training read inside: an evaluation pass",
+            files.len(),
+            data.extension
+        ),
+    );
+    found.param(
+        "dataset.num_files_eval",
+        files.len().to_string(),
+        format!(
+            "the evaluation split: {}",
+            files
+                .iter()
+                .take(3)
+                .map(|f| t.path(*f))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    );
+    found.param(
+        "reader.batch_size_eval",
+        batch.to_string(),
+        format!("{batch} files opened in most steps of an evaluation pass"),
+    );
+    found.param(
+        "evaluation.eval_time",
+        format!("{eval_time:.6}"),
+        format!(
+            "the median pause between an evaluation pass's steps ({} pauses)",
+            pauses.len()
+        ),
+    );
+    found.param(
+        "evaluation.eval_after_epoch",
+        every.to_string(),
+        format!("{passes} passes over {epochs} epochs"),
+    );
+    found.param(
+        "evaluation.epochs_between_evals",
+        every.to_string(),
+        format!("a pass every {every} epochs"),
+    );
+    let pass = EvalPass {
+        files,
+        windows: windows.iter().map(|&(s, e, _)| (s, e)).collect(),
+    };
+    let _ = end;
+    (pass, found)
+}
