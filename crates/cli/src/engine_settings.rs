@@ -154,6 +154,7 @@ pub(crate) fn engine_settings(config: &Config, process: usize) -> (EngineSetting
         io_depth: config.storage.io_depth,
         s3,
         read_bytes_per_second: config.storage.read_bytes_per_second,
+        fresh_read_share: config.reader.fresh_read_share,
     };
     (settings, endpoint_note)
 }

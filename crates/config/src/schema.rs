@@ -780,6 +780,11 @@ pub struct ReaderConfig {
     /// does; `dlio characterize` sets it for a traced loader's own time between its reads).
     /// Default sleep.
     pub preprocess_work: PreprocessWork,
+    /// Ours: the share of reads of 64 KiB and more that land in pages the process has not
+    /// touched, as a program's reads into new objects fault theirs in (0: every read into
+    /// the reader's warm buffer; 1: every one fresh; `dlio characterize` measures it as the
+    /// share of a traced program's large reads slower than twice the fastest). Default 0.
+    pub fresh_read_share: f64,
     /// PyTorch `pin_memory`. Default true.
     pub pin_memory: bool,
     /// PyTorch/DALI worker start method. Default fork.
@@ -823,6 +828,7 @@ impl Default for ReaderConfig {
             read_ahead: true,
             preprocess_time: TimeDistribution::default(),
             preprocess_work: PreprocessWork::Sleep,
+            fresh_read_share: 0.0,
             pin_memory: true,
             multiprocessing_context: MultiprocessingContext::Fork,
             odirect: false,

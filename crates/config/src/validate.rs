@@ -48,6 +48,14 @@ impl Config {
                 "keep reader.read_ahead True, or read with another data_loader (pytorch)",
             ));
         }
+        let share = self.reader.fresh_read_share;
+        if !(0.0..=1.0).contains(&share) {
+            return Err(invalid(
+                "reader.fresh_read_share",
+                format!("is {share}; a share goes from 0 to 1."),
+                "set ++workload.reader.fresh_read_share between 0 and 1",
+            ));
+        }
         let sizes = &self.reader.transfer_size_distribution;
         if !sizes.is_empty() && self.reader.transfer_size.is_some() {
             return Err(invalid(

@@ -118,6 +118,9 @@ pub struct EngineSettings {
     /// `storage.read_bytes_per_second`: reads of every handle together move at most this
     /// many bytes per second ([`Throttled`]); 0 is no cap.
     pub read_bytes_per_second: u64,
+    /// `reader.fresh_read_share`: that share of the reads of [`crate::FRESH_FROM`] bytes and
+    /// more land in pages the process has not touched ([`crate::FreshPages`]); 0 is none.
+    pub fresh_read_share: f64,
 }
 
 /// A ready engine (files checked, ring allowed, bucket reached).
@@ -200,6 +203,11 @@ pub fn engine_for(settings: &EngineSettings) -> Result<Engine, StorageError> {
     let raw: Arc<dyn Storage> = match settings.read_bytes_per_second {
         0 => raw,
         rate => Arc::new(Throttled::new(raw, rate)),
+    };
+    let raw: Arc<dyn Storage> = if settings.fresh_read_share > 0.0 {
+        Arc::new(crate::FreshPages::new(raw, settings.fresh_read_share))
+    } else {
+        raw
     };
     let sizes = match transfer_size {
         Some(n) => Some(RequestSizes::Fixed(n)),

@@ -328,6 +328,7 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
     found.append(requests::order(t, &samples));
     let (transfer_sizes, f) = requests::requests(data, &activity, &samples);
     found.append(f);
+    found.append(requests::read_buffers(&activity));
     let (eval, f) = eval::eval_pass(t, data, &activity, samples.epochs);
     found.append(f);
     let (time, f) = timing::timing(&activity, &samples, &readers, &eval);

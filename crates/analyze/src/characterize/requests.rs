@@ -384,3 +384,38 @@ fn common_pattern(calls: &[&Rec], data: &DataSet) -> Option<(Vec<PatternStep>, f
     let share = n as f64 / done.len() as f64;
     (share >= 0.8).then(|| (best.clone(), share))
 }
+
+/// Where the reads land: `reader.fresh_read_share`, the share of the data reads of
+/// [`dlio_storage::FRESH_FROM`] bytes or more that move their bytes at less than half the pace
+/// of the fastest tenth of them, when it is a fifth or more: reads into new objects (the
+/// kernel faults their pages in as it copies) rather than into memory the program reuses,
+/// which reads at the pace of the fastest.
+pub(super) fn read_buffers(activity: &Activity) -> Found {
+    let mut found = Found::default();
+    let mut pace: Vec<f64> = activity
+        .reads
+        .iter()
+        .filter(|r| r.bytes as u64 >= dlio_storage::FRESH_FROM as u64 && r.end > r.start)
+        .map(|r| (r.end - r.start) as f64 / r.bytes as f64)
+        .collect();
+    if pace.len() < 10 {
+        return found;
+    }
+    pace.sort_by(f64::total_cmp);
+    let fastest = pace[pace.len() / 10];
+    let slow = pace.iter().filter(|&&p| p > 2.0 * fastest).count();
+    if slow * 5 >= pace.len() {
+        found.param(
+            "reader.fresh_read_share",
+            format!("{:.2}", slow as f64 / pace.len() as f64),
+            format!(
+                "{slow} of the {} data reads of {} KiB or more take over twice the time per byte \
+                 of the fastest tenth: they land in memory the program had not touched (new \
+                 objects), whose pages the kernel faults in as it copies",
+                pace.len(),
+                dlio_storage::FRESH_FROM >> 10
+            ),
+        );
+    }
+    found
+}
