@@ -338,6 +338,7 @@ fn local_engines(transfer_size: Option<u64>) -> Vec<(&'static str, Engine)> {
             io_depth: 4,
             s3: None,
             read_bytes_per_second: 0,
+            fresh_read_share: 0.0,
         };
         let uses_o_direct = odirect || engine == EngineKind::Direct;
         if !dlio_testkit::skip::engine_runs_here(

@@ -23,9 +23,17 @@ use serde_json::Value;
 /// The replays measure time: one at a time, so that they do not compete for the two cores.
 static TIMED: Mutex<()> = Mutex::new(());
 
+/// A test program, or one of the corpus of `bench/corpus/programs` (its numpy, h5py and
+/// pyarrow ones: what `scripts/test.sh` installs).
 fn program(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    let own = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/programs")
+        .join(format!("{name}.py"));
+    if own.is_file() {
+        return own;
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../bench/corpus/programs")
         .join(format!("{name}.py"))
 }
 
@@ -336,6 +344,91 @@ fn a_thread_pool_of_readers_is_characterised_and_replayed() {
 }
 
 /// Replays `r`'s workload with one override (`what` names the run) and scores it.
+/// Every byte the files under `dir` with extension `ext` hold.
+fn total_bytes(dir: &Path, ext: &str) -> u64 {
+    sizes(dir, ext).iter().sum()
+}
+
+/// Records of their own sizes read one by one through an index: each read is a record, and
+/// the emulated files' records take the measured sizes.
+#[test]
+fn records_read_through_an_index_are_samples_of_their_own_sizes() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = trace_characterize_replay(dir.path(), "indexed_records_pread");
+    let d = &r.derived;
+    for (key, value) in [
+        ("dataset.format", "indexed_binary"),
+        ("dataset.num_files_train", "4"),
+        ("dataset.num_samples_per_file", "64"),
+        ("dataset.record_length_bytes_per", "sample"),
+        ("reader.batch_size", "8"),
+        ("train.epochs", "2"),
+    ] {
+        assert_eq!(d.get(key).map(String::as_str), Some(value), "{key}: {d:?}");
+    }
+    let (real, emulated) = (
+        total_bytes(&r.real_data, "dat") as f64,
+        total_bytes(&r.emulated_data, "indexed_binary") as f64,
+    );
+    assert!(
+        (emulated / real - 1.0).abs() < 0.02,
+        "{emulated} for {real}"
+    );
+    assert_scores("indexed_records_pread", &r.fidelity);
+}
+
+/// An evaluation split read between epochs is an evaluation pass, not side files; the
+/// checkpoints written between steps stay checkpoints.
+#[test]
+fn an_evaluation_split_read_between_epochs_is_an_evaluation_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = trace_characterize_replay(dir.path(), "npy_shards_ckpt_eval");
+    let d = &r.derived;
+    for (key, value) in [
+        ("dataset.num_files_train", "16"),
+        ("workflow.evaluation", "True"),
+        ("dataset.num_files_eval", "4"),
+        ("evaluation.epochs_between_evals", "1"),
+        ("workflow.checkpoint", "True"),
+        ("train.epochs", "3"),
+    ] {
+        assert_eq!(d.get(key).map(String::as_str), Some(value), "{key}: {d:?}");
+    }
+    assert!(!d.contains_key("dataset.side_files"), "{d:?}");
+    assert_scores("npy_shards_ckpt_eval", &r.fidelity);
+}
+
+/// Parquet files read by row group with column selection: the files' own columns, those whose
+/// chunks the reads cover marked read, the footer read as pyarrow reads it.
+#[test]
+fn parquet_row_groups_with_column_selection_are_replayed_by_row_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = trace_characterize_replay(dir.path(), "parquet_rowgroups");
+    let d = &r.derived;
+    for (key, value) in [
+        ("dataset.format", "parquet"),
+        ("dataset.num_files_train", "3"),
+        ("dataset.num_samples_per_file", "2048"),
+        ("train.epochs", "2"),
+    ] {
+        assert_eq!(d.get(key).map(String::as_str), Some(value), "{key}: {d:?}");
+    }
+    let parquet = &d["dataset.parquet"];
+    for part in [
+        "row_group_size: 256",
+        "footer_read_size: 65536",
+        "metadata_cache: True",
+        "name: \"id\", dtype: int64, size: 1, read: False",
+        "name: \"label\", dtype: int32, size: 1, read: True",
+        "name: \"text\", dtype: string, size: 1, read: False",
+    ] {
+        assert!(parquet.contains(part), "{part} not in {parquet}");
+    }
+    // A row group a step: 256 rows.
+    assert_eq!(d["reader.batch_size"], "256");
+    assert_scores("parquet_rowgroups", &r.fidelity);
+}
+
 fn replay_variant(dir: &Path, r: &Replayed, what: &str, edit: &str) -> Value {
     let _one_at_a_time = TIMED.lock().unwrap_or_else(|p| p.into_inner());
     let tag = what.replace(' ', "-");

@@ -85,6 +85,7 @@ fn main() {
         io_depth: depth as u32,
         s3: None,
         read_bytes_per_second: 0,
+        fresh_read_share: 0.0,
     })
     .unwrap_or_else(|e| {
         eprintln!("{e}");

@@ -43,6 +43,7 @@ fn settings(engine: EngineKind, odirect: bool, transfer_size: Option<u64>) -> En
         io_depth: 4,
         s3: None,
         read_bytes_per_second: 0,
+        fresh_read_share: 0.0,
     }
 }
 

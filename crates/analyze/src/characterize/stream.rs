@@ -248,15 +248,17 @@ pub(super) fn columnar_of<'t>(
             continue;
         };
         let (offset, end) = (r.offset.max(0) as u64, (r.offset.max(0) + r.bytes) as u64);
+        if end == layout.file_bytes {
+            // The footer, and what of the last row group a speculative tail read takes along.
+            footer_reads.push(r.bytes as u64);
+            continue;
+        }
         let group = layout.chunks.iter().position(|chunks| {
             let start = chunks.iter().map(|c| c.0).min().unwrap_or(0);
             let stop = chunks.iter().map(|c| c.0 + c.1).max().unwrap_or(0);
             offset >= start && offset < stop
         });
         let Some(group) = group else {
-            if end == layout.file_bytes {
-                footer_reads.push(r.bytes as u64);
-            }
             continue;
         };
         for (i, &(start, len)) in layout.chunks[group].iter().enumerate() {
@@ -277,7 +279,12 @@ pub(super) fn columnar_of<'t>(
     for (column, read) in columns.iter_mut().zip(read) {
         column.read = read;
     }
-    let opens_per_file = activity.opens.len() as f64 / data.files.len().max(1) as f64;
+    let total_opens: u64 = data
+        .files
+        .iter()
+        .map(|f| data.totals.get(f).map_or(0, |t| t.opens))
+        .sum();
+    let opens_per_file = total_opens as f64 / data.files.len().max(1) as f64;
     let groups = first.rows_per_group.len().max(1) as f64;
     let epochs = visits.len() as f64 / (data.files.len() as f64 * groups);
     Some((
@@ -285,8 +292,9 @@ pub(super) fn columnar_of<'t>(
             columns,
             group_rows: first.rows_per_group.first().copied().unwrap_or(1).max(1),
             file_rows: first.rows_per_group.iter().sum::<u64>().max(1),
-            // One read at the end per opening: the footer read whole (pyarrow reads 64 KiB).
-            footer_read_size: if footer_reads.len() as f64 <= activity.opens.len().max(1) as f64 {
+            // One read at the end per opening (the files may be opened before the training's
+            // first read): the footer read whole, as pyarrow reads 64 KiB.
+            footer_read_size: if footer_reads.len() as u64 <= total_opens.max(1) {
                 mode(&footer_reads)
             } else {
                 0
