@@ -149,6 +149,7 @@ pub(crate) fn engine_settings(config: &Config, process: usize) -> (EngineSetting
                 from_end: r.from == dlio_config::RequestAnchor::End,
                 offset: r.offset,
                 size: r.size,
+                work: std::time::Duration::from_secs_f64(r.work),
             })
             .collect(),
         io_depth: config.storage.io_depth,

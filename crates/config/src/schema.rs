@@ -501,6 +501,10 @@ pub struct SampleRequest {
     pub offset: u64,
     /// Bytes asked for. Default 4096.
     pub size: u64,
+    /// The reader's own work after this request, before its next, seconds, spent busy (a
+    /// loader parsing the header it just read: np.load between an npy's header and its
+    /// array). Default 0.
+    pub work: f64,
 }
 
 impl Default for SampleRequest {
@@ -509,6 +513,7 @@ impl Default for SampleRequest {
             from: RequestAnchor::Start,
             offset: 0,
             size: 4096,
+            work: 0.0,
         }
     }
 }

@@ -88,6 +88,16 @@ impl Config {
                     "read without O_DIRECT (reader.odirect=False, storage.io_engine posix or io_uring)",
                 ));
             }
+            if let Some(i) = pattern
+                .iter()
+                .position(|r| !(r.work.is_finite() && (0.0..=MAX_SECONDS).contains(&r.work)))
+            {
+                return Err(invalid(
+                    &format!("reader.sample_requests[{i}].work"),
+                    format!("is {}; a time is 0 or more seconds.", pattern[i].work),
+                    "give the work in seconds, e.g. work: 0.00024",
+                ));
+            }
             if let Some(i) = pattern.iter().position(|r| r.size == 0) {
                 return Err(invalid(
                     &format!("reader.sample_requests[{i}]"),

@@ -20,9 +20,14 @@ pub(super) struct EvalPass {
 }
 
 impl EvalPass {
-    /// Whether the pause from `start` to `end` holds an evaluation window.
-    pub fn within(&self, start: i64, end: i64) -> bool {
-        self.windows.iter().any(|&(s, e)| s >= start && e <= end)
+    /// The time the evaluation windows inside the pause from `start` to `end` take,
+    /// nanoseconds.
+    pub fn within(&self, start: i64, end: i64) -> i64 {
+        self.windows
+            .iter()
+            .filter(|&&(s, e)| s >= start && e <= end)
+            .map(|&(s, e)| e - s)
+            .sum()
     }
 }
 

@@ -326,12 +326,13 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
     found.append(f);
     found.append(samples::read_type(&activity, &samples));
     found.append(requests::order(t, &samples));
-    let (transfer_sizes, f) = requests::requests(data, &activity, &samples);
+    let (transfer_sizes, work_inside, f) =
+        requests::requests(data, &activity, &samples, readers.read_threads);
     found.append(f);
     found.append(requests::read_buffers(&activity));
     let (eval, f) = eval::eval_pass(t, data, &activity, samples.epochs);
     found.append(f);
-    let (time, f) = timing::timing(&activity, &samples, &readers, &eval);
+    let (time, f) = timing::timing(&activity, &samples, &readers, &eval, work_inside);
     found.append(f);
     let (side_files, written, f) =
         writes::side_files_and_writes(t, data, &activity, &readers, &eval);

@@ -95,12 +95,14 @@ pub(super) fn order(t: &Timeline, samples: &Samples) -> Found {
 
 /// The requests section: `reader.sample_requests` (the same requests at each opening of a
 /// file read whole), `reader.transfer_size_distribution` or `reader.transfer_size`. Returns
-/// the request-size distribution of the data reads too.
+/// the request-size distribution of the data reads too, and the program's own work inside
+/// one sample's read (between its requests), seconds.
 pub(super) fn requests(
     data: &DataSet,
     activity: &Activity,
     samples: &Samples,
-) -> (Vec<SizeShare>, Found) {
+    reading_threads: u64,
+) -> (Vec<SizeShare>, f64, Found) {
     let mut found = Found::default();
     let Activity {
         calls,
@@ -118,26 +120,36 @@ pub(super) fn requests(
     let (whole_files, dominant) = (*whole_files, *dominant);
     if samples.format_reads {
         // A stream's buffer, a row group's chunks, a record: the format's own reads.
-        return (shares.clone(), found);
+        return (shares.clone(), 0.0, found);
     }
     // Request sizes: the same requests for every sample, or a distribution.
     // dlio replays a request pattern only for files it reads whole in one go (up to
     // `dlio_format::CHUNK_BYTES`, 4 MiB); larger files keep a distribution.
-    let pattern = if whole_files && file_sizes.max <= WHOLE_READ_LIMIT as f64 {
+    let mut pattern = if whole_files && file_sizes.max <= WHOLE_READ_LIMIT as f64 {
         common_pattern(calls, data)
     } else {
         None
     };
-    if pattern.as_ref().is_some_and(|(p, _)| p.is_empty()) {
+    // The work between a sample's requests is spent busy: on one reading thread it is that
+    // thread's; several threads' work overlaps without each taking a core (a Python pool's
+    // threads take turns on one interpreter), so it stays in the time between samples.
+    if reading_threads > 1
+        && let Some(p) = &mut pattern
+    {
+        p.work_s.iter_mut().for_each(|w| *w = 0.0);
+    }
+    if pattern.as_ref().is_some_and(|p| p.requests.is_empty()) {
         // Every opening reads its file in one request (or the requests before the rest are
         // not shared): the emulation reads each file whole the same way, and a distribution
         // would split those reads into drawn requests.
-    } else if let Some((pattern, share)) = &pattern {
+    } else if let Some(common) = &pattern {
         found.param(
             "reader.sample_requests",
-            pattern
+            common
+                .requests
                 .iter()
-                .map(|&(from_end, offset, size)| {
+                .zip(&common.work_s)
+                .map(|(&(from_end, offset, size), &work)| {
                     // The rest of every file: the emulation cuts a request at the file's end,
                     // so the largest file's rest covers each file's.
                     let size = if size == REST {
@@ -145,8 +157,13 @@ pub(super) fn requests(
                     } else {
                         size
                     };
+                    let work = if work > 0.0 {
+                        format!(", work: {work:.6}")
+                    } else {
+                        String::new()
+                    };
                     format!(
-                        "{{from: {}, offset: {offset}, size: {size}}}",
+                        "{{from: {}, offset: {offset}, size: {size}{work}}}",
                         if from_end { "end" } else { "start" }
                     )
                 })
@@ -154,10 +171,16 @@ pub(super) fn requests(
                 .join(", "),
             format!(
                 "{:.0}% of the {} file openings read the same {} requests in the same order \
-                 (offsets from the file's start, or from its end past the middle)",
-                share * 100.0,
+                 (offsets from the file's start, or from its end past the middle){}",
+                common.share * 100.0,
                 opens.len(),
-                pattern.len()
+                common.requests.len(),
+                if common.work_s.iter().any(|&w| w > 0.0) {
+                    "; `work` is the median pause before the opening's next read: the \
+                     program's own work on what it read (parsing a header)"
+                } else {
+                    ""
+                }
             ),
         );
     } else if shares.len() > 1 {
@@ -191,7 +214,8 @@ pub(super) fn requests(
                 .into(),
         );
     }
-    (shares.clone(), found)
+    let work = pattern.map_or(0.0, |p| p.work_s.iter().sum());
+    (shares.clone(), work, found)
 }
 
 /// How an epoch visits its samples.
@@ -313,41 +337,53 @@ fn reads_to_end(p: &[PatternStep]) -> bool {
 /// The request sequence most file openings make (each read as from the start, or from the end
 /// when it starts past the middle, and its size), with the share of openings that make it;
 /// `None` when fewer than 80% share one.
-fn common_pattern(calls: &[&Rec], data: &DataSet) -> Option<(Vec<PatternStep>, f64)> {
+fn common_pattern(calls: &[&Rec], data: &DataSet) -> Option<CommonPattern> {
     type Pattern = Vec<PatternStep>;
+    /// An opening's requests, and when each ended and the next started.
+    #[derive(Default)]
+    struct Opening {
+        requests: Pattern,
+        /// (end of the last read, start of the next) nanoseconds, between consecutive reads.
+        gaps: Vec<i64>,
+        last_end: Option<i64>,
+    }
     // An opening is followed per process, thread and file rather than per descriptor: a
     // library may read through a copy of the descriptor (numpy's `fread` on a dup'd one).
-    let mut open: HashMap<(u32, u32, u64), Pattern> = HashMap::new();
-    let mut done: Vec<(u64, Pattern)> = Vec::new();
+    let mut open: HashMap<(u32, u32, u64), Opening> = HashMap::new();
+    let mut done: Vec<(u64, Opening)> = Vec::new();
     for r in calls {
         let key = (r.rank, r.tid, r.file);
         match op(r) {
             Op::Open if r.fd >= 0 => {
-                if let Some(p) = open.insert(key, Vec::new()) {
-                    done.push((r.file, p));
+                if let Some(o) = open.insert(key, Opening::default()) {
+                    done.push((r.file, o));
                 }
             }
             Op::Read if r.bytes > 0 && r.offset >= 0 => {
                 let size = data.totals.get(&r.file).map_or(0, |t| t.size);
                 let offset = r.offset as u64;
-                if let Some(p) = open.get_mut(&key) {
-                    p.push(if offset > size / 2 {
+                if let Some(o) = open.get_mut(&key) {
+                    o.requests.push(if offset > size / 2 {
                         (true, size.saturating_sub(offset), r.bytes as u64)
                     } else {
                         (false, offset, r.bytes as u64)
                     });
+                    if let Some(end) = o.last_end {
+                        o.gaps.push(r.start - end);
+                    }
+                    o.last_end = Some(r.end);
                 }
             }
             Op::Close => {
-                if let Some(p) = open.remove(&key) {
-                    done.push((r.file, p));
+                if let Some(o) = open.remove(&key) {
+                    done.push((r.file, o));
                 }
             }
             _ => {}
         }
     }
-    done.extend(open.into_iter().map(|((_, _, file), p)| (file, p)));
-    done.retain(|(_, p)| !p.is_empty());
+    done.extend(open.into_iter().map(|((_, _, file), o)| (file, o)));
+    done.retain(|(_, o)| !o.requests.is_empty());
     if done.len() < 2 {
         return None;
     }
@@ -359,7 +395,8 @@ fn common_pattern(calls: &[&Rec], data: &DataSet) -> Option<(Vec<PatternStep>, f
     // covered is the rest too, read from where the library's parser stopped rather than where
     // its buffered reads did (np.load reads 4096 bytes, then the array from byte 128): it is
     // kept, with the size [`REST`], which the emulation cuts at each file's end.
-    for (file, p) in &mut done {
+    for (file, o) in &mut done {
+        let p = &mut o.requests;
         let size = data.totals.get(file).map_or(0, |t| t.size);
         // A last request that ends at the file's end is the rest whatever the file's size: as
         // an offset from the start, even when it starts past the middle of a small file.
@@ -371,18 +408,50 @@ fn common_pattern(calls: &[&Rec], data: &DataSet) -> Option<(Vec<PatternStep>, f
         }
         if reads_to_end(p) {
             p.pop();
-        } else if let Some(rest) = rest_from_covered(p, data.totals.get(file).map_or(0, |t| t.size))
-        {
+        } else if let Some(rest) = rest_from_covered(p, size) {
             *p.last_mut().expect("not empty") = rest;
         }
     }
     let mut counts: HashMap<&Pattern, usize> = HashMap::new();
-    for (_, p) in &done {
-        *counts.entry(p).or_default() += 1;
+    for (_, o) in &done {
+        *counts.entry(&o.requests).or_default() += 1;
     }
     let (best, n) = counts.into_iter().max_by_key(|(p, n)| (*n, p.len()))?;
     let share = n as f64 / done.len() as f64;
-    (share >= 0.8).then(|| (best.clone(), share))
+    if share < 0.8 {
+        return None;
+    }
+    // The program's work after each listed request: the median pause before its next read
+    // (the popped "rest" read included), over the openings that made the pattern.
+    let work_s = (0..best.len())
+        .map(|i| {
+            let gaps: Vec<f64> = done
+                .iter()
+                .filter(|(_, o)| &o.requests == best)
+                .filter_map(|(_, o)| o.gaps.get(i).map(|&g| g as f64 / 1e9))
+                .collect();
+            let median = Stats::of(&gaps).median;
+            if median >= super::MIN_PREPROCESS_S {
+                median
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    Some(CommonPattern {
+        requests: best.clone(),
+        share,
+        work_s,
+    })
+}
+
+/// The request pattern most openings make.
+struct CommonPattern {
+    requests: Vec<PatternStep>,
+    /// The share of openings that make it.
+    share: f64,
+    /// The program's work after each request, seconds (0 under a few microseconds).
+    work_s: Vec<f64>,
 }
 
 /// Where the reads land: `reader.fresh_read_share`, the share of the data reads of

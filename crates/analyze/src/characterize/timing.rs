@@ -24,6 +24,7 @@ pub(super) fn timing(
     samples: &Samples,
     readers: &Readers,
     eval: &EvalPass,
+    work_inside_s: f64,
 ) -> (Timing, Found) {
     let mut found = Found::default();
     let Activity {
@@ -59,9 +60,12 @@ pub(super) fn timing(
     // would spread over every step.
     let training_pauses: Vec<f64> = bursts
         .windows(2)
-        .filter(|w| !eval.within(w[0].end, w[1].start))
-        .map(|w| secs(w[1].start - w[0].end))
+        .map(|w| secs(w[1].start - w[0].end - eval.within(w[0].end, w[1].start)))
         .collect();
+    let with_eval = bursts
+        .windows(2)
+        .filter(|w| eval.within(w[0].end, w[1].start) > 0)
+        .count();
     let (steady, outliers) = steady_values(&training_pauses);
     let compute_s = match &ahead {
         Some(a) => Stats::of(&vec![a.period_s; a.steps as usize]),
@@ -130,8 +134,10 @@ pub(super) fn timing(
         let io_per_sample = io_in_calls / samples;
         // The median burst: a few steps stretched by the scheduler (a busy machine) would
         // lengthen every sample's loader time if the mean were taken.
+        // The work between a sample's own requests is replayed inside its read
+        // (`sample_requests[].work`): what is left between samples is the rest.
         let per_sample = if k >= 2.0 {
-            ((fetch_s.median - k * io_per_sample) / (k - 1.0)).max(0.0)
+            ((fetch_s.median - k * (io_per_sample + work_inside_s)) / (k - 1.0)).max(0.0)
         } else {
             0.0
         };
@@ -153,11 +159,11 @@ pub(super) fn timing(
                 "{} pauses without data I/O between bursts{}: mean {:.3} ms, stdev {:.3} ms (the \
                  median pause inside a burst is shorter by {MIN_GAP_RATIO}x or more){}",
                 compute_s.count,
-                match (compute.len() - training_pauses.len(), outliers) {
+                match (with_eval, outliers) {
                     (0, 0) => String::new(),
                     (e, o) => format!(
-                        " ({e} more held an evaluation pass, {o} lay far from the rest and are \
-                         left out)"
+                        " ({e} held an evaluation pass, whose time is taken out; {o} lay far \
+                         from the rest and are left out)"
                     ),
                 },
                 compute_s.mean * 1e3,
