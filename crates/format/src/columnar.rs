@@ -136,6 +136,47 @@ impl ColumnReader {
         }
     }
 
+    /// Fetches the unit that holds row `index` of the open file `key`, unless it was fetched
+    /// lately (by this thread, or by another of the loader's); returns the first row after the
+    /// unit.
+    fn fetch_unit_of(&mut self, key: FileKey, index: u32) -> Result<u64, FormatError> {
+        let file = self
+            .open
+            .get_mut(&key)
+            .filter(|f| !f.closed)
+            .ok_or(FormatError::FileNotOpen { key })?;
+        let footer = &file.footer;
+        let group = row_group_of(&footer.group_starts, &footer.path, u64::from(index))?;
+        let unit_end = footer.group_starts[group + 1];
+        if !self.recent.contains(&(key, group)) {
+            let shared = self.shared.clone();
+            let claim = shared
+                .as_deref()
+                .map(|s| s.claim(self.epoch, footer.id, group as u32));
+            let fetch = !matches!(claim, Some(Claim::Fetched));
+            for &(offset, len) in footer.ranges[group].iter().filter(|_| fetch) {
+                let len = usize::try_from(len).map_err(|_| {
+                    FormatError::corrupt(&footer.path, offset, "a column chunk larger than memory")
+                })?;
+                read_range(
+                    &mut *file.handle,
+                    &mut self.buffer,
+                    self.alignment,
+                    offset,
+                    len,
+                )?;
+            }
+            if let Some(Claim::Fetch(claim)) = claim {
+                claim.done();
+            }
+            if self.recent.len() >= ROW_GROUP_CACHE {
+                self.recent.pop_front();
+            }
+            self.recent.push_back((key, group));
+        }
+        Ok(unit_end)
+    }
+
     /// Keeps the footers read across epochs (`dataset.parquet.metadata_cache`).
     pub(crate) fn keep_footers_across_epochs(mut self, keep: bool) -> ColumnReader {
         self.keep_footers = keep;
@@ -201,39 +242,7 @@ impl FormatReader for ColumnReader {
         key: FileKey,
         index: u32,
     ) -> Result<&[u8], FormatError> {
-        let file = self
-            .open
-            .get_mut(&key)
-            .filter(|f| !f.closed)
-            .ok_or(FormatError::FileNotOpen { key })?;
-        let footer = &file.footer;
-        let group = row_group_of(&footer.group_starts, &footer.path, u64::from(index))?;
-        if !self.recent.contains(&(key, group)) {
-            let shared = self.shared.clone();
-            let claim = shared
-                .as_deref()
-                .map(|s| s.claim(self.epoch, footer.id, group as u32));
-            let fetch = !matches!(claim, Some(Claim::Fetched));
-            for &(offset, len) in footer.ranges[group].iter().filter(|_| fetch) {
-                let len = usize::try_from(len).map_err(|_| {
-                    FormatError::corrupt(&footer.path, offset, "a column chunk larger than memory")
-                })?;
-                read_range(
-                    &mut *file.handle,
-                    &mut self.buffer,
-                    self.alignment,
-                    offset,
-                    len,
-                )?;
-            }
-            if let Some(Claim::Fetch(claim)) = claim {
-                claim.done();
-            }
-            if self.recent.len() >= ROW_GROUP_CACHE {
-                self.recent.pop_front();
-            }
-            self.recent.push_back((key, group));
-        }
+        self.fetch_unit_of(key, index)?;
         // The loop gets the selected columns' share of a row, as the fork hands it a dummy
         // tensor: nothing was decoded.
         let n = self.nominal_row_bytes;
@@ -241,6 +250,28 @@ impl FormatReader for ColumnReader {
             self.sample.resize(n, 0);
         }
         Ok(&self.sample[..n])
+    }
+
+    /// Opening a file again costs nothing while its handle is kept: runs are cheaper.
+    fn reads_runs(&self) -> bool {
+        true
+    }
+
+    /// A run of rows: each unit it spans fetched once (or found fetched), one lookup a unit.
+    fn read_run(
+        &mut self,
+        _storage: &dyn Storage,
+        key: FileKey,
+        first: u32,
+        count: u32,
+    ) -> Result<u64, FormatError> {
+        let end = u64::from(first) + u64::from(count);
+        let mut row = u64::from(first);
+        while row < end {
+            let unit_end = self.fetch_unit_of(key, row as u32)?;
+            row = unit_end.min(end).max(row + 1);
+        }
+        Ok(u64::from(count) * self.nominal_row_bytes as u64)
     }
 
     fn close(&mut self, key: FileKey) {

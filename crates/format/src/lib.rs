@@ -242,6 +242,32 @@ pub trait FormatReader: Send {
         index: u32,
     ) -> Result<&[u8], FormatError>;
 
+    /// Reads samples `first .. first + count` of the open file `key`, consecutive samples of
+    /// one file (as a plan without a sample shuffle hands them), and returns the bytes they
+    /// hold in all. A format whose samples share a unit (a parquet row group, an Arrow record
+    /// batch) reads each unit once for the run, with one call instead of one per sample.
+    /// Default: sample by sample.
+    fn read_run(
+        &mut self,
+        storage: &dyn Storage,
+        key: FileKey,
+        first: u32,
+        count: u32,
+    ) -> Result<u64, FormatError> {
+        let mut bytes = 0u64;
+        for index in first..first.saturating_add(count) {
+            bytes += self.read_sample(storage, key, index)?.len() as u64;
+        }
+        Ok(bytes)
+    }
+
+    /// Whether [`read_run`](Self::read_run) reads a run in fewer steps than its samples one by
+    /// one, with the same I/O (an open of a file already open costing none), so that a loader
+    /// may hand it runs instead of samples. Default false.
+    fn reads_runs(&self) -> bool {
+        false
+    }
+
     /// Forgets file `key` and releases what it holds (buffers are kept for reuse).
     fn close(&mut self, key: FileKey);
 

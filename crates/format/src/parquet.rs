@@ -739,6 +739,59 @@ mod tests {
         assert_eq!(requests, 2);
     }
 
+    /// A run of rows read in one call fetches each row group it spans once and counts every
+    /// row's bytes, as reading them one by one does.
+    #[test]
+    fn a_run_of_rows_reads_what_its_rows_read_one_by_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Metered::new(PosixStorage::new());
+        let layout = FileLayout {
+            samples: 10,
+            sample_dims: vec![64],
+            element: ElementType::Uint8,
+            compression: Compression::None,
+        };
+        let format = ParquetFormat {
+            row_group_size: 4,
+            compression: ParquetCompression::None,
+            columns: vec![dlio_config::ParquetColumn {
+                name: "a".into(),
+                dtype: "float32".into(),
+                size: 16,
+                read: true,
+            }],
+            footer: Default::default(),
+        };
+        let path = dir.path().join("f.parquet");
+        format
+            .generate(&storage, &path, &layout, &mut DataRng::for_file(5, 0, 0))
+            .unwrap();
+        let read = |run: bool| {
+            let mut reader = format.reader(&layout);
+            assert!(reader.reads_runs());
+            reader.begin_epoch(1);
+            let before = storage.counters().snapshot();
+            reader.open(&storage, 0, &path).unwrap();
+            let bytes = if run {
+                reader.read_run(&storage, 0, 1, 8).unwrap()
+            } else {
+                (1..9)
+                    .map(|i| reader.read_sample(&storage, 0, i).unwrap().len() as u64)
+                    .sum()
+            };
+            let io = storage.counters().snapshot() - before;
+            (bytes, io.read_requests, io.bytes_read)
+        };
+        // Rows 1..9 span the three row groups (0-3, 4-7, 8-9): the same requests either way.
+        let (one_by_one, run) = (read(false), read(true));
+        assert_eq!(run, one_by_one);
+        assert_eq!(run.0, 8 * 64);
+        // Past the file's rows, a run is refused as a sample is.
+        let mut reader = format.reader(&layout);
+        reader.open(&storage, 0, &path).unwrap();
+        assert!(reader.read_run(&storage, 0, 8, 3).is_err());
+    }
+
     /// On demand (open, read, close per sample) a file is opened once per epoch; the
     /// readers of one loader fetch each row group once between them; a new epoch reads
     /// again.

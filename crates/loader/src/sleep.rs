@@ -94,6 +94,11 @@ impl TimeSampler {
         self.mean
     }
 
+    /// True when every draw is nothing to sleep.
+    pub fn is_zero(&self) -> bool {
+        matches!(self.kind, Kind::Zero)
+    }
+
     /// One draw, or `None` when there is nothing to sleep.
     pub fn draw<R: Rng + ?Sized>(&self, rng: &mut R) -> Option<Duration> {
         let v = match &self.kind {

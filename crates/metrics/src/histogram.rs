@@ -115,7 +115,9 @@ impl LatencyHistogram {
         }
     }
 
-    fn record_n(&mut self, ns: u64, n: u64) {
+    /// Records `n` latencies of `ns` each (a run of samples read in one call, each counted at
+    /// the run's mean).
+    pub fn record_n(&mut self, ns: u64, n: u64) {
         let ns = ns.min(MAX_TRACKED_NS);
         self.buckets.saturating_record_n(ns, n);
         self.min_ns = self.min_ns.min(ns);

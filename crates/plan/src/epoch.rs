@@ -108,12 +108,30 @@ impl StreamShape {
 
 impl ShardMap {
     fn sample_at(&self, offset: u64) -> SampleRef {
+        self.sample_at_with(offset, &mut None)
+    }
+
+    /// The file of list slot `slot`: the file order's image of it, remembered in `last` for
+    /// the next sample, which is most often of the same slot (samples in file order).
+    fn file_of(&self, slot: u64, last: &mut Option<(u64, u64)>) -> u64 {
+        match *last {
+            Some((s, file)) if s == slot => file,
+            _ => {
+                let file = self.file_order.map_or(slot, |order| order.apply(slot));
+                *last = Some((slot, file));
+                file
+            }
+        }
+    }
+
+    /// [`sample_at`](Self::sample_at), with the last slot's file remembered in `last`.
+    fn sample_at_with(&self, offset: u64, last: &mut Option<(u64, u64)>) -> SampleRef {
         if let Some(stream) = &self.stream {
             let (step, phase) = stream.keep_every();
             let q = phase + offset * step;
             let (local, index_in_file) = stream.locate(q, self.samples_per_file);
             let slot = stream.slot(local);
-            let file = self.file_order.map_or(slot, |order| order.apply(slot));
+            let file = self.file_of(slot, last);
             return SampleRef {
                 global: file * self.samples_per_file + index_in_file,
                 file,
@@ -126,7 +144,7 @@ impl ShardMap {
         let position = self.rank_start + in_shard;
         let slot = position / self.samples_per_file;
         let index_in_file = position % self.samples_per_file;
-        let file = self.file_order.map_or(slot, |order| order.apply(slot));
+        let file = self.file_of(slot, last);
         SampleRef {
             global: file * self.samples_per_file + index_in_file,
             file,
@@ -214,6 +232,7 @@ impl EpochPlan {
             len,
             front: 0,
             back: len,
+            last: None,
         }
     }
 
@@ -393,6 +412,8 @@ pub struct Batch {
     front: u64,
     /// One past the last index still to be yielded.
     back: u64,
+    /// The list slot of the last sample yielded from the front, and its file.
+    last: Option<(u64, u64)>,
 }
 
 impl Batch {
@@ -415,7 +436,9 @@ impl Iterator for Batch {
         if self.front >= self.back {
             return None;
         }
-        let sample = self.map.sample_at(self.first + self.front);
+        let sample = self
+            .map
+            .sample_at_with(self.first + self.front, &mut self.last);
         self.front += 1;
         Some(sample)
     }
