@@ -85,6 +85,10 @@ pub(crate) fn redact_override(text: &str) -> String {
 
 /// Runs the program with `argv` (including the program name) and returns its exit code.
 pub fn main_with(argv: Vec<OsString>, entry: Entry) -> ExitCode {
+    // Loading a workload checks `dataset.format` and `storage.io_engine` against the formats
+    // and engines there are.
+    dlio_format::register_format_names();
+    dlio_config::register_engine_names(dlio_storage::engine_names());
     let argv = args::normalise(argv, entry);
     let cli = match args::Cli::try_parse_from(argv) {
         Ok(cli) => cli,

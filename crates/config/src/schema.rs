@@ -290,30 +290,54 @@ impl Default for StorageConfig {
     }
 }
 
-/// `storage.io_engine`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum IoEngine {
-    /// Buffered `pread`/`write` through the page cache.
-    #[default]
-    Posix,
-    /// O_DIRECT with aligned buffers.
-    Direct,
-    /// Reads copy out of a read-only memory mapping.
-    Mmap,
-    /// io_uring with `storage.io_depth` reads in flight per reader thread.
-    IoUring,
-}
+/// `storage.io_engine`: an engine's name. The engines are rows of the storage crate's table,
+/// each declared in the engine's own file; config keeps the name, checked against the names
+/// the table registers ([`crate::register_engine_names`]) when a workload is loaded (any name
+/// without them, for the table to refuse). The constants name the engines config refers to.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct IoEngine(&'static str);
 
+#[allow(non_upper_case_globals)]
 impl IoEngine {
+    /// Buffered `pread`/`write` through the page cache.
+    pub const Posix: IoEngine = IoEngine("posix");
+    /// O_DIRECT with aligned buffers.
+    pub const Direct: IoEngine = IoEngine("direct");
+    /// Reads copy out of a read-only memory mapping.
+    pub const Mmap: IoEngine = IoEngine("mmap");
+    /// io_uring with `storage.io_depth` reads in flight per reader thread.
+    pub const IoUring: IoEngine = IoEngine("io_uring");
+
     /// The YAML spelling.
     pub fn as_str(self) -> &'static str {
-        match self {
-            IoEngine::Posix => "posix",
-            IoEngine::Direct => "direct",
-            IoEngine::Mmap => "mmap",
-            IoEngine::IoUring => "io_uring",
-        }
+        self.0
+    }
+}
+
+impl Default for IoEngine {
+    fn default() -> Self {
+        IoEngine::Posix
+    }
+}
+
+impl std::fmt::Debug for IoEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl Serialize for IoEngine {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for IoEngine {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        crate::vocab::registered_name(&crate::vocab::ENGINE_NAMES, &name)
+            .map(IoEngine)
+            .map_err(|allowed| serde::de::Error::unknown_variant(&name, allowed))
     }
 }
 

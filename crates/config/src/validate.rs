@@ -192,6 +192,14 @@ impl Config {
                 "set ++workload.storage.read_bytes_per_second=0, or reader.collective_io=False",
             ));
         }
+        if engine.as_str() == "s3" {
+            return Err(invalid(
+                "storage.io_engine",
+                "is s3, which storage.storage_type selects, not storage.io_engine.".into(),
+                "set ++workload.storage.storage_type=s3 (with storage.storage_root the bucket) \
+                 and leave storage.io_engine at posix",
+            ));
+        }
         if storage.storage_type == StorageType::S3 && engine != IoEngine::Posix {
             return Err(invalid(
                 "storage.io_engine",

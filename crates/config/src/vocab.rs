@@ -101,58 +101,153 @@ impl ElementType {
     }
 }
 
-/// `dataset.format`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FormatKind {
-    /// NumPy `.npz` (zip of `x.npy` and `y.npy`).
-    Npz,
-    /// NumPy `.npy`.
-    Npy,
-    /// HDF5 (`records_*` datasets plus `labels`).
-    Hdf5,
-    /// CSV, one sample per row.
-    Csv,
-    /// One grayscale JPEG image per file.
-    Jpeg,
-    /// One grayscale PNG image per file.
-    Png,
-    /// TFRecord of `tf.train.Example`s.
-    Tfrecord,
-    /// Raw samples plus `.off.idx`/`.sz.idx` index files (Megatron/DLRM style).
-    IndexedBinary,
-    /// As `indexed_binary`, read through a memory map.
-    MmapIndexedBinary,
-    /// Tiny files; samples are made in memory without I/O.
-    Synthetic,
-    /// Parquet (MLPerf Storage forks; not in upstream DLIO).
-    Parquet,
-    /// Arrow IPC files of record batches (`arrow_ipc` too; MLPerf Storage's fork has it on a
-    /// branch): storage measured without parquet's decode.
-    #[serde(alias = "arrow_ipc")]
-    Arrow,
-    /// Accepted because upstream's enum has it; it has no generator or reader upstream either.
-    Hdf5Opt,
-}
+/// `dataset.format`: a format's name. The formats themselves (what they generate and read,
+/// their aliases and checks) are rows of the format crate's table, each declared in the
+/// format's own file; config keeps the name. A binary registers the table's names
+/// ([`register_format_names`]) before loading a workload, so that a misspelt format is refused
+/// with its file, line and the names there are, before any format code runs; without them any
+/// name is taken, for the table to refuse. The constants name the formats config itself
+/// refers to, and every format dlio had when the table was made (a new format needs none:
+/// its descriptor says `FormatKind::new("name")`).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FormatKind(&'static str);
 
+#[allow(non_upper_case_globals)]
 impl FormatKind {
+    /// NumPy `.npz` (zip of `x.npy` and `y.npy`).
+    pub const Npz: FormatKind = FormatKind("npz");
+    /// NumPy `.npy`.
+    pub const Npy: FormatKind = FormatKind("npy");
+    /// HDF5 (`records_*` datasets plus `labels`).
+    pub const Hdf5: FormatKind = FormatKind("hdf5");
+    /// CSV, one sample per row.
+    pub const Csv: FormatKind = FormatKind("csv");
+    /// One grayscale JPEG image per file.
+    pub const Jpeg: FormatKind = FormatKind("jpeg");
+    /// One grayscale PNG image per file.
+    pub const Png: FormatKind = FormatKind("png");
+    /// TFRecord of `tf.train.Example`s.
+    pub const Tfrecord: FormatKind = FormatKind("tfrecord");
+    /// Raw samples plus `.off.idx`/`.sz.idx` index files (Megatron/DLRM style).
+    pub const IndexedBinary: FormatKind = FormatKind("indexed_binary");
+    /// As `indexed_binary`, read through a memory map.
+    pub const MmapIndexedBinary: FormatKind = FormatKind("mmap_indexed_binary");
+    /// Tiny files; samples are made in memory without I/O.
+    pub const Synthetic: FormatKind = FormatKind("synthetic");
+    /// Parquet (MLPerf Storage forks; not in upstream DLIO).
+    pub const Parquet: FormatKind = FormatKind("parquet");
+    /// Arrow IPC files of record batches.
+    pub const Arrow: FormatKind = FormatKind("arrow");
+    /// Accepted because upstream's enum has it; it has no generator or reader upstream either.
+    pub const Hdf5Opt: FormatKind = FormatKind("hdf5_opt");
+
+    /// The format named `name` (its YAML spelling, which is also the file extension DLIO
+    /// uses): what a format's descriptor declares itself as.
+    pub const fn new(name: &'static str) -> FormatKind {
+        FormatKind(name)
+    }
+
     /// The YAML spelling, which is also the file extension DLIO uses.
     pub fn name(self) -> &'static str {
-        match self {
-            FormatKind::Npz => "npz",
-            FormatKind::Npy => "npy",
-            FormatKind::Hdf5 => "hdf5",
-            FormatKind::Csv => "csv",
-            FormatKind::Jpeg => "jpeg",
-            FormatKind::Png => "png",
-            FormatKind::Tfrecord => "tfrecord",
-            FormatKind::IndexedBinary => "indexed_binary",
-            FormatKind::MmapIndexedBinary => "mmap_indexed_binary",
-            FormatKind::Synthetic => "synthetic",
-            FormatKind::Parquet => "parquet",
-            FormatKind::Arrow => "arrow",
-            FormatKind::Hdf5Opt => "hdf5_opt",
+        self.0
+    }
+}
+
+impl std::fmt::Debug for FormatKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl std::fmt::Display for FormatKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+/// The names (with their aliases) a binary's table of formats or engines has, once
+/// registered, and the names alone, for an error to list.
+pub(crate) struct Registry {
+    names: std::sync::OnceLock<(Vec<NameWithAliases>, Vec<&'static str>)>,
+}
+
+/// A registered name and its aliases.
+type NameWithAliases = (&'static str, &'static [&'static str]);
+
+impl Registry {
+    const fn new() -> Registry {
+        Registry {
+            names: std::sync::OnceLock::new(),
         }
+    }
+}
+
+/// The formats' names, once registered.
+pub(crate) static FORMAT_NAMES: Registry = Registry::new();
+/// The engines' names, once registered.
+pub(crate) static ENGINE_NAMES: Registry = Registry::new();
+
+/// `name` as the registry spells it (an alias resolved), or the names there are when it is
+/// none of them; with none registered, `name` itself.
+pub(crate) fn registered_name(
+    registry: &'static Registry,
+    name: &str,
+) -> Result<&'static str, &'static [&'static str]> {
+    // Names are read in any case, as DLIO's users write them (`NPZ`).
+    let name = name.to_ascii_lowercase();
+    let name = name.as_str();
+    match registry.names.get() {
+        Some((known, names)) => known
+            .iter()
+            .find(|(n, aliases)| *n == name || aliases.contains(&name))
+            .map(|(n, _)| *n)
+            .ok_or(names.as_slice()),
+        None => Ok(intern(name)),
+    }
+}
+
+/// Registers the names (and aliases) of the formats there are: `dataset.format` is then
+/// checked against them when a workload is loaded. The first registration stays.
+pub fn register_format_names(names: Vec<(&'static str, &'static [&'static str])>) {
+    let plain = names.iter().map(|(n, _)| *n).collect();
+    let _ = FORMAT_NAMES.names.set((names, plain));
+}
+
+/// Registers the names of the engines `storage.io_engine` may name (as
+/// [`register_format_names`] does for formats).
+pub fn register_engine_names(names: Vec<&'static str>) {
+    let with_aliases = names
+        .iter()
+        .map(|n| (*n, &[] as &'static [&'static str]))
+        .collect();
+    let _ = ENGINE_NAMES.names.set((with_aliases, names));
+}
+
+/// `name` as a `&'static str`, each distinct name allocated once (names no table registered:
+/// a library's own formats or engines, or a test's).
+fn intern(name: &str) -> &'static str {
+    static NAMES: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(known) = names.iter().find(|n| **n == name) {
+        return known;
+    }
+    let leaked: &'static str = Box::leak(name.to_string().into_boxed_str());
+    names.push(leaked);
+    leaked
+}
+
+impl Serialize for FormatKind {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for FormatKind {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        registered_name(&FORMAT_NAMES, &name)
+            .map(FormatKind)
+            .map_err(|allowed| serde::de::Error::unknown_variant(&name, allowed))
     }
 }
 

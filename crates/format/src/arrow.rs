@@ -57,6 +57,7 @@ const ALIGNMENT: usize = 64;
 /// `arrow`: Arrow IPC files of record batches.
 pub(crate) const DESCRIPTOR: FormatDescriptor = FormatDescriptor {
     kind: FormatKind::Arrow,
+    aliases: &["arrow_ipc"],
     extensions: &["arrow", "feather", "ipc"],
     magic: MAGIC,
     stores_samples_as_they_are: false,

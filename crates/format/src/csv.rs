@@ -27,6 +27,7 @@ use crate::{DataRng, FileKey, FileLayout, Format, FormatError, FormatReader};
 /// `csv`: one sample per row, optionally compressed (which also names the files).
 pub(crate) const DESCRIPTOR: FormatDescriptor = FormatDescriptor {
     kind: FormatKind::Csv,
+    aliases: &[],
     extensions: &["csv"],
     magic: &[],
     stores_samples_as_they_are: false,

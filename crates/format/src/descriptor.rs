@@ -49,6 +49,8 @@ pub type CheckDataset = fn(&DatasetConfig) -> Result<Vec<String>, ConfigError>;
 pub struct FormatDescriptor {
     /// The `dataset.format` name it serves.
     pub kind: FormatKind,
+    /// Other names a workload may give it.
+    pub aliases: &'static [&'static str],
     /// File name extensions (lowercase, no dot) its files carry in other programs' data sets,
     /// for telling a traced program's format; DLIO's own extension is the format's
     /// [`Format::extension`].
@@ -102,6 +104,7 @@ const HDF5: FormatDescriptor = crate::hdf5::DESCRIPTOR;
 #[cfg(not(feature = "hdf5"))]
 const HDF5: FormatDescriptor = FormatDescriptor {
     kind: FormatKind::Hdf5,
+    aliases: &[],
     extensions: &["h5", "hdf5", "hdf"],
     magic: b"\x89HDF",
     stores_samples_as_they_are: true,
@@ -121,6 +124,7 @@ const HDF5: FormatDescriptor = FormatDescriptor {
 /// or read it.
 const HDF5_OPT: FormatDescriptor = FormatDescriptor {
     kind: FormatKind::Hdf5Opt,
+    aliases: &[],
     extensions: &[],
     magic: &[],
     stores_samples_as_they_are: false,
@@ -135,13 +139,58 @@ const HDF5_OPT: FormatDescriptor = FormatDescriptor {
     },
 };
 
-/// The descriptor of `kind`.
+/// The descriptor of `kind` (by name or alias); a name no row has gets [`UNKNOWN`], which
+/// refuses to build or check, naming the formats there are. (A binary registers the names
+/// before loading a workload, [`register_format_names`], so a misspelt format is refused
+/// with its file and line first.)
 pub fn descriptor(kind: FormatKind) -> &'static FormatDescriptor {
     FORMATS
         .iter()
-        .find(|d| d.kind == kind)
-        // Every FormatKind has a row: `every_format_name_has_one_descriptor` checks it.
-        .unwrap_or_else(|| panic!("format {} has no descriptor in FORMATS", kind.name()))
+        .find(|d| d.kind == kind || d.aliases.contains(&kind.name()))
+        .unwrap_or(&UNKNOWN)
+}
+
+/// The row of a name no format has.
+const UNKNOWN: FormatDescriptor = FormatDescriptor {
+    kind: FormatKind::new("(unknown)"),
+    aliases: &[],
+    extensions: &[],
+    magic: &[],
+    stores_samples_as_they_are: false,
+    read_as_bytes_by_the_fork: false,
+    element: None,
+    built: false,
+    check: |dataset| {
+        Err(ConfigError::Invalid {
+            key: "dataset.format".into(),
+            message: format!(
+                "is `{}`, which is not a format dlio has ({}).",
+                dataset.format,
+                FORMATS
+                    .iter()
+                    .map(|d| d.kind.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            fix: "set dataset.format to one of them".into(),
+        })
+    },
+    build: |dataset, _| {
+        Err(FormatError::UnsupportedFormat {
+            format: dataset.format.name(),
+        })
+    },
+};
+
+/// Every format's name and aliases, for [`dlio_config::register_format_names`].
+pub fn format_names() -> Vec<(&'static str, &'static [&'static str])> {
+    FORMATS.iter().map(|d| (d.kind.name(), d.aliases)).collect()
+}
+
+/// Registers the table's format names with config, so that loading a workload refuses a
+/// misspelt `dataset.format` with its file and line (call before loading).
+pub fn register_format_names() {
+    dlio_config::register_format_names(format_names());
 }
 
 /// The names of the formats this build generates and reads, comma-separated.
@@ -212,46 +261,52 @@ pub fn format_by_extension(extension: &str) -> Option<&'static FormatDescriptor>
 mod tests {
     use super::*;
 
-    /// Every name config accepts: the match has no wildcard, so a name added to config without
-    /// a row here stops this test from compiling.
+    /// The formats config names, and every row of the table.
     fn every_kind() -> Vec<FormatKind> {
-        use FormatKind::*;
-        let all = [
-            Npz,
-            Npy,
-            Hdf5,
-            Csv,
-            Jpeg,
-            Png,
-            Tfrecord,
-            IndexedBinary,
-            MmapIndexedBinary,
-            Synthetic,
-            Parquet,
-            Arrow,
-            Hdf5Opt,
-        ];
-        for kind in all {
-            match kind {
-                Npz | Npy | Hdf5 | Csv | Jpeg | Png | Tfrecord | IndexedBinary
-                | MmapIndexedBinary | Synthetic | Parquet | Arrow | Hdf5Opt => {}
-            }
-        }
-        all.to_vec()
+        FORMATS.iter().map(|d| d.kind).collect()
     }
 
     #[test]
     fn every_format_name_has_one_descriptor() {
-        let kinds = every_kind();
-        assert_eq!(FORMATS.len(), kinds.len());
-        for kind in kinds {
+        for kind in every_kind() {
             assert_eq!(
                 FORMATS.iter().filter(|d| d.kind == kind).count(),
                 1,
                 "{kind:?}"
             );
             assert_eq!(descriptor(kind).kind, kind);
+            for alias in descriptor(kind).aliases {
+                assert_eq!(descriptor(FormatKind::new(alias)).kind, kind);
+            }
         }
+        for named in [
+            FormatKind::Npz,
+            FormatKind::Npy,
+            FormatKind::Hdf5,
+            FormatKind::Csv,
+            FormatKind::Jpeg,
+            FormatKind::Png,
+            FormatKind::Tfrecord,
+            FormatKind::IndexedBinary,
+            FormatKind::MmapIndexedBinary,
+            FormatKind::Synthetic,
+            FormatKind::Parquet,
+            FormatKind::Arrow,
+            FormatKind::Hdf5Opt,
+        ] {
+            assert_eq!(descriptor(named).kind, named);
+        }
+        // A name no row has: building and checking it are refused, naming the formats.
+        let unknown = DatasetConfig {
+            format: FormatKind::new("npzz"),
+            ..DatasetConfig::default()
+        };
+        let error = check_dataset(&unknown).unwrap_err().to_string();
+        assert!(
+            error.contains("npzz") && error.contains("tfrecord"),
+            "{error}"
+        );
+        assert!(format_with(&unknown, ReadSettings::FULL).is_err());
     }
 
     #[test]

@@ -45,6 +45,7 @@ const WRITE_BATCH_BYTES: usize = 8 << 20;
 /// `hdf5`: `records_*` datasets of samples and a `labels` dataset, through the HDF5 library.
 pub(crate) const DESCRIPTOR: FormatDescriptor = FormatDescriptor {
     kind: FormatKind::Hdf5,
+    aliases: &[],
     extensions: &["h5", "hdf5", "hdf"],
     magic: b"\x89HDF",
     stores_samples_as_they_are: true,

@@ -45,6 +45,7 @@ pub(crate) struct ImageFileFormat {
 /// `jpeg`: one grayscale image per file, as PIL writes it.
 pub(crate) const JPEG: FormatDescriptor = FormatDescriptor {
     kind: FormatKind::Jpeg,
+    aliases: &[],
     extensions: &["jpg", "jpeg"],
     magic: b"\xff\xd8",
     stores_samples_as_they_are: false,
@@ -62,6 +63,7 @@ pub(crate) const JPEG: FormatDescriptor = FormatDescriptor {
 /// `png`: one grayscale image per file, as PIL writes it.
 pub(crate) const PNG: FormatDescriptor = FormatDescriptor {
     kind: FormatKind::Png,
+    aliases: &[],
     extensions: &["png"],
     magic: b"\x89PNG",
     build: |_, _| {

@@ -42,6 +42,7 @@ const CACHED_INDEXES: usize = 4096;
 /// sample.
 pub(crate) const DESCRIPTOR: FormatDescriptor = FormatDescriptor {
     kind: FormatKind::IndexedBinary,
+    aliases: &[],
     // Raw bytes carry any extension; characterisation tells them by how they are read.
     extensions: &[],
     magic: &[],
@@ -56,6 +57,7 @@ pub(crate) const DESCRIPTOR: FormatDescriptor = FormatDescriptor {
 /// `mmap_indexed_binary`: as `indexed_binary`, read through a memory map.
 pub(crate) const MMAP_DESCRIPTOR: FormatDescriptor = FormatDescriptor {
     kind: FormatKind::MmapIndexedBinary,
+    aliases: &[],
     build: |dataset, _| Ok(Box::new(IndexedBinaryFormat::from_config(dataset, true))),
     ..DESCRIPTOR
 };

@@ -79,7 +79,8 @@ mod whole_file;
 
 pub use descriptor::{
     BuildFormat, CheckDataset, FORMATS, FormatDescriptor, ReadSettings, built_in_formats,
-    check_dataset, descriptor, format_by_extension, format_by_magic, format_with, sample_element,
+    check_dataset, descriptor, format_by_extension, format_by_magic, format_names, format_with,
+    register_format_names, sample_element,
 };
 pub use error::FormatError;
 pub use generate::{

@@ -24,6 +24,7 @@ pub(crate) const WRITE_CHUNK_BYTES: usize = 1 << 20;
 /// `npy`: one array of samples per file.
 pub(crate) const DESCRIPTOR: FormatDescriptor = FormatDescriptor {
     kind: FormatKind::Npy,
+    aliases: &[],
     extensions: &["npy"],
     magic: b"\x93NUMPY",
     stores_samples_as_they_are: true,

@@ -66,6 +66,7 @@ const MAX_DEFLATE_RATIO: u64 = 1032;
 /// `npz`: `np.savez` archives of `x` (the samples) and `y` (labels).
 pub(crate) const DESCRIPTOR: FormatDescriptor = FormatDescriptor {
     kind: FormatKind::Npz,
+    aliases: &[],
     extensions: &["npz"],
     magic: b"PK\x03\x04",
     stores_samples_as_they_are: true,

@@ -41,6 +41,7 @@ const SCHEMA: &str = "message schema { REQUIRED BYTE_ARRAY data; REQUIRED INT64 
 /// `parquet`: the fork's row groups of column chunks (or DLIO's legacy `data`/`label` schema).
 pub(crate) const DESCRIPTOR: FormatDescriptor = FormatDescriptor {
     kind: FormatKind::Parquet,
+    aliases: &[],
     extensions: &["parquet", "pq"],
     magic: b"PAR1",
     stores_samples_as_they_are: false,

@@ -18,6 +18,7 @@ pub(crate) struct SyntheticFormat;
 /// `synthetic`: samples made in memory, no data read.
 pub(crate) const DESCRIPTOR: FormatDescriptor = FormatDescriptor {
     kind: FormatKind::Synthetic,
+    aliases: &[],
     extensions: &[],
     magic: &[],
     stores_samples_as_they_are: false,

@@ -108,6 +108,7 @@ const FRAMING: u64 = 16;
 /// `tfrecord`: `tf.train.Example` records, found in place under the fork's semantics and decoded under upstream's.
 pub(crate) const DESCRIPTOR: FormatDescriptor = FormatDescriptor {
     kind: FormatKind::Tfrecord,
+    aliases: &[],
     extensions: &["tfrecord", "tfrecords"],
     magic: &[],
     stores_samples_as_they_are: true,

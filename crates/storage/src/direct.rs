@@ -35,7 +35,6 @@ const WRITE_BLOCK_BYTES: usize = 4 << 20;
 /// `direct`: O_DIRECT reads and writes.
 pub(crate) const ENGINE: EngineInfo = EngineInfo {
     kind: EngineKind::Direct,
-    name: "direct",
     reads: "O_DIRECT pread into 4096-aligned buffers (unaligned parts through a bounce buffer)",
     writes: "O_DIRECT writes of whole 4096-byte blocks, last block truncated to size",
     odirect: OdirectUse::Always,

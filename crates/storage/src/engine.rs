@@ -12,20 +12,36 @@ use crate::{
     S3Settings, SizeDistribution, SplitReads, Storage, StorageError, Throttled, WriteHandle,
 };
 
-/// The engines, as `storage.io_engine` (and `storage.storage_type: s3`) select them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum EngineKind {
+/// An engine's name, as `storage.io_engine` (and `storage.storage_type: s3`) select it. The
+/// engines are the rows of [`ENGINES`], each declared in the engine's own file; the constants
+/// name the ones the rest of dlio refers to (a new engine needs none: its row says
+/// `EngineKind::new("name")`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct EngineKind(&'static str);
+
+#[allow(non_upper_case_globals)]
+impl EngineKind {
     /// Buffered `pread`/`write` through the page cache.
-    #[default]
-    Posix,
+    pub const Posix: EngineKind = EngineKind("posix");
     /// O_DIRECT with aligned buffers.
-    Direct,
+    pub const Direct: EngineKind = EngineKind("direct");
     /// Reads copy out of a read-only mapping.
-    Mmap,
+    pub const Mmap: EngineKind = EngineKind("mmap");
     /// io_uring with `io_depth` reads in flight per reader thread.
-    IoUring,
+    pub const IoUring: EngineKind = EngineKind("io_uring");
     /// An S3 bucket.
-    S3,
+    pub const S3: EngineKind = EngineKind("s3");
+
+    /// The engine called `name`, as its row declares itself.
+    pub const fn new(name: &'static str) -> EngineKind {
+        EngineKind(name)
+    }
+}
+
+impl Default for EngineKind {
+    fn default() -> Self {
+        EngineKind::Posix
+    }
 }
 
 /// How an engine takes `reader.odirect`.
@@ -49,10 +65,8 @@ pub type OpenEngine =
 /// One engine, declared in its own file; one row of [`ENGINES`].
 #[derive(Debug, Clone, Copy)]
 pub struct EngineInfo {
-    /// Which engine.
+    /// Which engine: its name in `storage.io_engine` and in outputs.
     pub kind: EngineKind,
-    /// Its name in `storage.io_engine` and in outputs.
-    pub name: &'static str,
     /// How it reads.
     pub reads: &'static str,
     /// How it writes (generation, checkpoints).
@@ -74,24 +88,26 @@ pub const ENGINES: &[EngineInfo] = &[
 ];
 
 impl EngineKind {
-    /// Its row of [`ENGINES`].
-    pub fn info(self) -> &'static EngineInfo {
-        ENGINES
-            .iter()
-            .find(|e| e.kind == self)
-            // Every kind has a row: `every_engine_kind_has_one_row` checks it.
-            .unwrap_or_else(|| panic!("engine {self:?} has no row in ENGINES"))
+    /// Its row of [`ENGINES`], if it has one.
+    pub fn row(self) -> Option<&'static EngineInfo> {
+        ENGINES.iter().find(|e| e.kind == self)
     }
 
     /// The name users write.
     pub fn name(self) -> &'static str {
-        self.info().name
+        self.0
     }
 
     /// The engine called `name` (`posix`, `direct`, `mmap`, `io_uring`, `s3`).
     pub fn from_name(name: &str) -> Option<EngineKind> {
-        ENGINES.iter().find(|e| e.name == name).map(|e| e.kind)
+        ENGINES.iter().find(|e| e.kind.0 == name).map(|e| e.kind)
     }
+}
+
+/// Every engine's name, for `dlio_config::register_engine_names` (`storage.io_engine` takes
+/// them all but `s3`, which `storage.storage_type: s3` selects).
+pub fn engine_names() -> Vec<&'static str> {
+    ENGINES.iter().map(|e| e.kind.name()).collect()
 }
 
 /// Everything that chooses and tunes an engine.
@@ -185,14 +201,24 @@ fn invalid(reason: impl Into<String>) -> StorageError {
 /// read: contradicting settings, a kernel without io_uring, an unreachable S3 endpoint, wrong
 /// credentials, a missing bucket.
 pub fn engine_for(settings: &EngineSettings) -> Result<Engine, StorageError> {
-    let asked = settings.engine.info();
+    let row = |kind: EngineKind| {
+        kind.row().ok_or_else(|| {
+            invalid(format!(
+                "storage.io_engine is {}, which is not an engine dlio has ({}); set it to one of \
+                 them",
+                kind.name(),
+                engine_names().join(", ")
+            ))
+        })
+    };
+    let asked = row(settings.engine)?;
     let (info, direct) = match (asked.odirect, settings.odirect) {
-        (OdirectUse::Selects(other), true) => (other.info(), true),
+        (OdirectUse::Selects(other), true) => (row(other)?, true),
         (OdirectUse::Refused, true) => {
             return Err(invalid(format!(
                 "reader.odirect is True but storage.io_engine is {}, which cannot use O_DIRECT; \
                  set ++workload.reader.odirect=False, or storage.io_engine to direct or io_uring",
-                asked.name
+                asked.kind.name()
             )));
         }
         (OdirectUse::Always, _) => (asked, true),
@@ -339,16 +365,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_engine_kind_has_one_row() {
-        use EngineKind::*;
-        for kind in [Posix, Direct, Mmap, IoUring, S3] {
-            // No wildcard: a kind added without a row stops this test from compiling.
-            match kind {
-                Posix | Direct | Mmap | IoUring | S3 => {}
-            }
-            assert_eq!(ENGINES.iter().filter(|e| e.kind == kind).count(), 1);
-            assert_eq!(EngineKind::from_name(kind.name()), Some(kind));
+    fn every_engine_has_one_row_and_the_named_ones_are_there() {
+        for row in ENGINES {
+            assert_eq!(ENGINES.iter().filter(|e| e.kind == row.kind).count(), 1);
+            assert_eq!(EngineKind::from_name(row.kind.name()), Some(row.kind));
         }
+        for kind in [
+            EngineKind::Posix,
+            EngineKind::Direct,
+            EngineKind::Mmap,
+            EngineKind::IoUring,
+            EngineKind::S3,
+        ] {
+            assert!(kind.row().is_some(), "{kind:?}");
+        }
+        // A name no row has is refused by engine_for, naming the engines there are.
+        let error = engine_for(&EngineSettings {
+            engine: EngineKind::new("nvme_of"),
+            ..EngineSettings::default()
+        })
+        .expect_err("refused")
+        .to_string();
+        assert!(
+            error.contains("nvme_of") && error.contains("io_uring"),
+            "{error}"
+        );
     }
 
     #[test]

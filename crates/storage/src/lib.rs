@@ -108,7 +108,9 @@ pub use cache::{
 };
 pub use direct::{DIRECT_ALIGNMENT, DirectStorage};
 pub use diskstats::{BlockDevice, DiskCounters, disk_counters};
-pub use engine::{ENGINES, Engine, EngineInfo, EngineKind, EngineSettings, OdirectUse, engine_for};
+pub use engine::{
+    ENGINES, Engine, EngineInfo, EngineKind, EngineSettings, OdirectUse, engine_for, engine_names,
+};
 pub use error::StorageError;
 pub use forward::ForwardStorage;
 pub use fresh::{FRESH_FROM, FreshPages};

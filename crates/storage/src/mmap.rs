@@ -22,7 +22,6 @@ use crate::{
 /// `mmap`: reads copy out of a read-only mapping.
 pub(crate) const ENGINE: EngineInfo = EngineInfo {
     kind: EngineKind::Mmap,
-    name: "mmap",
     reads: "copy out of a read-only shared mapping (page faults do the I/O)",
     writes: "as posix",
     odirect: OdirectUse::Refused,

@@ -17,7 +17,6 @@ const WRITE_BUFFER_BYTES: usize = 1 << 20;
 /// `posix`: buffered `pread`/`write`.
 pub(crate) const ENGINE: EngineInfo = EngineInfo {
     kind: EngineKind::Posix,
-    name: "posix",
     reads: "pread through the page cache",
     writes: "buffered writes to a temporary name, rename at commit",
     odirect: OdirectUse::Selects(EngineKind::Direct),

@@ -261,7 +261,6 @@ fn xml_element<'a>(text: &'a str, name: &str) -> Option<&'a str> {
 /// `s3`: an S3 bucket (`storage.storage_type: s3`).
 pub(crate) const ENGINE: EngineInfo = EngineInfo {
     kind: EngineKind::S3,
-    name: "s3",
     reads: "HEAD at open, ranged GETs (io_depth in flight for a split read)",
     writes: "one PUT, or a multipart upload of 8 MiB parts for larger objects",
     odirect: OdirectUse::Refused,

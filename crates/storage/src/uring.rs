@@ -71,7 +71,6 @@ thread_local! {
 /// `io_uring`: `io_depth` reads in flight per reader thread.
 pub(crate) const ENGINE: EngineInfo = EngineInfo {
     kind: EngineKind::IoUring,
-    name: "io_uring",
     reads: "io_uring reads, io_depth in flight per reader thread (O_DIRECT with reader.odirect)",
     writes: "as posix (as direct with reader.odirect)",
     odirect: OdirectUse::Optional,

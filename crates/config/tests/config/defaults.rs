@@ -184,6 +184,7 @@ fn generate_only_and_checkpoint_only_follow_dlio() {
 
 #[test]
 fn lenient_scalars_read_as_dlio_users_write_them() {
+    crate::register_names();
     let c = Config::from_yaml(
         "dataset:\n  format: NPZ\n  num_files_train: 1e3\n  record_element_type: Float32\n  \
          data_folder: data/x///\nreader:\n  pin_memory: 'no'\n  data_loader: PyTorch\n\

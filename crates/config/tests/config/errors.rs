@@ -37,6 +37,7 @@ fn a_wrong_type_names_file_line_key_and_expected_type() {
 
 #[test]
 fn wrong_values_of_every_kind_say_what_is_expected() {
+    crate::register_names();
     let cases = [
         (
             "dataset:\n  num_files_train: -3\n",

@@ -11,6 +11,33 @@ use std::path::PathBuf;
 
 use dlio_config::{ConfigError, LoadArgs, Loaded, load};
 
+/// Registers the format and engine names a binary's tables would (these tests do not link the
+/// format and storage crates): loading then refuses a name that is none of them, as the
+/// binary does. Every test that depends on it calls it; the first registration stays.
+pub fn register_names() {
+    dlio_config::register_format_names(
+        [
+            "npz",
+            "npy",
+            "hdf5",
+            "csv",
+            "jpeg",
+            "png",
+            "tfrecord",
+            "indexed_binary",
+            "mmap_indexed_binary",
+            "synthetic",
+            "parquet",
+            "hdf5_opt",
+        ]
+        .into_iter()
+        .map(|n| (n, &[] as &'static [&'static str]))
+        .chain([("arrow", &["arrow_ipc"] as &'static [&'static str])])
+        .collect(),
+    );
+    dlio_config::register_engine_names(vec!["posix", "direct", "mmap", "io_uring", "s3"]);
+}
+
 /// Copies of the 24 workload files argonne DLIO ships (test data, see its SOURCE.md), to
 /// compare the built-in copies with.
 pub fn spec_workloads_dir() -> PathBuf {

@@ -310,6 +310,7 @@ fn zero_and_negative_counts_are_rejected() {
 
 #[test]
 fn storage_engine_keys_parse_with_defaults_and_contradictions_are_refused() {
+    crate::register_names();
     use dlio_config::IoEngine;
     let defaults = config(PYTORCH_NPZ);
     assert_eq!(defaults.storage.io_engine, IoEngine::Posix);

@@ -524,6 +524,7 @@ fn uri_scheme_and_column_selection_of_the_fork() {
 
 #[test]
 fn arrow_columns_and_a_size_distribution_load_with_their_values_and_no_warning() {
+    crate::register_names();
     let yaml = "dataset:\n  format: arrow\n  arrow:\n    generation_batch_size: 256\n    \
                 columns:\n      - {name: a, dtype: float32, size: 8}\n      - {name: b, dtype: \
                 int64, read: false}\n  record_length_bytes_distribution:\n    - {size: 1000, \
