@@ -202,8 +202,16 @@ fn an_npz_loop_is_characterised_and_replayed() {
     ] {
         assert_eq!(d.get(key).map(String::as_str), Some(value), "{key}: {d:?}");
     }
-    // np.load's requests, replayed as they were made: the zip's end records first.
-    let requests = &d["reader.sample_requests"];
+    // np.load's requests, replayed as they were made: the zip's end records first (each with
+    // the program's own work before its next request, which the test does not hold).
+    let requests: String = d["reader.sample_requests"]
+        .split(", work: ")
+        .map(|part| {
+            part.split_once('}')
+                .map_or(part.to_string(), |(_, rest)| format!("}}{rest}"))
+        })
+        .collect::<Vec<_>>()
+        .join("");
     assert!(
         requests
             .starts_with("{from: start, offset: 0, size: 4096}, {from: end, offset: 22, size: 22}"),

@@ -518,3 +518,181 @@ fn parquet_row_groups_are_fetched_once_per_epoch_whatever_the_reader_threads() {
     );
     assert!(four.0 >= one.0, "4 threads read {} < {}", four.0, one.0);
 }
+
+/// mlpstorage 3.0.x's grammar end to end, through a fixture of its command lines and run-folder
+/// checks (`tests/fixtures/mlpstorage_v3.py`: mlpstorage is not on PyPI, so the test cannot
+/// fetch it): `init`, `open training unet3d datagen` and `run` on b200, `open checkpointing run`
+/// of llama3-8b below the closed process count, `reports reportgen` and `validate`, each
+/// driving this `dlio_benchmark` under `mpirun` as mlpstorage does.
+#[test]
+fn the_v3_grammar_runs_end_to_end_through_mlpstorages_command_lines() {
+    require_python("yaml");
+    let mpirun = Command::new("mpirun").arg("--version").output();
+    assert!(
+        mpirun.is_ok_and(|o| o.status.success()),
+        "mpirun is missing: `bash scripts/test.sh` installs Open MPI"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let link = tmp.path().join("bin/dlio_benchmark");
+    std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_dlio"), &link).unwrap();
+    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mlpstorage_v3.py");
+    let results = tmp.path().join("results");
+    let data = tmp.path().join("data");
+    let mlpstorage = |words: &[&str]| {
+        let out = Command::new("python3")
+            .arg(&fixture)
+            .args(words)
+            .env("DLIO_BENCHMARK", &link)
+            .env("DLIO_CONFIG_DIR", v3_config_dir())
+            .output()
+            .expect("python3 starts");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let ok = |words: &[&str]| {
+        let (code, stdout, stderr) = mlpstorage(words);
+        assert_eq!(code, Some(0), "mlpstorage {words:?}:\n{stdout}\n{stderr}");
+        stdout
+    };
+    let (r, d) = (results.to_str().unwrap(), data.to_str().unwrap());
+    ok(&["init", "dlio-test", r]);
+    let small = [
+        "dataset.num_files_train=8",
+        "dataset.num_samples_per_file=1",
+        "dataset.record_length_bytes=8192",
+        "dataset.record_length_bytes_stdev=0",
+        "dataset.record_length_bytes_resize=0",
+    ];
+    let mut words = vec![
+        "open",
+        "training",
+        "unet3d",
+        "datagen",
+        "file",
+        "--num-processes",
+        "1",
+        "--data-dir",
+        d,
+        "--results-dir",
+        r,
+        "--params",
+    ];
+    words.extend(small);
+    let said = ok(&words);
+    assert!(said.contains("workload=unet3d_datagen"), "{said}");
+    let mut words = vec![
+        "open",
+        "training",
+        "unet3d",
+        "run",
+        "file",
+        "--num-accelerators",
+        "1",
+        "--accelerator-type",
+        "b200",
+        "--client-host-memory-in-gb",
+        "1",
+        "--data-dir",
+        d,
+        "--results-dir",
+        r,
+        "--systemname",
+        "vm",
+        "--params",
+    ];
+    words.extend(small);
+    words.extend([
+        "train.epochs=1",
+        "train.computation_time=0.001",
+        "reader.batch_size=2",
+        "reader.read_threads=1",
+    ]);
+    let said = ok(&words);
+    for part in [
+        "mpirun -n 1 -host 127.0.0.1:1 --bind-to none --map-by socket",
+        "workload=unet3d_b200",
+        "++hydra.output_subdir=dlio_config",
+        "++workload.dataset.skip_listing=True",
+        "++workload.dataset.num_files_generated=8",
+    ] {
+        assert!(said.contains(part), "{part} not in {said}");
+    }
+    let said = ok(&[
+        "open",
+        "checkpointing",
+        "run",
+        "file",
+        "--model",
+        "llama3-8b",
+        "--num-processes",
+        "1",
+        "--checkpoint-folder",
+        &tmp.path().join("ckpt").to_string_lossy(),
+        "--client-host-memory-in-gb",
+        "1",
+        "--num-checkpoints-write",
+        "1",
+        "--num-checkpoints-read",
+        "1",
+        "--results-dir",
+        r,
+        "--systemname",
+        "vm",
+        "--params",
+        "model.num_layers=2",
+        "model.transformer.hidden_size=256",
+        "model.transformer.ffn_hidden_size=512",
+        "model.transformer.vocab_size=1024",
+    ]);
+    assert!(
+        said.contains("++workload.checkpoint.mode=subset")
+            && said.contains("++workload.model.parallelism.data=1"),
+        "{said}"
+    );
+    ok(&["reports", "reportgen", "--results-dir", r]);
+    let rows: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(results.join("results.json")).unwrap())
+            .unwrap();
+    let rows = rows.as_array().unwrap();
+    // The training run and the checkpointing run (datagen writes no summary).
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert!(rows.iter().any(|row| row["au_mean_percentage"].is_number()));
+    assert!(rows.iter().any(|row| row["checkpoint_size_GB"].is_number()));
+    let said = ok(&[
+        "validate",
+        &results.join("open/dlio-test").to_string_lossy(),
+    ]);
+    assert!(said.contains("VALID"), "{said}");
+
+    // A run DLIO fails (an override it refuses) fails the wrapper, as 3.0.41 and later read
+    // DLIO's exit status.
+    let mut words = vec![
+        "open",
+        "training",
+        "unet3d",
+        "run",
+        "file",
+        "--num-accelerators",
+        "1",
+        "--accelerator-type",
+        "b200",
+        "--client-host-memory-in-gb",
+        "1",
+        "--data-dir",
+        d,
+        "--results-dir",
+        r,
+        "--systemname",
+        "vm",
+        "--params",
+        "reader.batch_size=-3",
+    ];
+    words.extend(small);
+    let (code, _, stderr) = mlpstorage(&words);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("DLIO exited"), "{stderr}");
+}
