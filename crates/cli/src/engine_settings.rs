@@ -101,9 +101,91 @@ fn s3_settings(config: &Config, process: usize) -> (S3Settings, Option<String>) 
             .or_else(|| env("AWS_SECRET_ACCESS_KEY")),
         force_path_style: options.s3_force_path_style,
         max_attempts: options.s3_max_attempts,
+        ca_bundle: env("AWS_CA_BUNDLE").map(std::path::PathBuf::from),
         ..S3Settings::default()
     };
+    let (settings, profile_note) = with_profile(settings, options.s3_profile.as_deref());
+    let note = match (note, profile_note) {
+        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+        (a, b) => a.or(b),
+    };
     (settings, note)
+}
+
+/// The credentials (and region, where the workload and the environment give none) of AWS
+/// profile `profile` (`storage_options.s3_profile`, the fork's s3torchconnector key), from the
+/// shared credentials and config files, for keys the workload and the environment leave unset;
+/// and what to log about it.
+fn with_profile(mut settings: S3Settings, profile: Option<&str>) -> (S3Settings, Option<String>) {
+    let Some(profile) = profile.filter(|p| !p.is_empty()) else {
+        return (settings, None);
+    };
+    let home = std::env::var("HOME").unwrap_or_default();
+    let file = |var: &str, default: &str| {
+        std::env::var(var)
+            .ok()
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| format!("{home}/.aws/{default}"))
+    };
+    let credentials_file = file("AWS_SHARED_CREDENTIALS_FILE", "credentials");
+    let config_file = file("AWS_CONFIG_FILE", "config");
+    let credentials = ini_section(&credentials_file, profile);
+    // The config file names a profile's section `profile NAME` (the default one `default`).
+    let config = ini_section(&config_file, &format!("profile {profile}"))
+        .or_else(|| ini_section(&config_file, profile));
+    let Some(credentials) = credentials else {
+        return (
+            settings,
+            Some(format!(
+                "storage_options.s3_profile `{profile}` is not in {credentials_file}: the \
+                 credentials come from the workload and the environment"
+            )),
+        );
+    };
+    let get = |section: &[(String, String)], key: &str| {
+        section
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+    };
+    if settings.access_key_id.is_none() {
+        settings.access_key_id = get(&credentials, "aws_access_key_id");
+        settings.secret_access_key = get(&credentials, "aws_secret_access_key");
+    }
+    if let Some(region) = config.as_deref().and_then(|c| get(c, "region")) {
+        let env_region = std::env::var("AWS_REGION").is_ok();
+        if !env_region && settings.region.as_deref() == Some("us-east-1") {
+            settings.region = Some(region);
+        }
+    }
+    (
+        settings,
+        Some(format!(
+            "credentials of AWS profile `{profile}` ({credentials_file})"
+        )),
+    )
+}
+
+/// The `key = value` lines of section `[name]` of the INI file at `path` (keys lowercase),
+/// if the file and the section are there. Written by hand: the AWS shared files are the
+/// simplest INI (no continuation the credentials use), and a crate for it would be all this.
+fn ini_section(path: &str, name: &str) -> Option<Vec<(String, String)>> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut lines = text.lines().map(str::trim);
+    lines.find(|l| {
+        l.strip_prefix('[')
+            .and_then(|l| l.strip_suffix(']'))
+            .map(str::trim)
+            == Some(name)
+    })?;
+    Some(
+        lines
+            .take_while(|l| !l.starts_with('['))
+            .filter(|l| !l.starts_with('#') && !l.starts_with(';'))
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+            .collect(),
+    )
 }
 
 /// The engine settings of a run: `storage.io_engine`, `reader.odirect`,
@@ -162,7 +244,7 @@ pub(crate) fn engine_settings(config: &Config, process: usize) -> (EngineSetting
 
 #[cfg(test)]
 mod endpoint_tests {
-    use super::endpoint_of_process;
+    use super::{endpoint_of_process, ini_section};
 
     #[test]
     fn processes_take_the_listed_endpoints_round_robin() {
@@ -181,6 +263,32 @@ mod endpoint_tests {
                 .as_deref(),
             Some("http://one")
         );
+    }
+
+    #[test]
+    fn an_aws_profile_gives_its_credentials_and_region() {
+        let dir = tempfile::tempdir().unwrap();
+        let credentials = dir.path().join("credentials");
+        std::fs::write(
+            &credentials,
+            "[default]\naws_access_key_id = A\naws_secret_access_key = B\n\n[lab]\n\
+             aws_access_key_id = LAB\naws_secret_access_key = SECRET\n",
+        )
+        .unwrap();
+        let config = dir.path().join("config");
+        std::fs::write(&config, "[profile lab]\nregion = eu-west-3\n").unwrap();
+        assert_eq!(
+            ini_section(credentials.to_str().unwrap(), "lab"),
+            Some(vec![
+                ("aws_access_key_id".into(), "LAB".into()),
+                ("aws_secret_access_key".into(), "SECRET".into())
+            ])
+        );
+        assert_eq!(
+            ini_section(config.to_str().unwrap(), "profile lab"),
+            Some(vec![("region".into(), "eu-west-3".into())])
+        );
+        assert_eq!(ini_section(credentials.to_str().unwrap(), "missing"), None);
     }
 
     #[test]

@@ -599,7 +599,89 @@ fn resolve(
     trim_trailing_slashes(&mut config.checkpoint.checkpoint_folder);
     apply_uri_scheme(&mut config, &ctx, &mut warnings)?;
     apply_column_selection(&mut config, &ctx)?;
+    apply_fork_storage_options(&mut config, &ctx, &mut warnings)?;
     Ok((config, warnings))
+}
+
+/// The fork's reader and client options in `storage.storage_options`: `footer_cap` becomes
+/// `dataset.parquet.footer_read_size` (when that is not set) and `coalesce_rgs` dlio's own
+/// coalescing; the in-flight limits say they have no effect; decoding and simulated I/O are
+/// refused (dlio decodes nothing, and a run without I/O measures nothing of the storage), and
+/// full-URI object keys too (the S3 client dlio uses cannot send a key with the empty path
+/// segment of `s3://`).
+fn apply_fork_storage_options(
+    config: &mut Config,
+    ctx: &Context<'_>,
+    warnings: &mut Vec<String>,
+) -> Result<(), ConfigError> {
+    let Some(options) = config.storage.storage_options.clone() else {
+        return Ok(());
+    };
+    let at = |key: &str| ctx.origin(&["storage", "storage_options", key].map(String::from));
+    if let Some(cap) = options.footer_cap
+        && config.dataset.parquet.footer_read_size == 0
+    {
+        config.dataset.parquet.footer_read_size = cap;
+    }
+    if let Some(n) = options.coalesce_rgs {
+        config.dataset.parquet.coalesce_row_groups = n.max(1);
+    }
+    for (key, set) in [
+        ("footer_batch_size", options.footer_batch_size.is_some()),
+        ("max_outstanding", options.max_outstanding.is_some()),
+        ("prefetch_workers", options.prefetch_workers.is_some()),
+    ] {
+        if set {
+            warnings.push(format!(
+                "{}: `storage.storage_options.{key}` has no effect in dlio: a reader thread \
+                 reads a file's footer when it opens it and fetches a row group's ranges in \
+                 turn; reader.read_threads and storage.io_depth set the requests in flight",
+                at(key)
+            ));
+        }
+    }
+    let refuse = |key: &str, message: String, fix: &str| ConfigError::Invalid {
+        key: format!("storage.storage_options.{key}"),
+        message: format!("{}: {message}", at(key)),
+        fix: fix.into(),
+    };
+    if let Some(decode) = options.decode.as_deref()
+        && !decode.eq_ignore_ascii_case("raw")
+    {
+        return Err(refuse(
+            "decode",
+            format!("is `{decode}`; dlio reads a row group's bytes and decodes nothing."),
+            "remove the key, or set it to raw",
+        ));
+    }
+    if let Some(output) = options.decode_output.as_deref()
+        && !output.eq_ignore_ascii_case("none")
+    {
+        return Err(refuse(
+            "decode_output",
+            format!("is `{output}`; dlio decodes nothing, so there is no output to make."),
+            "remove the key, or set it to none",
+        ));
+    }
+    if options.use_full_object_uri == Some(true) {
+        return Err(refuse(
+            "use_full_object_uri",
+            "asks for object keys that are whole URIs (`s3://bucket/key`); dlio's S3 client \
+             cannot send a key with an empty path segment."
+                .into(),
+            "remove the key (or set it to false): objects are then read by their keys, as \
+             the fork's s3dlio client reads them",
+        ));
+    }
+    if options.simulate_io == Some(true) || options.sim_log_secs.is_some() {
+        return Err(refuse(
+            "simulate_io",
+            "asks for a run without I/O, which measures nothing of the storage.".into(),
+            "remove simulate_io and sim_log_secs; for a run without I/O use \
+             dataset.format: synthetic",
+        ));
+    }
+    Ok(())
 }
 
 /// `storage.storage_options.columns`, the fork's parquet column selection (a list of names;

@@ -379,6 +379,44 @@ pub struct StorageOptions {
     /// Parquet columns to read, by name (the fork's selection). Default none: the columns of
     /// `dataset.parquet.columns` marked `read: true`.
     pub columns: Option<Vec<String>>,
+    /// The fork's s3dlio parquet reader: bytes read from a file's end for its footer. dlio
+    /// reads a parquet footer so when `dataset.parquet.footer_read_size` is not set. Default
+    /// none.
+    pub footer_cap: Option<u64>,
+    /// The fork's s3dlio parquet reader: footers fetched together at the first epoch. No
+    /// effect in dlio (a reader thread reads a file's footer when it opens it). Default none.
+    pub footer_batch_size: Option<u64>,
+    /// The fork's s3dlio parquet reader: this many consecutive row groups fetched in one
+    /// request (from the first selected chunk of the first to the end of the last selected
+    /// chunk of the last), which dlio does too. Default none (one row group a request).
+    pub coalesce_rgs: Option<u64>,
+    /// The fork's parquet readers: row-group requests in flight. No effect in dlio (a reader
+    /// thread fetches a row group's ranges in turn; `reader.read_threads` and
+    /// `storage.io_depth` set the requests in flight). Default none.
+    pub max_outstanding: Option<u64>,
+    /// The fork's parquet readers: threads fetching row groups (alias `prefetch`). No effect
+    /// in dlio, as `max_outstanding`. Default none.
+    pub prefetch_workers: Option<u64>,
+    /// The fork's s3dlio parquet reader: `raw` (the bytes) or `arrow` (decoded to Arrow).
+    /// dlio reads the bytes and decodes nothing: `arrow` is refused. Default none (`raw`).
+    pub decode: Option<String>,
+    /// The fork's Arrow parquet reader: what a decoded row group becomes (`none`, `pyarrow`,
+    /// `torch`). dlio decodes nothing: anything but `none` is refused. Default none.
+    pub decode_output: Option<String>,
+    /// The fork's parquet readers: no I/O, dummy batches only. Refused by dlio: a run that
+    /// moves no bytes measures nothing of the storage (`dataset.format: synthetic` is dlio's
+    /// run without I/O). Default none.
+    pub simulate_io: Option<bool>,
+    /// The fork's simulated I/O's log window, seconds. Refused with `simulate_io`. Default none.
+    pub sim_log_secs: Option<f64>,
+    /// The fork's minio and s3torchconnector clients: object keys are the full URI
+    /// (`s3://bucket/key`) instead of the key, for gateways that want them so. Default none
+    /// (false).
+    pub use_full_object_uri: Option<bool>,
+    /// The fork's s3torchconnector client: the AWS profile whose credentials and region are
+    /// used (from `~/.aws/credentials` and `~/.aws/config`, or `AWS_SHARED_CREDENTIALS_FILE`
+    /// and `AWS_CONFIG_FILE`), when `access_key_id` is not given. Default none.
+    pub s3_profile: Option<String>,
 }
 
 impl Default for StorageOptions {
@@ -396,6 +434,17 @@ impl Default for StorageOptions {
             prefetch_window: None,
             stagger_workers: None,
             columns: None,
+            footer_cap: None,
+            footer_batch_size: None,
+            coalesce_rgs: None,
+            max_outstanding: None,
+            prefetch_workers: None,
+            decode: None,
+            decode_output: None,
+            simulate_io: None,
+            sim_log_secs: None,
+            use_full_object_uri: None,
+            s3_profile: None,
         }
     }
 }
@@ -610,6 +659,11 @@ pub struct ParquetConfig {
     /// by a program that keeps its `ParquetFile`s; false reads them again every epoch, as the
     /// MLPerf fork's readers reopen their files. Default false.
     pub metadata_cache: bool,
+    /// Consecutive row groups fetched in one request (`storage.storage_options.coalesce_rgs`,
+    /// the fork's s3dlio reader): from the first selected chunk of the first to the end of the
+    /// last selected chunk of the last, unselected bytes between them included. Default 0
+    /// (as 1: a row group a request).
+    pub coalesce_row_groups: u64,
 }
 
 /// `dataset.parquet.read_mode`.

@@ -30,6 +30,9 @@ pub(crate) const ALIASES: &[(&str, &str, &str)] = &[
         "record_length_resize",
         "record_length_bytes_resize",
     ),
+    // The fork's s3dlio parquet readers read `prefetch` where the others read
+    // `prefetch_workers`.
+    ("storage.storage_options", "prefetch", "prefetch_workers"),
 ];
 
 /// Keys mlpstorage writes at the `storage` level that DLIO reads inside

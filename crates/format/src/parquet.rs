@@ -84,6 +84,7 @@ impl ParquetFormat {
             footer: crate::parquet_columns::FooterReads {
                 read_size: dataset.parquet.footer_read_size,
                 cache: dataset.parquet.metadata_cache,
+                coalesce: dataset.parquet.coalesce_row_groups,
             },
         }
     }
@@ -731,6 +732,7 @@ mod tests {
         let mut tail = format(crate::parquet_columns::FooterReads {
             read_size: 65536,
             cache: true,
+            coalesce: 1,
         })
         .reader(&layout);
         let (requests, bytes) = epoch(&mut tail, 1);
@@ -791,6 +793,50 @@ mod tests {
         let mut reader = format.reader(&layout);
         reader.open(&storage, 0, &path).unwrap();
         assert!(reader.read_run(&storage, 0, 8, 3).is_err());
+    }
+
+    /// The fork's coalesce_rgs: consecutive row groups fetched in one request each.
+    #[test]
+    fn coalesced_row_groups_are_fetched_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Metered::new(PosixStorage::new());
+        let layout = FileLayout {
+            samples: 32,
+            sample_dims: vec![64],
+            element: ElementType::Uint8,
+            compression: Compression::None,
+        };
+        let format = |coalesce| ParquetFormat {
+            row_group_size: 4,
+            compression: ParquetCompression::None,
+            columns: vec![dlio_config::ParquetColumn {
+                name: "a".into(),
+                dtype: "float32".into(),
+                size: 16,
+                read: true,
+            }],
+            footer: crate::parquet_columns::FooterReads {
+                read_size: 0,
+                cache: false,
+                coalesce,
+            },
+        };
+        let path = dir.path().join("f.parquet");
+        format(1)
+            .generate(&storage, &path, &layout, &mut DataRng::for_file(5, 0, 0))
+            .unwrap();
+        let requests = |coalesce| {
+            let mut reader = format(coalesce).reader(&layout);
+            reader.begin_epoch(1);
+            reader.open(&storage, 0, &path).unwrap();
+            let before = storage.counters().snapshot();
+            assert_eq!(reader.read_run(&storage, 0, 0, 32).unwrap(), 32 * 64);
+            (storage.counters().snapshot() - before).read_requests
+        };
+        // 8 row groups: 8 requests, 2 in units of 4, 3 in units of 3 (the last of 2).
+        assert_eq!(requests(1), 8);
+        assert_eq!(requests(4), 2);
+        assert_eq!(requests(3), 3);
     }
 
     /// On demand (open, read, close per sample) a file is opened once per epoch; the

@@ -325,6 +325,41 @@ pub(crate) struct ParquetIndex {
     /// `dataset.parquet.footer_read_size`: the footer is read as the file's last this-many
     /// bytes in one request (0: parquet-rs's own two reads, the length then the metadata).
     footer_read_size: u64,
+    /// `dataset.parquet.coalesce_row_groups`: row groups fetched together (0 and 1: one).
+    coalesce: u64,
+}
+
+/// Units of `n` consecutive row groups (the fork's `coalesce_rgs`): each fetched as one range,
+/// from its first selected byte to its last, whatever lies between.
+fn coalesce(
+    starts: Vec<u64>,
+    ranges: Vec<Vec<(u64, u64)>>,
+    n: u64,
+) -> (Vec<u64>, Vec<Vec<(u64, u64)>>) {
+    let n = usize::try_from(n.max(1)).unwrap_or(usize::MAX);
+    if n == 1 {
+        return (starts, ranges);
+    }
+    let total = *starts.last().unwrap_or(&0);
+    let mut unit_starts: Vec<u64> = starts[..starts.len().saturating_sub(1)]
+        .iter()
+        .step_by(n)
+        .copied()
+        .collect();
+    unit_starts.push(total);
+    let unit_ranges = ranges
+        .chunks(n)
+        .map(|groups| {
+            let spans = groups.iter().flatten();
+            let start = spans.clone().map(|r| r.0).min();
+            let end = spans.map(|r| r.0 + r.1).max();
+            match (start, end) {
+                (Some(start), Some(end)) => vec![(start, end - start)],
+                _ => Vec::new(),
+            }
+        })
+        .collect();
+    (unit_starts, unit_ranges)
 }
 
 /// The file's metadata (its footer), read through `handle` as parquet-rs reads it (8 bytes,
@@ -429,10 +464,11 @@ impl UnitIndex for ParquetIndex {
                 )
             })
             .collect();
+        let (group_starts, ranges) = coalesce(group_starts(metadata), ranges, self.coalesce);
         let footer = Footer {
             path: path.to_path_buf(),
             id: Footer::id_of(path),
-            group_starts: group_starts(metadata),
+            group_starts,
             ranges,
         };
         Ok((footer, handle))
@@ -451,6 +487,7 @@ pub(crate) fn column_reader(
         Box::new(ParquetIndex {
             selected: selected.iter().map(|c| c.name.clone()).collect(),
             footer_read_size: footer.read_size,
+            coalesce: footer.coalesce,
         }),
         selected.iter().map(|c| column_row_bytes(c)).sum(),
         shared,
@@ -466,6 +503,8 @@ pub(crate) struct FooterReads {
     pub read_size: u64,
     /// Once per file and run, not per epoch.
     pub cache: bool,
+    /// Row groups fetched together (`dataset.parquet.coalesce_row_groups`; 0 and 1: one).
+    pub coalesce: u64,
 }
 
 /// A parquet file's layout as a characterisation of a traced program reads it: the rows of

@@ -70,6 +70,43 @@ pub struct S3Settings {
     /// How long one attempt may wait for a connection (the whole retry budget is
     /// `max_attempts` times this plus the backoff). Default 5 s when zero.
     pub connect_timeout: Duration,
+    /// A PEM file of certificates to trust besides the system's (`AWS_CA_BUNDLE`, as the
+    /// fork's minio client reads it): a storage system's own certificate authority.
+    pub ca_bundle: Option<std::path::PathBuf>,
+}
+
+/// The HTTP client's options: plain HTTP for an `http://` endpoint, the timeouts, and the
+/// certificates of `settings.ca_bundle`.
+fn client_options(
+    settings: &S3Settings,
+    endpoint: &str,
+    connect_timeout: Duration,
+) -> Result<ClientOptions, StorageError> {
+    let mut options = ClientOptions::new()
+        .with_allow_http(endpoint.starts_with("http://"))
+        .with_connect_timeout(connect_timeout)
+        .with_timeout(Duration::from_secs(300));
+    if let Some(bundle) = &settings.ca_bundle {
+        let invalid = |reason: String| StorageError::InvalidS3Settings { reason };
+        let pem = std::fs::read(bundle).map_err(|e| {
+            invalid(format!(
+                "AWS_CA_BUNDLE names {}, which cannot be read: {e}; point it at a PEM file of \
+                 certificates",
+                bundle.display()
+            ))
+        })?;
+        let certificates = object_store::Certificate::from_pem_bundle(&pem).map_err(|e| {
+            invalid(format!(
+                "AWS_CA_BUNDLE names {}, which holds no PEM certificate ({e}); point it at a \
+                 PEM file of certificates",
+                bundle.display()
+            ))
+        })?;
+        for certificate in certificates {
+            options = options.with_root_certificate(certificate);
+        }
+    }
+    Ok(options)
 }
 
 impl std::fmt::Debug for S3Settings {
@@ -86,6 +123,7 @@ impl std::fmt::Debug for S3Settings {
             )
             .field("force_path_style", &self.force_path_style)
             .field("max_attempts", &self.max_attempts)
+            .field("ca_bundle", &self.ca_bundle)
             .finish()
     }
 }
@@ -375,12 +413,7 @@ impl S3Storage {
         builder = builder
             .with_virtual_hosted_style_request(!path_style)
             .with_retry(retry)
-            .with_client_options(
-                ClientOptions::new()
-                    .with_allow_http(endpoint.starts_with("http://"))
-                    .with_connect_timeout(connect_timeout)
-                    .with_timeout(Duration::from_secs(300)),
-            );
+            .with_client_options(client_options(settings, &endpoint, connect_timeout)?);
         let store = builder
             .build()
             .map_err(|error| StorageError::InvalidS3Settings {

@@ -24,6 +24,7 @@ fn s3_settings(endpoint: &str, bucket: &str) -> S3Settings {
         force_path_style: true,
         max_attempts: 2,
         connect_timeout: Duration::from_secs(2),
+        ca_bundle: None,
     }
 }
 

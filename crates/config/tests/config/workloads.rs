@@ -566,3 +566,54 @@ fn arrow_columns_and_a_size_distribution_load_with_their_values_and_no_warning()
         "{err}"
     );
 }
+
+/// The fork's parquet and client options of `storage.storage_options`: what dlio does with
+/// each (honoured, said to have no effect, or refused with the fix).
+#[test]
+fn the_forks_parquet_storage_options_are_honoured_warned_or_refused() {
+    let base = "dataset:\n  format: parquet\nstorage:\n  storage_options:\n";
+    let loaded = dlio_config::load_text(
+        "w.yaml",
+        &format!(
+            "{base}    footer_cap: 1048576\n    coalesce_rgs: 8\n    max_outstanding: 64\n    \
+             prefetch: 16\n    footer_batch_size: 4\n    decode: raw\n    decode_output: none\n"
+        ),
+        &[],
+    )
+    .unwrap();
+    let parquet = &loaded.config.dataset.parquet;
+    assert_eq!(parquet.footer_read_size, 1 << 20);
+    assert_eq!(parquet.coalesce_row_groups, 8);
+    for key in ["max_outstanding", "prefetch_workers", "footer_batch_size"] {
+        assert!(
+            loaded
+                .warnings
+                .iter()
+                .any(|w| w.contains(key) && w.contains("no effect")),
+            "{key}: {:?}",
+            loaded.warnings
+        );
+    }
+    // An explicit footer_read_size wins over the fork's footer_cap.
+    let explicit = dlio_config::load_text(
+        "w.yaml",
+        &format!("{base}    footer_cap: 1048576\n"),
+        &["++workload.dataset.parquet.footer_read_size=65536".to_string()],
+    )
+    .unwrap();
+    assert_eq!(explicit.config.dataset.parquet.footer_read_size, 65536);
+    for (option, key) in [
+        ("decode: arrow", "decode"),
+        ("decode_output: torch", "decode_output"),
+        ("simulate_io: 'true'", "simulate_io"),
+        ("use_full_object_uri: 'true'", "use_full_object_uri"),
+    ] {
+        let err = dlio_config::load_text("w.yaml", &format!("{base}    {option}\n"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!("storage.storage_options.{key}")),
+            "{option}: {err}"
+        );
+    }
+}
