@@ -78,6 +78,8 @@ cargo build --locked -p dlio-interpose
 
 # Every skip goes to this log (crates/testkit/src/skip.rs); the cargo output is kept for the
 # ignored tests. Both are checked against scripts/allowed-skips at the end.
+# No incremental caches: the suite builds once, and they double the target folder.
+export CARGO_INCREMENTAL=0
 LOGS=$(mktemp -d)
 trap 'rm -rf "$LOGS"' EXIT
 export DLIO_SKIP_LOG=$LOGS/skips
@@ -88,7 +90,7 @@ echo "== cargo test (workspace)"
 cargo test --workspace --locked --no-fail-fast --features dlio-format/hdf5 2>&1 | tee "$LOGS/workspace.out" || status=1
 
 echo "== cargo test: the same binary under mpirun (feature mpi)"
-cargo test --locked --no-fail-fast -p dlio --features mpi --test mpi 2>&1 | tee "$LOGS/mpi.out" || status=1
+cargo test --locked --no-fail-fast -p dlio --features mpi,hdf5 --test mpi 2>&1 | tee "$LOGS/mpi.out" || status=1
 
 bash scripts/count-skips.sh scripts/allowed-skips "$DLIO_SKIP_LOG" "$LOGS"/*.out || status=1
 exit $status
