@@ -2,11 +2,12 @@
 //! `data_folder/{train,valid}` at run time (§4.6, §4.7 of the spec).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use dlio_config::Config;
 use dlio_format::{FileLayout, Format, GenerationFile};
-use dlio_storage::{DirEntry, PathTable, PathTableBuilder, Storage};
+use dlio_storage::{DataFiles, DirEntry, FileList, Manifest, NamePattern, PathTable, Storage};
 
 /// The two file lists of a dataset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,65 +72,24 @@ pub fn data_root(config: &Config) -> PathBuf {
     }
 }
 
-/// The names generation gives a list's files, `{data}/{list}/[{sub}/]{prefix}_{i}_of_{N}.{ext}`
-/// with DLIO's zero padding, written into a caller's buffer: naming ten million files one
-/// `PathBuf` at a time spends most of its time in the allocator.
-struct FileNames {
-    dir: PathBuf,
-    /// The `N` of `_of_{N}`: the files generated (`dataset.num_files_generated`), which a run
-    /// may read only the first of.
-    generated: u64,
-    subfolders: u64,
-    name: String,
-    prefix: String,
-    extension: &'static str,
-}
-
-impl FileNames {
-    fn new(config: &Config, format: &dyn Format, list: List) -> FileNames {
-        let (files, subfolders) = list.configured(config);
-        let generated = match list {
-            List::Train if config.dataset.num_files_generated > 0 => {
-                config.dataset.num_files_generated.max(files)
-            }
-            _ => files,
-        };
-        FileNames {
-            dir: data_root(config).join(list.dir_name()),
-            generated,
-            subfolders,
-            name: String::new(),
-            prefix: config.dataset.file_prefix.clone(),
-            extension: format.extension(),
+/// The names generation gives a list's files ([`NamePattern`]): `_of_{N}` counts the files
+/// generated (`dataset.num_files_generated`), of which a run may read only the first.
+fn name_pattern(config: &Config, format: &dyn Format, list: List) -> NamePattern {
+    let (files, subfolders) = list.configured(config);
+    let generated = match list {
+        List::Train if config.dataset.num_files_generated > 0 => {
+            config.dataset.num_files_generated.max(files)
         }
-    }
-
-    /// Replaces `path` with the path of file `index`.
-    fn write(&mut self, index: u64, path: &mut PathBuf) {
-        use std::fmt::Write;
-        path.clear();
-        path.push(&self.dir);
-        if self.subfolders > 1 {
-            let width = digits(self.subfolders);
-            self.name.clear();
-            let _ = write!(self.name, "{:0width$}", index % self.subfolders);
-            path.push(&self.name);
-        }
-        let width = digits(self.generated);
-        self.name.clear();
-        // Writing to a String cannot fail.
-        let _ = write!(
-            self.name,
-            "{}_{:0width$}_of_{}.{}",
-            self.prefix, index, self.generated, self.extension
-        );
-        path.push(&self.name);
-    }
-}
-
-/// Decimal digits of `n`, as `n.to_string().len()` counts them.
-fn digits(n: u64) -> usize {
-    n.checked_ilog10().map_or(1, |d| d as usize + 1)
+        _ => files,
+    };
+    NamePattern::new(
+        data_root(config).join(list.dir_name()),
+        files,
+        generated,
+        subfolders,
+        &config.dataset.file_prefix,
+        format.extension(),
+    )
 }
 
 /// The folders generation makes for `list`: the list's folder, and its subfolders when it
@@ -174,12 +134,10 @@ pub fn generation_files(config: &Config, format: &dyn Format) -> Vec<GenerationF
     let mut files = Vec::new();
     for list in [List::Train, List::Valid] {
         let (n, _) = list.configured(config);
-        let mut names = FileNames::new(config, format, list);
+        let names = name_pattern(config, format, list);
         for i in 0..n {
-            let mut path = PathBuf::new();
-            names.write(i, &mut path);
             files.push(GenerationFile {
-                path,
+                path: names.path(i),
                 layout: layout(config, list, i),
                 list_id: list.id(),
                 file_index: i,
@@ -190,53 +148,194 @@ pub fn generation_files(config: &Config, format: &dyn Format) -> Vec<GenerationF
 }
 
 /// The data set's files without listing the folder (`dataset.skip_listing`, the fork's key for
-/// data sets of millions of files): the names generation gives them, in that order. Every
-/// `listing_validation_interval`-th file (and the last) is checked to exist, so a data set
-/// that is missing or named otherwise is still refused before the run; their sizes are kept
-/// (an even spread over the list), so that sizing the data set asks for no more.
+/// data sets of millions of files): the names generation gives them, computed when a file is
+/// opened, so no process holds them. Every `listing_validation_interval`-th file (and the
+/// last) is checked to exist, so a data set that is missing or named otherwise is still
+/// refused before the run; their sizes are kept (an even spread over the list), so that
+/// sizing the data set asks for no more.
 pub fn computed_files(
     config: &Config,
     storage: &dyn Storage,
     format: &dyn Format,
     list: List,
 ) -> Result<Listing> {
-    let (wanted, _) = list.configured(config);
-    // Straight into the table: ten million names are 400 MB there and three times that as
-    // separate `PathBuf`s.
-    let mut names = FileNames::new(config, format, list);
-    let mut path = PathBuf::new();
-    let mut table = PathTableBuilder::default();
-    for i in 0..wanted {
-        names.write(i, &mut path);
-        table.push(&path);
-    }
-    let files = table.finish();
+    let pattern = name_pattern(config, format, list);
+    let sizes = check_spread(
+        config,
+        storage,
+        pattern.len(),
+        |i| Ok(pattern.path(i)),
+        |path| {
+            format!(
+                "dataset.skip_listing is True, but {} (one of the {} computed {} file names) does \
+             not exist; generate the data set first (++workload.workflow.generate_data=True), \
+             or set ++workload.dataset.skip_listing=False to list what is there",
+                path.display(),
+                pattern.len(),
+                list.dir_name()
+            )
+        },
+    )?;
+    Ok(Listing {
+        files: DataFiles::Ready(FileList::Pattern(Arc::new(pattern))),
+        sizes: KnownSizes::Spread(sizes),
+    })
+}
+
+/// The sizes of files `0, step, 2 step, ...` and the last of `len` (`step` the
+/// `listing_validation_interval`), the path of file `i` from `path_of`; a missing file is the
+/// error `missing` words for its path.
+fn check_spread(
+    config: &Config,
+    storage: &dyn Storage,
+    len: usize,
+    mut path_of: impl FnMut(u64) -> Result<PathBuf>,
+    missing: impl Fn(&Path) -> String,
+) -> Result<Vec<(PathBuf, u64)>> {
     let step = config.dataset.listing_validation_interval.max(1) as usize;
-    let last = files.len().checked_sub(1);
-    let checked = (0..files.len())
+    let last = len.checked_sub(1);
+    let checked = (0..len)
         .step_by(step)
         .chain(last.filter(|last| last % step != 0));
     let mut sizes = Vec::new();
     for i in checked {
-        let path = &files[i];
-        match storage.size(path) {
-            Ok(Some(size)) => sizes.push((i, size)),
-            Ok(None) | Err(dlio_storage::StorageError::NotFound { .. }) => bail!(
-                "dataset.skip_listing is True, but {} (one of the {} computed {} file names, \
-                 checked every {step}) does not exist; generate the data set first \
-                 (++workload.workflow.generate_data=True), or set \
-                 ++workload.dataset.skip_listing=False to list what is there",
-                path.display(),
-                wanted,
-                list.dir_name()
-            ),
+        let path = path_of(i as u64)?;
+        match storage.size(&path) {
+            Ok(Some(size)) => sizes.push((path, size)),
+            Ok(None) | Err(dlio_storage::StorageError::NotFound { .. }) => {
+                bail!("{} (checked every {step}-th file)", missing(&path))
+            }
             Err(e) => return Err(e).with_context(|| format!("checking {}", path.display())),
         }
     }
+    Ok(sizes)
+}
+
+/// Where `dataset.file_list_train` (or `_eval`) is: resolved as `data_folder` is.
+fn manifest_location(config: &Config, list: List) -> Option<PathBuf> {
+    let key = match list {
+        List::Train => config.dataset.file_list_train.as_deref(),
+        List::Valid => config.dataset.file_list_eval.as_deref(),
+    }?;
+    let mut located = config.clone();
+    located.dataset.data_folder = key.to_owned();
+    Some(data_root(&located))
+}
+
+/// The list's manifest, when it has one: its names are relative to the list's folder.
+pub fn manifest(config: &Config, storage: &Arc<dyn Storage>, list: List) -> Option<Manifest> {
+    let location = manifest_location(config, list)?;
+    Some(Manifest::new(
+        Arc::clone(storage),
+        location,
+        data_root(config).join(list.dir_name()),
+    ))
+}
+
+/// The data set's files from a manifest (`dataset.file_list_train`, `dataset.file_list_eval`):
+/// its first `num_files_*` names, in its order. It is read once here, to count them (fewer is
+/// an error naming the manifest and the key) and to check every
+/// `listing_validation_interval`-th file as `skip_listing` does; each rank then reads only its
+/// own names of it, before each epoch whose files change.
+fn manifest_files(config: &Config, manifest: Manifest, list: List) -> Result<Listing> {
+    let (wanted, _) = list.configured(config);
+    let wanted = usize::try_from(wanted).unwrap_or(usize::MAX);
+    if wanted == 0 {
+        return Ok(Listing::default());
+    }
+    let step = config.dataset.listing_validation_interval.max(1) as usize;
+    let mut checked: Vec<PathBuf> = Vec::new();
+    let mut last = PathBuf::new();
+    let found = manifest
+        .for_each_name(|i, path| {
+            if i >= wanted {
+                return std::ops::ControlFlow::Break(());
+            }
+            if i % step == 0 {
+                checked.push(path.to_path_buf());
+            }
+            last.clear();
+            last.push(path);
+            std::ops::ControlFlow::Continue(())
+        })
+        .with_context(|| format!("reading the file list {}", manifest.location().display()))?
+        .min(wanted);
+    if found < wanted {
+        bail!(
+            "the file list {} names {found} files, but {} is {wanted}; list more files in it, \
+             or set ++workload.{}={found}",
+            manifest.location().display(),
+            list.key(),
+            list.key()
+        );
+    }
+    if (found - 1) % step != 0 {
+        checked.push(last);
+    }
+    let mut paths = checked.into_iter();
+    let sizes = check_spread(
+        config,
+        manifest.storage(),
+        found,
+        |_| Ok(paths.next().unwrap_or_default()),
+        |path| {
+            format!(
+                "{} (named in the file list {}) does not exist; fix the list, or generate the \
+                 data set it names",
+                path.display(),
+                manifest.location().display()
+            )
+        },
+    )?;
     Ok(Listing {
-        files,
+        files: DataFiles::Manifest {
+            manifest: Arc::new(manifest),
+            len: found,
+        },
         sizes: KnownSizes::Spread(sizes),
     })
+}
+
+/// How a list's names are had: the same on every process, from the config alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameSource {
+    /// Listed from the folder by process 0, and sent to the others.
+    Listing,
+    /// Computed (`skip_listing`).
+    Computed,
+    /// Read from a manifest.
+    Manifest,
+}
+
+/// Where `list`'s names come from.
+pub fn name_source(config: &Config, list: List) -> NameSource {
+    if manifest_location(config, list).is_some() {
+        NameSource::Manifest
+    } else if config.dataset.skip_listing {
+        NameSource::Computed
+    } else {
+        NameSource::Listing
+    }
+}
+
+/// The list's names on a process other than 0, where they do not come from a listing:
+/// process 0 has checked them ([`list_files`]); this builds the same list without a request.
+pub fn unlisted_files(
+    config: &Config,
+    storage: &Arc<dyn Storage>,
+    format: &dyn Format,
+    list: List,
+) -> DataFiles {
+    let (wanted, _) = list.configured(config);
+    match manifest(config, storage, list) {
+        Some(manifest) => DataFiles::Manifest {
+            manifest: Arc::new(manifest),
+            len: usize::try_from(wanted).unwrap_or(usize::MAX),
+        },
+        None => DataFiles::Ready(FileList::Pattern(Arc::new(name_pattern(
+            config, format, list,
+        )))),
+    }
 }
 
 /// Lists `dirs` with up to `threads` listings at once (`dataset.listing_threads`, as the
@@ -286,7 +385,7 @@ fn list_folders(
 /// The files of a data set, and what their listing learnt of their sizes.
 #[derive(Debug, Default)]
 pub struct Listing {
-    pub files: PathTable,
+    pub files: DataFiles,
     pub sizes: KnownSizes,
 }
 
@@ -298,8 +397,8 @@ pub enum KnownSizes {
     Unknown,
     /// Every file's, in the order of the files (an object store's LIST carries them).
     Every(Vec<u64>),
-    /// Some files', spread evenly over the list: (index, size) (`skip_listing`'s checks).
-    Spread(Vec<(usize, u64)>),
+    /// Some files', spread evenly over the list (`skip_listing`'s and a manifest's checks).
+    Spread(Vec<(PathBuf, u64)>),
 }
 
 /// Lists `data_folder/{list}` as DLIO does: entries with the format's extension, or, when
@@ -308,10 +407,14 @@ pub enum KnownSizes {
 /// used. Fewer: an error that says how many were found and how to generate them.
 pub fn list_files(
     config: &Config,
-    storage: &dyn Storage,
+    storage: &Arc<dyn Storage>,
     format: &dyn Format,
     list: List,
 ) -> Result<Listing> {
+    if let Some(manifest) = manifest(config, storage, list) {
+        return manifest_files(config, manifest, list);
+    }
+    let storage = &**storage;
     if config.dataset.skip_listing {
         return computed_files(config, storage, format, list);
     }
@@ -413,8 +516,9 @@ pub fn list_files(
         Some(every) => KnownSizes::Every(every),
         None => KnownSizes::Unknown,
     };
+    let table: PathTable = files.into_iter().map(|e| e.path).collect();
     Ok(Listing {
-        files: files.into_iter().map(|e| e.path).collect(),
+        files: DataFiles::Ready(table.into()),
         sizes,
     })
 }

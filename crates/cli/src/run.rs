@@ -11,7 +11,7 @@ use dlio_config::{Config, Loaded};
 use dlio_format::{Format, GenerationJob};
 use dlio_loader::{StopCause, StopSignal};
 use dlio_metrics::{HostInfo, HostShare, MetricParams, RankReport, RunInfo};
-use dlio_storage::{IoCounters, PathTable, SplitReads, Storage};
+use dlio_storage::{DataFiles, FileList, IoCounters, PathTable, SplitReads, Storage};
 use dlio_trace::Tracer;
 use dlio_trainer::{CheckpointSetup, Comm, LocalGroup, RankSetup, SideRead, TrainError};
 use indicatif::MultiProgress;
@@ -196,8 +196,8 @@ struct Prepared {
 /// the checkpoints.
 struct Planned {
     checkpoint: Option<CheckpointSetup>,
-    train_files: Arc<PathTable>,
-    eval_files: Arc<PathTable>,
+    train_files: DataFiles,
+    eval_files: DataFiles,
     random_seed: u64,
     trim: dlio_plan::Trim,
     host: HostInfo,
@@ -434,35 +434,8 @@ impl Run<'_> {
             ));
         }
         let checkpoint_only = config.checkpoint_only();
-        let storage = &*prepared.storage;
 
-        let mut listed = None;
-        // Listed and sized once, by process 0, for every process.
-        let listing = self.cluster.broadcast(|| -> Result<DatasetSize, String> {
-            let mut size = DatasetSize::default();
-            if let (Some(format), false) = (&prepared.format, checkpoint_only) {
-                let list = |which| {
-                    dataset::list_files(config, storage, &**format, which)
-                        .map_err(|e| format!("{e:#}"))
-                };
-                let train = list(List::Train)?;
-                let eval = if config.workflow.evaluation {
-                    list(List::Valid)?.files
-                } else {
-                    PathTable::default()
-                };
-                size = dataset_size(storage, &train, dataset::smallest_complete_file(config))
-                    .map_err(|e| format!("{e:#}"))?;
-                listed = Some((train.files, eval));
-            }
-            Ok(size)
-        })?;
-        let data_size = listing.map_err(|e| anyhow!(e))?;
-        let (train_files, eval_files) = listed.unwrap_or_default();
-        let (train_files, eval_files) = (
-            Arc::new(self.cluster.broadcast_table(|| train_files)?),
-            Arc::new(self.cluster.broadcast_table(|| eval_files)?),
-        );
+        let (data_size, train_files, eval_files) = self.list(prepared, checkpoint_only)?;
         let random_seed = self.cluster.broadcast(rand_seed)?;
         let train_spec =
             dlio_trainer::train_plan_spec(config, world, train_files.len() as u64, random_seed);
@@ -532,6 +505,63 @@ impl Run<'_> {
         })
     }
 
+    /// The file lists, listed (or computed, or counted in their manifests) and checked once,
+    /// by process 0, and the training set's size. A listing's table is sent to every process;
+    /// computed names and manifests are had by each process from the config.
+    fn list(
+        &self,
+        prepared: &Prepared,
+        checkpoint_only: bool,
+    ) -> Result<(DatasetSize, DataFiles, DataFiles)> {
+        let config = self.config;
+        let Some(format) = prepared.format.as_deref().filter(|_| !checkpoint_only) else {
+            return Ok(Default::default());
+        };
+        let storage = &prepared.storage;
+        let mut listed = None;
+        let listing = self.cluster.broadcast(|| -> Result<DatasetSize, String> {
+            let list = |which| {
+                dataset::list_files(config, storage, format, which).map_err(|e| format!("{e:#}"))
+            };
+            let train = list(List::Train)?;
+            let eval = if config.workflow.evaluation {
+                list(List::Valid)?.files
+            } else {
+                DataFiles::default()
+            };
+            let size = dataset_size(&**storage, &train, dataset::smallest_complete_file(config))
+                .map_err(|e| format!("{e:#}"))?;
+            listed = Some((train.files, eval));
+            Ok(size)
+        })?;
+        let data_size = listing.map_err(|e| anyhow!(e))?;
+        let (train, eval) = listed.unwrap_or_default();
+        let share = |files: DataFiles, which: List| -> Result<DataFiles> {
+            if which == List::Valid && !config.workflow.evaluation {
+                return Ok(DataFiles::default());
+            }
+            if dataset::name_source(config, which) != dataset::NameSource::Listing {
+                return Ok(if self.cluster.is_root() {
+                    files
+                } else {
+                    dataset::unlisted_files(config, storage, format, which)
+                });
+            }
+            let table = self.cluster.broadcast_table(|| match files {
+                DataFiles::Ready(FileList::Table(table)) => {
+                    Arc::try_unwrap(table).unwrap_or_else(|shared| (*shared).clone())
+                }
+                _ => PathTable::default(),
+            })?;
+            Ok(DataFiles::Ready(table.into()))
+        };
+        Ok((
+            data_size,
+            share(train, List::Train)?,
+            share(eval, List::Valid)?,
+        ))
+    }
+
     /// Each local rank's storage: Split(Metered(Traced(engine))), so metering and tracing see
     /// every transfer, and its trace.
     fn rank_io(&self, prepared: &Prepared, planned: &Planned) -> Result<RankIo> {
@@ -556,10 +586,11 @@ impl Run<'_> {
                     .with_context(|| format!("starting the trace {}", opts.path().display()))?;
                 // The dataset's names go to the trace now, not on the reader threads' first
                 // opens during the measured run.
-                tracer.name_files(&[
-                    Arc::clone(&planned.train_files),
-                    Arc::clone(&planned.eval_files),
-                ]);
+                let tables: Vec<Arc<PathTable>> = [&planned.train_files, &planned.eval_files]
+                    .into_iter()
+                    .filter_map(|files| files.table().cloned())
+                    .collect();
+                tracer.name_files(&tables);
                 tracer
             } else {
                 Tracer::disabled()
@@ -607,8 +638,8 @@ impl Run<'_> {
                     let storage = Arc::clone(&io.storages[rank as usize]);
                     let counters = Arc::clone(&io.counters[rank as usize]);
                     let format = prepared.format.clone();
-                    let train_files = Arc::clone(&planned.train_files);
-                    let eval_files = Arc::clone(&planned.eval_files);
+                    let train_files = planned.train_files.clone();
+                    let eval_files = planned.eval_files.clone();
                     let stop = Arc::clone(stop);
                     let tracer = io.tracers[rank as usize].clone();
                     std::thread::Builder::new()
@@ -1412,16 +1443,25 @@ fn dataset_size(
     listing: &dataset::Listing,
     floor: Option<u64>,
 ) -> Result<DatasetSize> {
-    let sized: &mut dyn Iterator<Item = (usize, u64)> = match &listing.sizes {
-        dataset::KnownSizes::Every(sizes) => &mut sizes.iter().copied().enumerate(),
-        dataset::KnownSizes::Spread(sizes) if !sizes.is_empty() => &mut sizes.iter().copied(),
-        _ => return dataset_bytes(storage, &listing.files, floor, SIZED_FILES_AT_MOST),
-    };
+    let table = listing.files.table();
     let (mut total, mut sized_files) = (0u64, 0usize);
-    for (i, size) in sized {
-        refuse_truncated(&listing.files[i], size, floor)?;
-        total += size;
-        sized_files += 1;
+    match (&listing.sizes, table) {
+        (dataset::KnownSizes::Every(sizes), Some(table)) => {
+            for (path, &size) in table.iter().zip(sizes) {
+                refuse_truncated(path, size, floor)?;
+                total += size;
+                sized_files += 1;
+            }
+        }
+        (dataset::KnownSizes::Spread(sizes), _) if !sizes.is_empty() => {
+            for (path, size) in sizes {
+                refuse_truncated(path, *size, floor)?;
+                total += size;
+                sized_files += 1;
+            }
+        }
+        (_, Some(table)) => return dataset_bytes(storage, table, floor, SIZED_FILES_AT_MOST),
+        (_, None) => return Ok(DatasetSize::default()),
     }
     let n = listing.files.len();
     Ok(DatasetSize {
@@ -1489,7 +1529,7 @@ mod dataset_size_tests {
         // Paths that do not exist: the storage is never asked.
         let paths: Vec<_> = (0..3).map(|i| format!("/nonexistent/f{i}")).collect();
         let listing = dataset::Listing {
-            files: PathTable::new(&paths),
+            files: DataFiles::Ready(PathTable::new(&paths).into()),
             sizes: dataset::KnownSizes::Every(vec![300, 400, 500]),
         };
         let storage = dlio_storage::PosixStorage::new();
@@ -1500,8 +1540,11 @@ mod dataset_size_tests {
         assert!(err.to_string().contains("f0 is 300 bytes"), "{err}");
         // Sizes of a spread of the files (skip_listing's checks): extrapolated.
         let spread = dataset::Listing {
-            files: PathTable::new(&paths),
-            sizes: dataset::KnownSizes::Spread(vec![(0, 300), (2, 500)]),
+            files: DataFiles::Ready(PathTable::new(&paths).into()),
+            sizes: dataset::KnownSizes::Spread(vec![
+                (paths[0].clone().into(), 300),
+                (paths[2].clone().into(), 500),
+            ]),
         };
         let size = dataset_size(&storage, &spread, Some(300)).unwrap();
         assert_eq!((size.bytes, size.sized_files), (1200, 2));

@@ -938,6 +938,97 @@ fn a_run_reads_the_first_files_of_a_larger_generated_set() {
     assert!(err.contains("img_0_of_8.npz"), "{err}");
 }
 
+/// `dataset.file_list_train`: the run reads the manifest's first `num_files_train` names in
+/// its order (relative ones under `data_folder/train`, absolute ones as they are) and nothing
+/// else, with each rank taking its names from it before every epoch whose files change; a
+/// short manifest, a missing file it names and a manifest beside `skip_listing` are refused by
+/// name.
+#[test]
+fn a_manifest_names_the_files_a_run_reads() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Batches of 3: six files are whole steps for one rank and for two.
+    let mut args = small(tmp.path(), 12, 3);
+    args.push("++workload.dataset.record_length_bytes_stdev=1024".into());
+    run_ok(dlio().arg("generate").args(&args));
+    let train = tmp.path().join("data/train");
+    let size = |i: usize| {
+        train
+            .join(format!("img_{i:02}_of_12.npz"))
+            .metadata()
+            .unwrap()
+            .len()
+    };
+    // Eight names out of order, one absolute, blank lines and CRLF; the run takes the first 6.
+    let order = [11usize, 3, 7, 0, 9, 4, 1, 2];
+    let mut text = String::new();
+    for (k, i) in order.iter().enumerate() {
+        if k == 2 {
+            text += &format!(
+                "{}\r\n\n",
+                train.join(format!("img_{i:02}_of_12.npz")).display()
+            );
+        } else {
+            text += &format!("img_{i:02}_of_12.npz\n");
+        }
+    }
+    let manifest = tmp.path().join("train-files.txt");
+    std::fs::write(&manifest, text).unwrap();
+    let first_six: u64 = order[..6].iter().map(|&i| size(i)).sum();
+    let all_twelve: u64 = (0..12).map(size).sum();
+    assert_ne!(first_six * 2, all_twelve, "sizes must tell the sets apart");
+    let mut run = args.clone();
+    run.push(format!(
+        "++workload.dataset.file_list_train={}",
+        manifest.display()
+    ));
+    run.push("++workload.dataset.num_files_train=6".into());
+    run.push("++workload.train.epochs=2".into());
+    run.push("++workload.reader.file_shuffle=seed".into());
+    run.push("++workload.dataset.listing_validation_interval=2".into());
+    for ranks in ["1", "2"] {
+        run_ok(
+            dlio()
+                .arg("run")
+                .arg("--strict")
+                .args(&run)
+                .args(["--ranks", ranks]),
+        );
+        let summary = json(&tmp.path().join("out/summary.json"));
+        assert_eq!(summary["num_files_train"], 6, "{ranks} ranks");
+        assert_eq!(
+            summary["dlio_rs"]["bytes_read"].as_u64(),
+            Some(2 * first_six),
+            "{ranks} ranks: two epochs of the manifest's first six files"
+        );
+    }
+    // Fewer names than num_files_train: the manifest and the key are named.
+    let mut short = run.clone();
+    short.push("++workload.dataset.num_files_train=10".into());
+    let err = run_err(dlio().arg("run").args(&short));
+    assert!(
+        err.contains("train-files.txt")
+            && err.contains("names 8 files")
+            && err.contains("num_files_train=8"),
+        "{err}"
+    );
+    // A named file that is not there (the first, checked every 2nd).
+    std::fs::write(&manifest, "gone.npz\nimg_01_of_12.npz\n").unwrap();
+    let mut two = run.clone();
+    two.push("++workload.dataset.num_files_train=2".into());
+    let err = run_err(dlio().arg("run").args(&two));
+    assert!(
+        err.contains("gone.npz") && err.contains("train-files.txt"),
+        "{err}"
+    );
+    let mut both = run.clone();
+    both.push("++workload.dataset.skip_listing=True".into());
+    let err = run_err(dlio().arg("run").args(&both));
+    assert!(
+        err.contains("dataset.file_list_train") && err.contains("skip_listing"),
+        "{err}"
+    );
+}
+
 /// A wrapper records what ran: `--version` gives the version and the commit, and summary.json
 /// says the same.
 #[test]

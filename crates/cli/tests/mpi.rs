@@ -147,6 +147,70 @@ fn four_processes_read_exactly_their_planned_disjoint_shares() {
     assert_eq!(per_rank_bytes(&summary), expected);
 }
 
+/// Names a process has without a listing sent from process 0: computed (`skip_listing`) or
+/// its own share of a manifest, read by every process itself. Each rank reads the files the
+/// plan gives it, through the names the manifest puts at those indices (here in reverse order).
+#[test]
+fn processes_without_a_listing_read_the_files_their_names_give() {
+    let tmp = tempfile::tempdir().unwrap();
+    generate(tmp.path(), 24);
+    let files = train_files(tmp.path());
+    let sizes: Vec<u64> = files.iter().map(|f| f.metadata().unwrap().len()).collect();
+    let manifest = tmp.path().join("names.txt");
+    let reversed: Vec<String> = files
+        .iter()
+        .rev()
+        .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    std::fs::write(&manifest, reversed.join("\n")).unwrap();
+    let spec = PlanSpec {
+        num_files: 24,
+        samples_per_file: 1,
+        batch_size: 2,
+        world: 4,
+        sampler: Sampler::Index,
+        read_threads: 1,
+        file_shuffle: Shuffle::Seed,
+        sample_shuffle: Shuffle::Seed,
+        seed: 123,
+        seed_change_epoch: true,
+        random_seed: 0,
+        total_training_steps: None,
+        drop_last: true,
+    };
+    let planned = |name_of: &dyn Fn(u64) -> usize| -> Vec<u64> {
+        (0..4)
+            .map(|rank| {
+                (1..=2)
+                    .flat_map(|epoch| {
+                        EpochPlan::new(&spec, epoch, rank)
+                            .unwrap()
+                            .samples()
+                            .collect::<Vec<_>>()
+                    })
+                    .map(|s| sizes[name_of(s.file)])
+                    .sum()
+            })
+            .collect()
+    };
+    for (how, name_of) in [
+        (
+            format!("++workload.dataset.file_list_train={}", manifest.display()),
+            &(|file: u64| 23 - file as usize) as &dyn Fn(u64) -> usize,
+        ),
+        (
+            "++workload.dataset.skip_listing=True".to_string(),
+            &(|file: u64| file as usize) as &dyn Fn(u64) -> usize,
+        ),
+    ] {
+        let mut args = workload(tmp.path(), 24, 2, 2, "out");
+        args.push(how.clone());
+        check(mpirun(4, &args).output().unwrap());
+        let summary = json(&tmp.path().join("out/summary.json"));
+        assert_eq!(per_rank_bytes(&summary), planned(name_of), "{how}");
+    }
+}
+
 #[test]
 fn uneven_samples_on_three_processes_finish_without_hanging() {
     for (files, batch) in [(13u64, 4u64), (24, 4), (25, 4), (145, 16)] {

@@ -88,6 +88,8 @@ impl Config {
         config.dataset.parquet.row_group_size = Some(1024);
         config.dataset.parquet.partition_by = Some(String::new());
         config.dataset.data_gen_method = Some(String::new());
+        config.dataset.file_list_train = Some(String::new());
+        config.dataset.file_list_eval = Some(String::new());
         config.storage.storage_library = Some(String::new());
         if let Some(options) = &mut config.storage.storage_options {
             options.storage_library = Some(String::new());
@@ -528,6 +530,13 @@ pub struct DatasetConfig {
     /// With `skip_listing`, every this-many-th computed file is checked to exist before the
     /// run (the fork's key). Default 1000.
     pub listing_validation_interval: u64,
+    /// Ours: a manifest of the training files, one name per line (relative to
+    /// `data_folder/train` unless absolute or a URI), located as `data_folder` is. The run reads
+    /// its first `num_files_train` names, in its order, instead of listing the folder; each
+    /// rank holds only the names it reads. Default none.
+    pub file_list_train: Option<String>,
+    /// Ours: the same for the evaluation files (`data_folder/valid`). Default none.
+    pub file_list_eval: Option<String>,
     /// Threads that list a data set's subfolders at once (the fork's field, on POSIX and
     /// object storage alike); the files keep the order of one listing. Default 4.
     pub listing_threads: u32,
@@ -764,6 +773,8 @@ impl Default for DatasetConfig {
             arrow: ArrowConfig::default(),
             skip_listing: false,
             listing_validation_interval: 1000,
+            file_list_train: None,
+            file_list_eval: None,
             listing_threads: 4,
             data_gen_method: None,
             side_files: Vec::new(),

@@ -657,6 +657,31 @@ impl Config {
                 "set ++workload.dataset.listing_validation_interval=1000 (the fork's default)",
             ));
         }
+        for (key, list) in [
+            ("dataset.file_list_train", &d.file_list_train),
+            ("dataset.file_list_eval", &d.file_list_eval),
+        ] {
+            match list.as_deref().map(str::trim) {
+                Some("") => {
+                    return Err(invalid(
+                        key,
+                        "is empty; it names a file that lists the data set's files, one per line."
+                            .into(),
+                        "set it to the manifest's path, or remove the key",
+                    ));
+                }
+                Some(_) if d.skip_listing => {
+                    return Err(invalid(
+                        key,
+                        "is set with dataset.skip_listing; the names come either from the \
+                         manifest or from generation's pattern, not both."
+                            .into(),
+                        "remove one of dataset.skip_listing and the file list",
+                    ));
+                }
+                _ => {}
+            }
+        }
         if d.num_files_generated > 0 && d.num_files_generated < d.num_files_train {
             return Err(invalid(
                 "dataset.num_files_generated",

@@ -51,7 +51,8 @@ use dlio_config::{ReadType, Sampler, TimeDistribution};
 use dlio_format::Format;
 use dlio_metrics::LatencyHistogram;
 use dlio_plan::EpochPlan;
-use dlio_storage::{PathTable, Storage};
+pub use dlio_storage::FileList;
+use dlio_storage::Storage;
 
 use reader::SampleReader;
 
@@ -121,11 +122,6 @@ pub struct EpochReadStats {
     /// Samples read.
     pub samples: u64,
 }
-
-/// The files of one list (train or valid), indexed by the plan's file numbers. A
-/// [`PathTable`], so that the storage decorators recognise the dataset's paths when
-/// they are opened (see [`PathTable::holds`]).
-pub type FileList = Arc<PathTable>;
 
 struct EpochWork {
     plan: Arc<EpochPlan>,
@@ -249,7 +245,7 @@ impl Loader {
             let stream = stream::StreamEpoch::start(
                 &plan,
                 shape,
-                Arc::clone(&files),
+                files.clone(),
                 Arc::clone(&self.storage),
                 &self.stream_options,
                 stream::Output {
@@ -320,7 +316,7 @@ impl Loader {
                 };
                 let work = EpochWork {
                     plan: Arc::clone(&plan),
-                    files: Arc::clone(&files),
+                    files: files.clone(),
                     worker: w as u32,
                     out,
                     demand: asks,

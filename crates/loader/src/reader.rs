@@ -7,7 +7,7 @@ use dlio_config::{ReadType, Sampler};
 use dlio_format::{FileKey, Format, FormatReader};
 use dlio_metrics::LatencyHistogram;
 use dlio_plan::EpochPlan;
-use dlio_storage::Storage;
+use dlio_storage::{PathScratch, Storage};
 use dlio_trace::{PreparedSpan, Tracer, ai};
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -224,13 +224,15 @@ impl SampleReader {
         // A sample's read starts where the previous one's ended when nothing (a preprocess
         // sleep) came between them: one clock reading per sample instead of two.
         let mut next_start = None;
+        let mut scratch = PathScratch::default();
         for sample in mine {
-            let path = files
-                .get(sample.file as usize)
-                .ok_or(LoaderError::NoSuchFile {
-                    file: sample.file,
-                    len: files.len(),
-                })?;
+            let path =
+                files
+                    .path(sample.file as usize, &mut scratch)
+                    .ok_or(LoaderError::NoSuchFile {
+                        file: sample.file,
+                        len: files.len(),
+                    })?;
             let started = next_start.take().unwrap_or_else(Instant::now);
             let key = sample.file;
             let fail = |source| LoaderError::Read {
@@ -292,6 +294,7 @@ impl SampleReader {
     ) -> Result<LoadedBatch, LoaderError> {
         let (mut samples, mut sample_bytes) = (0u64, 0u64);
         let mut batch = plan.batch(step).peekable();
+        let mut scratch = PathScratch::default();
         while let Some(first) = batch.next() {
             let mut count: u32 = 1;
             while let Some(next) = batch.peek() {
@@ -304,12 +307,13 @@ impl SampleReader {
                 batch.next();
                 count += 1;
             }
-            let path = files
-                .get(first.file as usize)
-                .ok_or(LoaderError::NoSuchFile {
-                    file: first.file,
-                    len: files.len(),
-                })?;
+            let path =
+                files
+                    .path(first.file as usize, &mut scratch)
+                    .ok_or(LoaderError::NoSuchFile {
+                        file: first.file,
+                        len: files.len(),
+                    })?;
             let fail = |source| LoaderError::Read {
                 path: path.to_path_buf(),
                 index: first.index_in_file,

@@ -44,7 +44,7 @@
 //! [`Capabilities::nowait_reads`]: dlio_storage::Capabilities::nowait_reads
 
 use std::collections::{BTreeMap, VecDeque};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
@@ -58,7 +58,7 @@ use dlio_format::{
 };
 use dlio_metrics::LatencyHistogram;
 use dlio_plan::{EpochPlan, RecordStreamPlan};
-use dlio_storage::Storage;
+use dlio_storage::{PathScratch, Storage};
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -202,7 +202,7 @@ impl StreamEpoch {
         let feeds = if storage.capabilities().nowait_reads {
             Feeds::Inline(InlineStreams::new(
                 Arc::clone(&storage),
-                Arc::clone(&files),
+                files.clone(),
                 read,
                 cycle,
                 Arc::clone(&stats),
@@ -224,7 +224,7 @@ impl StreamEpoch {
         for _ in 0..parsers {
             let work_rx = Arc::clone(&work_rx);
             let out_tx = out_tx.clone();
-            let files = Arc::clone(&files);
+            let files = files.clone();
             let sample_out_bytes = output.sample_out_bytes;
             threads.push(std::thread::spawn(move || {
                 crate::priority::lower_this_thread();
@@ -233,7 +233,7 @@ impl StreamEpoch {
         }
         let assembler = Assembler {
             shape,
-            files: Arc::clone(&files),
+            files: files.clone(),
             steps: plan.steps(),
             batch_size: plan.batch(0).len().max(1),
             options: options.clone(),
@@ -311,8 +311,9 @@ fn read_files(
     let mut hist = LatencyHistogram::new();
     // One set of stream buffers for every file of the epoch ([`RecordStream::reuse_buffers`]).
     let mut buffers = StreamBuffers::default();
+    let mut scratch = PathScratch::default();
     while let Ok(file) = commands.recv() {
-        let Some(path) = files.get(file as usize) else {
+        let Some(path) = files.path(file as usize, &mut scratch) else {
             let _ = out.send(FromReader::Failed(LoaderError::NoSuchFile {
                 file,
                 len: files.len(),
@@ -408,13 +409,16 @@ fn parse_batches(
     let mut image = Vec::new();
     // The resized samples of the batch being parsed; allocated once, reused.
     let mut batch = Vec::new();
+    let mut scratch = PathScratch::default();
     loop {
         let next = lock(work).recv();
         let Ok((step, records)) = next else { return };
         let mut sample_bytes = 0u64;
         let mut result = Ok(());
         for (slot, record) in records.iter().enumerate() {
-            let path = files.get(record.file as usize).unwrap_or(Path::new(""));
+            let path = files
+                .path(record.file as usize, &mut scratch)
+                .unwrap_or(Path::new(""));
             let payload = record.payload.as_deref().unwrap_or_default();
             match decode_tfrecord_image(path, record.offset, payload, &mut image) {
                 Ok(()) => {
@@ -523,7 +527,7 @@ impl Feeds {
                 file_ends: false,
             });
             let storage = Arc::clone(storage);
-            let files = Arc::clone(files);
+            let files = files.clone();
             let stop = Arc::clone(stop);
             let stats = Arc::clone(stats);
             threads.push(std::thread::spawn(move || {
@@ -592,6 +596,8 @@ struct InlineSlot {
     buffers: StreamBuffers,
     /// Records taken from the file, for error messages.
     index: u64,
+    /// The file's path, for error messages.
+    path: PathBuf,
     helper: Option<Helper>,
 }
 
@@ -651,30 +657,28 @@ impl InlineStreams {
         }
     }
 
-    fn path(&self, file: u64) -> Result<&Path, LoaderError> {
-        self.files
-            .get(file as usize)
-            .ok_or_else(|| LoaderError::NoSuchFile {
-                file,
-                len: self.files.len(),
-            })
-    }
-
     fn failed(&self, t: usize, source: FormatError) -> LoaderError {
         let slot = &self.slots[t];
         LoaderError::Read {
-            path: self.path(slot.file).unwrap_or(Path::new("")).to_path_buf(),
+            path: slot.path.clone(),
             index: slot.index,
             source: Box::new(source),
         }
     }
 
     fn start(&mut self, t: usize, file: u64) -> Result<(), LoaderError> {
-        let path = self.path(file)?;
-        let opened = RecordStream::open(&*self.storage, path, self.read.transfer);
+        let path = self
+            .files
+            .path_buf(file as usize)
+            .ok_or_else(|| LoaderError::NoSuchFile {
+                file,
+                len: self.files.len(),
+            })?;
+        let opened = RecordStream::open(&*self.storage, &path, self.read.transfer);
         let slot = &mut self.slots[t];
         slot.file = file;
         slot.index = 0;
+        slot.path = path;
         match opened {
             Ok(stream) => {
                 slot.stream = Some(
@@ -698,7 +702,7 @@ impl InlineStreams {
             let Some(stream) = slot.stream.as_mut() else {
                 return Ok(None);
             };
-            let path = self.files.get(slot.file as usize).unwrap_or(Path::new(""));
+            let path = &slot.path;
             let taken = match stream.next_record_nowait() {
                 Ok(NextRecord::Record(offset, payload)) => {
                     tagged(path, slot.file, offset, payload, self.read.decode).map(Some)

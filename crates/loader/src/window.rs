@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use dlio_metrics::LatencyHistogram;
 use dlio_plan::{EpochPlan, SampleRef};
-use dlio_storage::{PendingRead, Storage};
+use dlio_storage::{PathScratch, PendingRead, Storage};
 use rustc_hash::FxHashMap;
 
 use crate::reader::{OpenPolicy, SampleReader};
@@ -120,6 +120,7 @@ impl SampleReader {
         let mut consume = ReadDecider::new(self.policy);
         let mut pending: VecDeque<(u64, Box<dyn PendingRead>)> = VecDeque::new();
         let mut probed = false;
+        let mut scratch = PathScratch::default();
         let mut refill =
             |pending: &mut VecDeque<(u64, Box<dyn PendingRead>)>| -> Result<bool, LoaderError> {
                 while pending.len() < window {
@@ -129,7 +130,7 @@ impl SampleReader {
                     if !issue.needs_read(sample.file) {
                         continue;
                     }
-                    let path = path_of(files, sample.file)?;
+                    let path = path_of(files, sample.file, &mut scratch)?;
                     match storage.start_whole_read(path) {
                         Some(read) => pending.push_back((sample.file, read)),
                         None => return Ok(false),
@@ -179,9 +180,7 @@ impl SampleReader {
                         Err(source) => {
                             // The path from the list, not a copy per read.
                             failed = Some(LoaderError::Read {
-                                path: path_of(files, file)
-                                    .map(Path::to_path_buf)
-                                    .unwrap_or_default(),
+                                path: files.path_buf(file as usize).unwrap_or_default(),
                                 index: sample.index_in_file,
                                 source: Box::new(source.into()),
                             });
@@ -222,11 +221,17 @@ impl SampleReader {
     }
 }
 
-fn path_of(files: &FileList, file: u64) -> Result<&Path, LoaderError> {
-    files.get(file as usize).ok_or(LoaderError::NoSuchFile {
-        file,
-        len: files.len(),
-    })
+fn path_of<'a>(
+    files: &'a FileList,
+    file: u64,
+    scratch: &'a mut PathScratch,
+) -> Result<&'a Path, LoaderError> {
+    files
+        .path(file as usize, scratch)
+        .ok_or(LoaderError::NoSuchFile {
+            file,
+            len: files.len(),
+        })
 }
 
 #[cfg(test)]

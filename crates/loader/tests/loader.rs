@@ -82,7 +82,7 @@ fn read_epoch(files: &FileList, spec: LoaderSpec, plan: EpochPlan) -> Outcome {
     let format: Arc<dyn dlio_format::Format> =
         Arc::from(dlio_format::format_for(FormatKind::Npz).unwrap());
     let mut loader = Loader::new(spec, storage, format, Arc::new(StopSignal::new())).unwrap();
-    let mut batches = loader.start_epoch(plan, Arc::clone(files));
+    let mut batches = loader.start_epoch(plan, files.clone());
     let mut steps = Vec::new();
     let mut samples = 0;
     while let Some(b) = batches.next_batch() {
@@ -142,8 +142,7 @@ fn each_step_is_read_by_the_thread_the_plan_names_and_a_plan_for_other_threads_i
         Arc::new(StopSignal::new()),
     )
     .unwrap();
-    let mut batches =
-        loader.start_epoch(plan(8, Sampler::Index, 3, Shuffle::Off), Arc::clone(&files));
+    let mut batches = loader.start_epoch(plan(8, Sampler::Index, 3, Shuffle::Off), files.clone());
     let refused = batches
         .next_batch()
         .expect("an answer")
@@ -159,7 +158,7 @@ fn each_step_is_read_by_the_thread_the_plan_names_and_a_plan_for_other_threads_i
 fn on_demand_reads_the_whole_file_for_every_sample() {
     let tmp = tempfile::tempdir().unwrap();
     let files = dataset(tmp.path(), 8);
-    let file_len = files[0].metadata().unwrap().len();
+    let file_len = files.path_buf(0).unwrap().metadata().unwrap().len();
     let out = read_epoch(
         &files,
         spec(Sampler::Index, ReadType::OnDemand, 2),
@@ -173,7 +172,7 @@ fn on_demand_reads_the_whole_file_for_every_sample() {
 fn memory_read_type_opens_each_file_once_per_thread() {
     let tmp = tempfile::tempdir().unwrap();
     let files = dataset(tmp.path(), 8);
-    let file_len = files[0].metadata().unwrap().len();
+    let file_len = files.path_buf(0).unwrap().metadata().unwrap().len();
     let out = read_epoch(
         &files,
         spec(Sampler::Index, ReadType::Memory, 1),
@@ -202,7 +201,7 @@ fn a_truncated_file_fails_the_batch_and_names_the_file() {
     let files = dataset(tmp.path(), 4);
     std::fs::OpenOptions::new()
         .write(true)
-        .open(&files[1])
+        .open(files.path_buf(1).unwrap())
         .unwrap()
         .set_len(100)
         .unwrap();
@@ -216,8 +215,7 @@ fn a_truncated_file_fails_the_batch_and_names_the_file() {
         Arc::new(StopSignal::new()),
     )
     .unwrap();
-    let mut batches =
-        loader.start_epoch(plan(4, Sampler::Index, 2, Shuffle::Off), Arc::clone(&files));
+    let mut batches = loader.start_epoch(plan(4, Sampler::Index, 2, Shuffle::Off), files.clone());
     let mut error = None;
     while let Some(b) = batches.next_batch() {
         if let Err(e) = b {
@@ -246,8 +244,7 @@ fn cancel_stops_the_epoch() {
         Arc::clone(&cancel),
     )
     .unwrap();
-    let mut batches =
-        loader.start_epoch(plan(4, Sampler::Index, 2, Shuffle::Off), Arc::clone(&files));
+    let mut batches = loader.start_epoch(plan(4, Sampler::Index, 2, Shuffle::Off), files.clone());
     assert!(batches.next_batch().unwrap().is_ok());
     cancel.stop(dlio_loader::StopCause::Interrupted);
     assert!(matches!(
@@ -271,7 +268,7 @@ fn a_resized_sample_is_what_the_batch_hands_out() {
             Arc::from(dlio_format::format_for(FormatKind::Npz).unwrap());
         let mut loader = Loader::new(spec, storage, format, Arc::new(StopSignal::new())).unwrap();
         let mut batches =
-            loader.start_epoch(plan(4, Sampler::Index, 1, Shuffle::Off), Arc::clone(&files));
+            loader.start_epoch(plan(4, Sampler::Index, 1, Shuffle::Off), files.clone());
         while let Some(b) = batches.next_batch() {
             let b = b.unwrap();
             // Samples of 256 bytes are cut to 100 or padded to 1000.

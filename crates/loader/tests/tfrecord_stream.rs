@@ -107,7 +107,7 @@ fn epoch_on<S: Storage + 'static>(
     let counters = Arc::clone(metered.counters());
     let mut loader = loader(metered, spec.read_threads, options);
     let plan = EpochPlan::new(spec, 1, rank).unwrap();
-    let mut batches = loader.start_epoch(plan, Arc::clone(files));
+    let mut batches = loader.start_epoch(plan, files.clone());
     let (mut steps, mut samples, mut bytes) = (0, 0, 0);
     while let Some(batch) = batches.next_batch() {
         let batch = batch.unwrap();
@@ -124,7 +124,7 @@ fn epoch_on<S: Storage + 'static>(
 
 /// Runs rank 0's epoch of `spec` until a batch fails; its error.
 fn epoch_error(loader: &mut Loader, spec: &PlanSpec, files: &FileList) -> String {
-    let mut batches = loader.start_epoch(EpochPlan::new(spec, 1, 0).unwrap(), Arc::clone(files));
+    let mut batches = loader.start_epoch(EpochPlan::new(spec, 1, 0).unwrap(), files.clone());
     let error = loop {
         match batches.next_batch() {
             Some(Err(e)) => break e.to_string(),
@@ -144,7 +144,7 @@ fn file_len(path: &Path) -> u64 {
 fn ranks_stream_their_round_robin_files_in_transfer_size_requests() {
     let dir = tempfile::tempdir().unwrap();
     let files = dataset(dir.path(), 7);
-    let size = file_len(&files[0]);
+    let size = file_len(&files.table().unwrap()[0]);
     // 7 files on 3 ranks: ranks hold 3, 2, 2 files; 6 records each are read in 3 steps.
     let spec = plan_spec(7, 3, 1, 2);
     for rank in 0..3 {
@@ -164,7 +164,7 @@ fn ranks_stream_their_round_robin_files_in_transfer_size_requests() {
 fn with_fewer_files_than_ranks_every_rank_streams_every_file() {
     let dir = tempfile::tempdir().unwrap();
     let files = dataset(dir.path(), 2);
-    let size = file_len(&files[0]);
+    let size = file_len(&files.table().unwrap()[0]);
     // 6 records, 3 ranks: each keeps every third record, 2 steps of 1.
     let spec = plan_spec(2, 3, 2, 1);
     for rank in 0..3 {
@@ -194,9 +194,9 @@ fn the_shuffle_buffer_and_parallel_reads_keep_every_step_full() {
 fn a_damaged_record_fails_the_epoch_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let files = dataset(dir.path(), 2);
-    let mut bytes = std::fs::read(&files[1]).unwrap();
+    let mut bytes = std::fs::read(&files.table().unwrap()[1]).unwrap();
     bytes[100] ^= 0xff;
-    std::fs::write(&files[1], &bytes).unwrap();
+    std::fs::write(&files.table().unwrap()[1], &bytes).unwrap();
     let spec = plan_spec(2, 1, 1, 2);
     let storage: Arc<dyn Storage> = Arc::new(PosixStorage::new());
     let error = epoch_error(
@@ -217,7 +217,7 @@ fn resized_samples_reach_the_loop_at_the_transformed_size() {
     // still reads every byte of every file.
     let dir = tempfile::tempdir().unwrap();
     let files = dataset(dir.path(), 4);
-    let whole_files: u64 = files.iter().map(file_len).sum();
+    let whole_files: u64 = files.table().unwrap().iter().map(file_len).sum();
     let spec = plan_spec(4, 1, 2, 3);
     for (out, parsers) in [(1500, 1), (2600, 2)] {
         let metered = Arc::new(Metered::new(PosixStorage::new()));
@@ -228,7 +228,7 @@ fn resized_samples_reach_the_loop_at_the_transformed_size() {
         };
         let mut loader = resizing_loader(metered, spec.read_threads, options, Some(out));
         let plan = EpochPlan::new(&spec, 1, 0).unwrap();
-        let mut batches = loader.start_epoch(plan, Arc::clone(&files));
+        let mut batches = loader.start_epoch(plan, files.clone());
         let mut samples = 0;
         while let Some(batch) = batches.next_batch() {
             let batch = batch.unwrap();
@@ -283,9 +283,9 @@ fn the_in_place_pipeline_still_refuses_a_record_that_is_not_an_example() {
     // Example structure does not. Byte 12 is the first byte of the first payload (its tag).
     let dir = tempfile::tempdir().unwrap();
     let files = dataset(dir.path(), 1);
-    let mut bytes = std::fs::read(&files[0]).unwrap();
+    let mut bytes = std::fs::read(&files.table().unwrap()[0]).unwrap();
     bytes[12] = 0xff;
-    std::fs::write(&files[0], &bytes).unwrap();
+    std::fs::write(&files.table().unwrap()[0], &bytes).unwrap();
     let spec = plan_spec(1, 1, 1, 1);
     let options = StreamOptions {
         decode: false,
@@ -442,7 +442,7 @@ fn every_way_of_reading_the_streams_reads_the_same_epoch() {
     // and requests.
     let dir = tempfile::tempdir().unwrap();
     let files = dataset(dir.path(), 10);
-    let size = file_len(&files[0]);
+    let size = file_len(&files.table().unwrap()[0]);
     let spec = plan_spec(10, 2, 4, 2);
     // Probed with the kernel, not with the engine under test.
     let nowait_works = dlio_testkit::probe::nowait_reads(dir.path()).is_ok();
@@ -509,9 +509,9 @@ fn every_way_of_reading_the_streams_reads_the_same_epoch() {
 fn a_damaged_record_read_by_a_helper_fails_the_epoch_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let files = dataset(dir.path(), 3);
-    let mut bytes = std::fs::read(&files[2]).unwrap();
+    let mut bytes = std::fs::read(&files.table().unwrap()[2]).unwrap();
     bytes[100] ^= 0xff;
-    std::fs::write(&files[2], &bytes).unwrap();
+    std::fs::write(&files.table().unwrap()[2], &bytes).unwrap();
     let spec = plan_spec(3, 1, 2, 2);
     let engine = Emulated {
         would_wait_every: Some(1),

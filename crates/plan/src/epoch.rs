@@ -259,6 +259,32 @@ impl EpochPlan {
         (0..self.steps()).flat_map(|step| self.batch(step))
     }
 
+    /// The files this rank reads in this epoch, in no particular order: those of its shard,
+    /// each once; when `total_training_steps` cuts the epoch short, those of the samples it
+    /// reads, in their order (a file may then come more than once). A manifest's names are read
+    /// for these only.
+    pub fn files(&self) -> Box<dyn Iterator<Item = u64> + '_> {
+        let map = &self.map;
+        let file = move |slot: u64| map.file_order.map_or(slot, |order| order.apply(slot));
+        if let Some(stream) = &map.stream {
+            return Box::new((0..stream.files()).map(move |i| file(stream.slot(i))));
+        }
+        if self.steps() < self.shard_steps {
+            let mut last = None;
+            return Box::new(self.samples().filter_map(move |sample| {
+                (last.replace(sample.file) != Some(sample.file)).then_some(sample.file)
+            }));
+        }
+        let positions = self.trim.samples_per_rank;
+        if positions == 0 {
+            return Box::new(std::iter::empty());
+        }
+        let spf = map.samples_per_file.max(1);
+        let first = map.rank_start / spf;
+        let last = (map.rank_start + positions - 1) / spf;
+        Box::new((first..=last).map(file))
+    }
+
     /// The epoch's equal-steps trimming (the same on every rank).
     pub fn trim(&self) -> Trim {
         self.trim

@@ -137,8 +137,37 @@ fn check_epoch(spec: &PlanSpec) {
             "{spec:?}: not deterministic"
         );
         check_order(spec, &plan, &samples);
+        check_files(spec, &plan, &samples);
     }
     assert_eq!(count, trim.used_samples, "{spec:?}: coverage");
+}
+
+/// [`EpochPlan::files`] names each file of the rank's samples, once, and no file more than the
+/// two that a shard's ends may share with the neighbouring ranks.
+fn check_files(spec: &PlanSpec, plan: &EpochPlan, samples: &[SampleRef]) {
+    let files: Vec<u64> = plan.files().collect();
+    let distinct: BTreeSet<u64> = files.iter().copied().collect();
+    if spec.total_training_steps.is_none() {
+        assert_eq!(distinct.len(), files.len(), "{spec:?}: a file named twice");
+    }
+    let read: BTreeSet<u64> = samples.iter().map(|s| s.file).collect();
+    assert!(
+        read.is_subset(&distinct),
+        "{spec:?} rank {}: read {read:?}, named {distinct:?}",
+        plan.rank()
+    );
+    if spec.total_training_steps.is_some() && spec.sampler != Sampler::FileShards {
+        assert_eq!(
+            distinct, read,
+            "{spec:?}: a capped epoch names the files it reads"
+        );
+    } else if spec.sampler != Sampler::FileShards {
+        assert!(
+            distinct.len() <= read.len() + 2,
+            "{spec:?} rank {}: read {read:?}, named {distinct:?}",
+            plan.rank()
+        );
+    }
 }
 
 /// Random access, reverse iteration and forward iteration agree.
@@ -488,6 +517,8 @@ fn step_cap_cuts_the_epoch_without_moving_samples() {
         }
         assert_eq!(capped_plan.batch(4).len(), 0);
         assert_eq!(capped_plan.samples().count(), 12);
+        let samples: Vec<SampleRef> = capped_plan.samples().collect();
+        check_files(&capped, &capped_plan, &samples);
         assert_eq!(capped_plan.trim().samples_read_per_rank(3), 12);
     }
 }
@@ -601,5 +632,31 @@ fn upstream_sample_shuffle_bug_reads_each_files_samples_once() {
     for (file, mut samples) in per_file.into_iter().enumerate() {
         samples.sort_unstable();
         assert_eq!(samples, [0, 1, 2, 3], "file_{file}");
+    }
+}
+
+#[test]
+fn file_shards_name_the_files_of_the_rank_s_stream() {
+    for num_files in 1..=12 {
+        for world in 1..=4 {
+            for (file_shuffle, _) in SHUFFLE_COMBOS {
+                let spec = PlanSpec {
+                    sampler: Sampler::FileShards,
+                    read_threads: 2,
+                    file_shuffle,
+                    ..spec(num_files, 3, 2, world)
+                };
+                if spec.validate().is_err() {
+                    continue;
+                }
+                for rank in 0..world {
+                    let plan = plan(&spec, 2, rank);
+                    let samples: Vec<SampleRef> = plan.samples().collect();
+                    check_files(&spec, &plan, &samples);
+                    let stream = plan.stream().expect("a file-shards plan has a stream");
+                    assert_eq!(plan.files().count() as u64, stream.files());
+                }
+            }
+        }
     }
 }

@@ -33,6 +33,17 @@ pub enum StorageError {
         wanted: u64,
     },
 
+    /// A manifest of file names (`dataset.file_list_train`) cannot be used as it is.
+    #[error("file list {path}{at}: {reason}", path = path.display(), at = line_at(*line))]
+    Manifest {
+        /// The manifest.
+        path: PathBuf,
+        /// The line at fault (1-based), or 0 for the file as a whole.
+        line: usize,
+        /// What is wrong, and what to do.
+        reason: String,
+    },
+
     /// Nothing exists at the path.
     #[error("{path} does not exist; check the path (or generate the data first)", path = path.display())]
     NotFound {
@@ -202,6 +213,15 @@ fn io_hint(error: &io::Error) -> &'static str {
         io::ErrorKind::PermissionDenied => " (check the permissions of the data folder)",
         io::ErrorKind::ReadOnlyFilesystem => " (the file system is read-only)",
         _ => "",
+    }
+}
+
+/// `, line N` for a line number, nothing for 0 (the whole file).
+fn line_at(line: usize) -> String {
+    if line == 0 {
+        String::new()
+    } else {
+        format!(", line {line}")
     }
 }
 

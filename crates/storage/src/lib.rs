@@ -89,9 +89,11 @@ mod direct;
 mod diskstats;
 mod engine;
 mod error;
+mod file_list;
 mod forward;
 mod fresh;
 mod histogram;
+mod manifest;
 mod metered;
 mod mmap;
 mod path_table;
@@ -112,9 +114,11 @@ pub use engine::{
     ENGINES, Engine, EngineInfo, EngineKind, EngineSettings, OdirectUse, engine_for, engine_names,
 };
 pub use error::StorageError;
+pub use file_list::{DataFiles, FileList, FileSet, HeldNames, NamePattern, PathScratch};
 pub use forward::ForwardStorage;
 pub use fresh::{FRESH_FROM, FreshPages};
 pub use histogram::{LatencyBuckets, LatencySnapshot};
+pub use manifest::Manifest;
 pub use metered::{IoCounters, IoCountersSnapshot, Metered};
 pub use mmap::MmapStorage;
 pub use path_table::{PathTable, PathTableBuilder};

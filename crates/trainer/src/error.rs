@@ -16,6 +16,9 @@ pub enum TrainError {
     /// A setting is out of range.
     #[error("{0}")]
     Setting(String),
+    /// The names of the files to read could not be had (a manifest that cannot be read).
+    #[error("reading the data set's file names: {0}")]
+    Names(#[source] Box<dlio_storage::StorageError>),
     /// A checkpoint could not be written or read.
     #[error("checkpoint: {0}")]
     Checkpoint(String),

@@ -41,7 +41,7 @@ use dlio_metrics::{
     CheckpointKind, IoTotals, LatencyHistogram, Phase, PhaseKind, RankRecorder, RankReport,
 };
 use dlio_plan::{EpochPlan, PlanSpec};
-use dlio_storage::{IoCounters, Storage};
+use dlio_storage::{DataFiles, FileSet, IoCounters, PathScratch, Storage};
 use dlio_trace::{Tracer, ai};
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -111,9 +111,9 @@ pub struct RankSetup<'a> {
     /// The dataset's format (`None` in checkpoint-only mode, which reads no dataset).
     pub format: Option<Arc<dyn Format>>,
     /// Files of `data_folder/train`, in the order the plan numbers them.
-    pub train_files: FileList,
+    pub train_files: DataFiles,
     /// Files of `data_folder/valid`.
-    pub eval_files: FileList,
+    pub eval_files: DataFiles,
     /// Seed for `Shuffle::Random`, drawn once per run.
     pub random_seed: u64,
     /// Fired on Ctrl-C or when a rank fails; every wait of the rank watches it.
@@ -369,17 +369,23 @@ fn run_training(
     // barrier); upstream does not.
     let flushes = config.semantics == dlio_config::vocab::Semantics::Mlperf;
     let mut system_flush = (flushes && rank == 0).then(system_flush::SystemFlush::from_environment);
+    let mut train_names = None;
+    let mut eval_list = EvalList {
+        spec: eval_spec,
+        names: None,
+    };
     for epoch in 1..=epochs {
-        flush_before_epoch(setup, system_flush.as_mut(), flushes, epoch)?;
+        let plan = (!zero_steps)
+            .then(|| EpochPlan::new(&train_spec, epoch, rank))
+            .transpose()
+            .map_err(TrainError::Plan)?;
+        let names = epoch_names(&setup.train_files, plan.as_ref(), &mut train_names)?;
+        flush_before_epoch(setup, system_flush.as_mut(), flushes, epoch, &names, plan)?;
         let _epoch_span = tracer.span(ai::EPOCH_BLOCK).epoch(u64::from(epoch));
         // One `train` span per epoch, around its steps and its epoch checkpoint, as DLIO's
         // `_train`; evaluation comes after it, in its own span.
         let train_span = tracer.span(ai::PIPELINE_TRAIN).epoch(u64::from(epoch));
         recorder.start_epoch(epoch);
-        let plan = (!zero_steps)
-            .then(|| EpochPlan::new(&train_spec, epoch, rank))
-            .transpose()
-            .map_err(TrainError::Plan)?;
         let steps = plan.as_ref().map_or(0, EpochPlan::steps);
         let pass = Pass::Train { epoch };
         setup.observer.pass_started(rank, pass, steps);
@@ -388,7 +394,7 @@ fn run_training(
         let mut next_checkpoint_step = steps_between;
         recorder.start_block(epoch, block);
         let io_before = setup.counters.snapshot();
-        let mut batches = plan.map(|plan| loader.start_epoch(plan, Arc::clone(&setup.train_files)));
+        let mut batches = plan.map(|plan| loader.start_epoch(plan, names));
         let mut batch_wait = LatencyHistogram::new();
         let mut done = 0u64;
         let mut start_loading = Instant::now();
@@ -469,7 +475,7 @@ fn run_training(
                 setup,
                 recorder,
                 &mut loader,
-                &eval_spec,
+                &mut eval_list,
                 epoch,
                 &eval_time,
                 &mut rng,
@@ -518,6 +524,8 @@ fn flush_before_epoch(
     system_flush: Option<&mut system_flush::SystemFlush>,
     flushes: bool,
     epoch: u32,
+    names: &FileList,
+    plan: Option<EpochPlan>,
 ) -> Result<(), TrainError> {
     let epoch_wait = Instant::now();
     if let Some(warning) = system_flush.and_then(|f| f.before_epoch(epoch)) {
@@ -526,7 +534,7 @@ fn flush_before_epoch(
     if flushes {
         setup.comm.barrier()?;
     }
-    drop_page_cache(setup, &setup.train_files)?;
+    drop_page_cache(setup, names, plan.as_ref())?;
     setup.tracer.complete(
         ai::EPOCH_ITER,
         epoch_wait,
@@ -684,18 +692,25 @@ fn compute_between_checkpoints(
     sleep_cancellable(ck_setup.time_between, &setup.stop)
 }
 
+/// The evaluation list: its plan's spec, and the names its last pass read.
+struct EvalList {
+    spec: PlanSpec,
+    names: Option<FileList>,
+}
+
 fn run_eval(
     setup: &RankSetup<'_>,
     recorder: &mut RankRecorder,
     loader: &mut Loader,
-    spec: &PlanSpec,
+    list: &mut EvalList,
     epoch: u32,
     eval_time: &TimeSampler,
     rng: &mut Xoshiro256PlusPlus,
 ) -> Result<(), TrainError> {
     let rank = setup.comm.rank();
-    drop_page_cache(setup, &setup.eval_files)?;
-    let plan = EpochPlan::new(spec, epoch, rank).map_err(TrainError::Plan)?;
+    let plan = EpochPlan::new(&list.spec, epoch, rank).map_err(TrainError::Plan)?;
+    let names = epoch_names(&setup.eval_files, Some(&plan), &mut list.names)?;
+    drop_page_cache(setup, &names, Some(&plan))?;
     let pass = Pass::Eval { epoch };
     let _eval_span = setup
         .tracer
@@ -704,7 +719,7 @@ fn run_eval(
     setup.observer.pass_started(rank, pass, plan.steps());
     recorder.start_eval(epoch);
     let io_before = setup.counters.snapshot();
-    let mut batches = loader.start_epoch(plan, Arc::clone(&setup.eval_files));
+    let mut batches = loader.start_epoch(plan, names);
     let mut compute_sleep = CompensatedSleep::default();
     let mut batch_wait = LatencyHistogram::new();
     let mut done = 0u64;
@@ -782,27 +797,52 @@ fn record_io(
 /// `storage.drop_page_cache`: rank 0 drops the files' cached pages before a pass so that its
 /// reads reach the storage; the others wait for it. A file whose pages cannot be dropped is a
 /// warning, not an error.
-fn drop_page_cache(setup: &RankSetup<'_>, files: &FileList) -> Result<(), TrainError> {
+/// The names the rank reads in the epoch of `plan` ([`DataFiles::names_for`]); `previous`
+/// holds the last pass's, given back when the files are the same.
+fn epoch_names(
+    source: &DataFiles,
+    plan: Option<&EpochPlan>,
+    previous: &mut Option<FileList>,
+) -> Result<FileList, TrainError> {
+    let files = plan.into_iter().flat_map(EpochPlan::files);
+    let names = source
+        .names_for(files, previous.take())
+        .map_err(|e| TrainError::Names(Box::new(e)))?;
+    *previous = Some(names.clone());
+    Ok(names)
+}
+
+/// `storage.drop_page_cache`: every rank drops the cached pages of the files it reads in the
+/// pass, then waits for the others, so no rank starts while a file is still cached.
+fn drop_page_cache(
+    setup: &RankSetup<'_>,
+    names: &FileList,
+    plan: Option<&EpochPlan>,
+) -> Result<(), TrainError> {
     if !setup.config.storage.drop_page_cache {
         return Ok(());
     }
     let rank = setup.comm.rank();
-    if rank == 0 {
-        let mut failed = 0;
-        for file in files.iter() {
-            if setup.storage.drop_cache(file).is_err() {
-                failed += 1;
-            }
+    let mut read = FileSet::new(names.len());
+    for file in plan.into_iter().flat_map(EpochPlan::files) {
+        read.insert(usize::try_from(file).unwrap_or(usize::MAX));
+    }
+    let (mut failed, mut files) = (0, 0);
+    let mut scratch = PathScratch::default();
+    for file in read.iter() {
+        files += 1;
+        let dropped = names
+            .path(file, &mut scratch)
+            .is_some_and(|path| setup.storage.drop_cache(path).is_ok());
+        if !dropped {
+            failed += 1;
         }
-        if failed > 0 {
-            setup.observer.warn(
-                rank,
-                &format!(
-                    "could not drop the page cache of {failed} of {} files",
-                    files.len()
-                ),
-            );
-        }
+    }
+    if failed > 0 {
+        setup.observer.warn(
+            rank,
+            &format!("could not drop the page cache of {failed} of the {files} files it reads"),
+        );
     }
     setup.comm.barrier()?;
     Ok(())

@@ -1,7 +1,6 @@
 //! What the loader test files share.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use dlio_config::FormatKind;
@@ -40,5 +39,5 @@ pub fn generate_files(
         &AtomicBool::new(false),
     )
     .unwrap();
-    Arc::new(paths)
+    FileList::from(paths)
 }
