@@ -61,7 +61,7 @@ impl FileList {
     pub fn path<'a>(&'a self, index: usize, scratch: &'a mut PathScratch) -> Option<&'a Path> {
         match self {
             FileList::Table(table) => table.get(index),
-            FileList::Held(held) => held.get(index),
+            FileList::Held(held) => held.get(index, scratch),
             FileList::Pattern(pattern) => {
                 if index >= pattern.files {
                     return None;
@@ -351,33 +351,48 @@ impl FileSet {
 }
 
 /// The names of some of a list's files (a [`FileSet`] of them), in index order: what a rank
-/// keeps of a manifest.
+/// keeps of a manifest. Names are kept as the manifest's lines say them, a relative one put
+/// under `base` only when it is asked for: 10^7 names of 33 bytes under a 40-byte folder
+/// cost 420 MB this way instead of 780 MB.
 #[derive(Debug, Default)]
 pub struct HeldNames {
     len: usize,
     set: FileSet,
+    base: PathBuf,
     names: PathTable,
 }
 
 impl HeldNames {
-    /// The names of the members of `set`, in index order (`names` holds exactly one per member).
-    pub(crate) fn new(mut set: FileSet, names: PathTableBuilder) -> HeldNames {
+    /// The names of the members of `set`, in index order (`names` holds exactly one per
+    /// member, as a manifest line: relative ones are under `base`).
+    pub(crate) fn new(mut set: FileSet, base: PathBuf, names: PathTableBuilder) -> HeldNames {
         set.seal();
         let names = names.finish();
         debug_assert_eq!(names.len(), set.count());
         HeldNames {
             len: set.len(),
             set,
+            base,
             names,
         }
     }
 
-    /// The name of file `index`, if it is held.
-    pub fn get(&self, index: usize) -> Option<&Path> {
+    /// The path of file `index`, if it is held: the line itself when it is absolute, else
+    /// written under the base into `scratch` (once per index, as for computed names).
+    pub fn get<'a>(&'a self, index: usize, scratch: &'a mut PathScratch) -> Option<&'a Path> {
         if !self.set.contains(index) {
             return None;
         }
-        self.names.get(self.set.members_before(index))
+        let line = self.names.get(self.set.members_before(index))?;
+        let raw = line.as_os_str().as_bytes();
+        if is_absolute_name(raw) {
+            return Some(line);
+        }
+        if scratch.index != Some(index) {
+            resolve_name(&self.base, raw, &mut scratch.path);
+            scratch.index = Some(index);
+        }
+        Some(&scratch.path)
     }
 
     /// Names held.
@@ -400,11 +415,15 @@ impl HeldNames {
 /// under `base`. Written into `out`.
 pub(crate) fn resolve_name(base: &Path, line: &[u8], out: &mut PathBuf) {
     out.clear();
-    let absolute = line.first() == Some(&b'/') || memchr::memmem::find(line, b"://").is_some();
-    if !absolute {
+    if !is_absolute_name(line) {
         out.push(base);
     }
     out.push(OsStr::from_bytes(line));
+}
+
+/// A manifest line that names a path by itself: absolute (`/...`) or a URI (`s3://...`).
+fn is_absolute_name(line: &[u8]) -> bool {
+    line.first() == Some(&b'/') || memchr::memmem::find(line, b"://").is_some()
 }
 
 #[cfg(test)]
@@ -453,14 +472,22 @@ mod tests {
         let mut names = PathTableBuilder::default();
         for i in [2usize, 40, 64, 99] {
             set.insert(i);
-            names.push(Path::new(&format!("/d/f{i}")));
+            // Odd members absolute, even ones relative to the base.
+            let name = if i % 2 == 1 {
+                format!("/abs/f{i}")
+            } else {
+                format!("f{i}")
+            };
+            names.push(Path::new(&name));
         }
-        let held = HeldNames::new(set, names);
+        let held = HeldNames::new(set, PathBuf::from("/d"), names);
         let list = FileList::Held(Arc::new(held));
         let mut scratch = PathScratch::default();
         assert_eq!(list.len(), 100);
         assert_eq!(list.path(64, &mut scratch), Some(Path::new("/d/f64")));
-        assert_eq!(list.path(99, &mut scratch), Some(Path::new("/d/f99")));
+        assert_eq!(list.path(99, &mut scratch), Some(Path::new("/abs/f99")));
+        assert_eq!(list.path(2, &mut scratch), Some(Path::new("/d/f2")));
+        assert_eq!(list.path(40, &mut scratch), Some(Path::new("/d/f40")));
         assert_eq!(list.path(3, &mut scratch), None);
         assert_eq!(list.path(100, &mut scratch), None);
     }

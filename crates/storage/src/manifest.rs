@@ -7,7 +7,9 @@
 //! manifest in chunks before each epoch whose files change and keeps the names its plan reads
 //! ([`Manifest::held`]): its own share, and one bit per file of the whole list.
 
+use std::ffi::OsStr;
 use std::ops::ControlFlow;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -55,6 +57,19 @@ impl Manifest {
         &self,
         mut each: impl FnMut(usize, &Path) -> ControlFlow<()>,
     ) -> Result<usize, StorageError> {
+        let mut path = PathBuf::new();
+        self.for_each_line(|index, line| {
+            resolve_name(&self.base, line, &mut path);
+            each(index, &path)
+        })
+    }
+
+    /// As [`Manifest::for_each_name`], with each name as its line says it (relative names not
+    /// yet under the base).
+    fn for_each_line(
+        &self,
+        mut each: impl FnMut(usize, &[u8]) -> ControlFlow<()>,
+    ) -> Result<usize, StorageError> {
         let mut handle = self.storage.open(&self.location)?;
         let size = handle.len();
         let mut chunk = vec![0u8; CHUNK_BYTES];
@@ -62,7 +77,6 @@ impl Manifest {
         let mut carry: Vec<u8> = Vec::new();
         let mut offset = 0u64;
         let (mut names, mut line_number) = (0usize, 0usize);
-        let mut path = PathBuf::new();
         let mut take = |line: &[u8],
                         line_number: usize,
                         names: &mut usize|
@@ -78,8 +92,7 @@ impl Manifest {
                     reason: "the name holds a NUL byte, which no file name can".into(),
                 });
             }
-            resolve_name(&self.base, line, &mut path);
-            let flow = each(*names, &path);
+            let flow = each(*names, line);
             *names += 1;
             Ok(flow)
         };
@@ -135,12 +148,12 @@ impl Manifest {
     pub fn held(&self, needed: FileSet) -> Result<HeldNames, StorageError> {
         let len = needed.len();
         let mut names = PathTableBuilder::default();
-        let passed = self.for_each_name(|index, path| {
+        let passed = self.for_each_line(|index, line| {
             if index >= len {
                 return ControlFlow::Break(());
             }
             if needed.contains(index) {
-                names.push(path);
+                names.push(Path::new(OsStr::from_bytes(line)));
             }
             ControlFlow::Continue(())
         })?;
@@ -153,7 +166,7 @@ impl Manifest {
                 ),
             });
         }
-        Ok(HeldNames::new(needed, names))
+        Ok(HeldNames::new(needed, self.base.clone(), names))
     }
 }
 
@@ -206,14 +219,15 @@ mod tests {
         needed.insert(names.len() - 1);
         let held = m.held(needed).unwrap();
         assert_eq!(held.held(), names.len().div_ceil(997) + 1);
+        let mut scratch = crate::PathScratch::default();
         for i in (0..names.len()).step_by(997).chain([names.len() - 1]) {
             assert_eq!(
-                held.get(i).unwrap(),
+                held.get(i, &mut scratch).unwrap(),
                 Path::new("/data/train").join(&names[i]),
                 "name {i}"
             );
         }
-        assert_eq!(held.get(1), None);
+        assert_eq!(held.get(1, &mut scratch), None);
     }
 
     #[test]
