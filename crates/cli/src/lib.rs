@@ -89,6 +89,7 @@ pub fn main_with(argv: Vec<OsString>, entry: Entry) -> ExitCode {
     // and engines there are.
     dlio_format::register_format_names();
     dlio_config::register_engine_names(dlio_storage::engine_names());
+    limits::raise_open_file_limit();
     let argv = args::normalise(argv, entry);
     let cli = match args::Cli::try_parse_from(argv) {
         Ok(cli) => cli,

@@ -116,9 +116,49 @@ pub fn check_thread_budget(config: &Config, local_ranks: u32, limits: ThreadLimi
     )
 }
 
+/// Raises the soft limit on open files to the hard one, as a process that keeps many files
+/// open should: readers keep a file open across samples where DLIO's do (`read_type: memory`,
+/// the memory-mapped formats), and a data set of more files than the soft limit (often 1024)
+/// would otherwise fail with "too many open files". A limit that cannot be read or raised is
+/// left as it is; the error, if it comes, names the file that could not be opened.
+pub fn raise_open_file_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one `rlimit` through a pointer to a live, aligned, writable
+    // local of that type, and reads nothing else.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return;
+    }
+    if limit.rlim_cur >= limit.rlim_max {
+        return;
+    }
+    limit.rlim_cur = limit.rlim_max;
+    // SAFETY: setrlimit reads one `rlimit` through a pointer to a live, initialised local of
+    // that type; raising the soft limit up to the hard one needs no privilege and changes no
+    // memory of this process.
+    let _ = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_soft_open_file_limit_is_raised_to_the_hard_one() {
+        raise_open_file_limit();
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: as in raise_open_file_limit: one writable local rlimit.
+        assert_eq!(
+            unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
+            0
+        );
+        assert_eq!(limit.rlim_cur, limit.rlim_max);
+    }
 
     fn config(read_threads: u32) -> Config {
         let mut c = Config::default();

@@ -197,6 +197,12 @@ impl Format for IndexedBinaryFormat {
         layout.sample_bytes().checked_mul(u64::from(layout.samples))
     }
 
+    /// The fork's memory-mapped reader maps each file once, when the reader starts, and never
+    /// reopens it per sample; the plain reader opens per sample under `on_demand`, as DLIO's.
+    fn keeps_files_open(&self) -> bool {
+        self.mmap
+    }
+
     fn reader(&self, _layout: &FileLayout) -> Box<dyn FormatReader> {
         Box::new(IndexedBinaryReader {
             mmap: self.mmap,

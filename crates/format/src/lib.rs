@@ -185,6 +185,14 @@ pub trait Format: Send + Sync + std::fmt::Debug {
     fn reads_whole_files_undecoded(&self) -> bool {
         false
     }
+
+    /// Whether DLIO's own reader of the format opens (maps) each file once and keeps it for
+    /// every later sample whatever `read_type` says, so that a loader should too rather than
+    /// open and close it per sample (the fork's `mmap_indexed_binary` maps its files when the
+    /// reader starts). Default false.
+    fn keeps_files_open(&self) -> bool {
+        false
+    }
 }
 
 /// True when this build reads and writes HDF5 (the `hdf5` cargo feature, which needs the HDF5

@@ -82,6 +82,8 @@ impl SampleReader {
             // File shards never reach the reader threads (the stream pipeline reads them); a
             // file-shards plan read sample by sample would open each file once.
             (Sampler::Iterative | Sampler::FileShards, _) => OpenPolicy::Sequential,
+            // A format whose DLIO reader maps its files once keeps them whatever the read type.
+            (Sampler::Index, _) if format.keeps_files_open() => OpenPolicy::KeepOpen,
             (Sampler::Index, ReadType::OnDemand) => OpenPolicy::PerSample,
             (Sampler::Index, ReadType::Memory) => OpenPolicy::KeepOpen,
         };

@@ -76,11 +76,14 @@ struct Outcome {
 }
 
 fn read_epoch(files: &FileList, spec: LoaderSpec, plan: EpochPlan) -> Outcome {
+    read_epoch_of(FormatKind::Npz, files, spec, plan)
+}
+
+fn read_epoch_of(kind: FormatKind, files: &FileList, spec: LoaderSpec, plan: EpochPlan) -> Outcome {
     let metered = Metered::new(PosixStorage::new());
     let counters = Arc::clone(metered.counters());
     let storage: Arc<dyn Storage> = Arc::new(metered);
-    let format: Arc<dyn dlio_format::Format> =
-        Arc::from(dlio_format::format_for(FormatKind::Npz).unwrap());
+    let format: Arc<dyn dlio_format::Format> = Arc::from(dlio_format::format_for(kind).unwrap());
     let mut loader = Loader::new(spec, storage, format, Arc::new(StopSignal::new())).unwrap();
     let mut batches = loader.start_epoch(plan, files.clone());
     let mut steps = Vec::new();
@@ -180,6 +183,51 @@ fn memory_read_type_opens_each_file_once_per_thread() {
     );
     assert_eq!(out.opens, 8);
     assert_eq!(out.bytes_read, 8 * file_len);
+}
+
+#[test]
+fn a_memory_mapped_format_opens_each_file_once_per_thread_even_on_demand() {
+    // The fork's mmap_indexed_binary reader maps its files once; its plain reader, like every
+    // DLIO reader under on_demand, opens a file for each sample.
+    let tmp = tempfile::tempdir().unwrap();
+    for (kind, ext) in [
+        (FormatKind::MmapIndexedBinary, "mmap_indexed_binary"),
+        (FormatKind::IndexedBinary, "indexed_binary"),
+    ] {
+        let files = common::generate_files(kind, &layout(), 8, |i| {
+            tmp.path().join(format!("f{i:03}.{ext}"))
+        });
+        for threads in [1, 2] {
+            let out = read_epoch_of(
+                kind,
+                &files,
+                spec(Sampler::Index, ReadType::OnDemand, threads),
+                plan(8, Sampler::Index, threads, Shuffle::Seed),
+            );
+            assert_eq!(out.samples, 24, "{ext}, {threads} threads");
+            if kind == FormatKind::MmapIndexedBinary {
+                // Page touches: each sample's pages (here the whole 768-byte file) are read.
+                assert!(out.bytes_read >= 24 * 768, "{ext}: {}", out.bytes_read);
+                // Each file's data and its two index files, once per thread at most.
+                assert!(
+                    (24..=24 * u64::from(threads)).contains(&out.opens),
+                    "{ext}, {threads} threads: {} opens",
+                    out.opens
+                );
+            } else {
+                // A data open per sample; a file's index files once per thread at most.
+                assert!(
+                    (24 + 16..=24 + 16 * u64::from(threads)).contains(&out.opens),
+                    "{ext}, {threads} threads: {} opens",
+                    out.opens
+                );
+                assert!(
+                    out.bytes_read >= 24 * 256 + 8 * 48,
+                    "{ext}: samples and indexes"
+                );
+            }
+        }
+    }
 }
 
 #[test]
