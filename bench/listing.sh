@@ -9,8 +9,15 @@
 #    listing_validation_interval-th, which the run checks, and each rank's first batches), as 10^7 real
 #    files would take 40 GB of 4 KiB blocks and 10^7 inodes here.
 # 2. LISTED=1170301 real files (retinanet_b200's count) in one folder, listed from the file system.
+# 3. A whole epoch over EPOCH_FILES=10000000 names, computed (skip_listing) or read from a file
+#    list (dataset.file_list_train), on 1 and 8 ranks: format synthetic (the readers name and
+#    open nothing on storage, so the run measures the names and the plan, not the disk), batch
+#    1024, one reader thread, shuffled files and samples. Only the checked files exist.
 #
 # Knobs: WORK=/tmp/dlio-listing KEEP=0 (keep the data) FILES=10000000 LISTED=1170301
+#        EPOCH_FILES=10000000 SECTIONS="1 2 3"
+#        MPI_DLIO=path (a dlio built with --features mpi: section 3 also runs the file list as 8
+#        MPI processes of one rank each, so that the peak RSS is one rank's, the largest)
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
@@ -18,6 +25,8 @@ WORK=${WORK:-/tmp/dlio-listing}
 KEEP=${KEEP:-0}
 FILES=${FILES:-10000000}
 LISTED=${LISTED:-1170301}
+EPOCH_FILES=${EPOCH_FILES:-10000000}
+SECTIONS=${SECTIONS:-1 2 3}
 INTERVAL=1000000
 mkdir -p "$WORK"
 cleanup() { [ "$KEEP" = 1 ] || rm -rf "$WORK"; }
@@ -38,17 +47,22 @@ common=(workload=unet3d_h100 ++workload.dataset.format=npy ++workload.dataset.nu
 measure() { # LABEL FILES ARGS...
   local label=$1 files=$2; shift 2
   local log=$WORK/$label.log
-  /usr/bin/time -f "%e %M" -o "$WORK/$label.time" "$DLIO" run "${common[@]}" \
+  /usr/bin/time -f "%e %M" -o "$WORK/$label.time" ${LAUNCH:-} "${RUN_DLIO:-$DLIO}" run "${common[@]}" \
     ++workload.dataset.num_files_train="$files" ++workload.output.folder="$WORK/out-$label" "$@" >"$log" 2>&1 \
     || { echo "$label failed:"; tail -5 "$log"; exit 1; }
   read -r wall rss <"$WORK/$label.time"
-  local verdict=met
-  awk -v w="$wall" -v r="$rss" 'BEGIN { exit !(w < 10 && r < 1048576) }' || verdict="not met"
-  printf '%-28s %10d files  %6.2f s  %7.0f MiB peak RSS  (target < 10 s, < 1024 MiB: %s)\n' \
-    "$label" "$files" "$wall" "$(echo "$rss / 1024" | bc -l)" "$verdict"
+  local verdict=met limit=${WALL_TARGET:-10}
+  awk -v w="$wall" -v r="$rss" -v l="$limit" 'BEGIN { exit !((l == 0 || w < l) && r < 1048576) }' || verdict="not met"
+  local target="< $limit s, < 1024 MiB"
+  [ "$limit" = 0 ] && target="< 1024 MiB per process"
+  printf '%-32s %10d files  %6.2f s  %7.0f MiB peak RSS  (target %s: %s)\n' \
+    "$label" "$files" "$wall" "$(echo "$rss / 1024" | bc -l)" "$target" "$verdict"
 }
 
+section() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
+
 # 1. Named, not listed.
+if section 1; then
 data=$WORK/named
 python3 - "$FILES" "$data" "$INTERVAL" <<'EOF'
 import os, sys
@@ -69,8 +83,10 @@ measure "skip_listing" "$FILES" ++workload.dataset.data_folder="$data" \
 measure "skip_listing, 8 ranks" "$FILES" ++workload.dataset.data_folder="$data" \
   ++workload.dataset.skip_listing=True ++workload.dataset.listing_validation_interval=$INTERVAL --ranks 8
 rm -rf "$data"
+fi
 
 # 2. Listed.
+if section 2; then
 data=$WORK/listed
 echo "   (generating $LISTED files of 4 KiB for the listing run)"
 "$DLIO" generate "${common[@]}" ++workload.dataset.num_files_train="$LISTED" \
@@ -78,3 +94,45 @@ echo "   (generating $LISTED files of 4 KiB for the listing run)"
 sync
 measure "listed" "$LISTED" ++workload.dataset.data_folder="$data"
 measure "listed, again" "$LISTED" ++workload.dataset.data_folder="$data"
+rm -rf "$data"
+fi
+
+# 3. A whole epoch over names that are computed or read from a file list.
+if section 3; then
+data=$WORK/epoch
+echo "   (writing the checked files and a file list of $EPOCH_FILES names)"
+python3 - "$EPOCH_FILES" "$data" "$INTERVAL" <<'EOF'
+import os, sys
+n, root, step = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+os.makedirs(f"{root}/train", exist_ok=True)
+width = len(str(n))
+name = lambda i: f"img_{i:0{width}d}_of_{n}.synthetic"
+for i in set(range(0, n, step)) | {n - 1}:
+    with open(f"{root}/train/{name(i)}", "w") as f:
+        f.write(str(i))
+with open(f"{root}/train.txt", "w") as f:
+    for start in range(0, n, 100000):
+        f.write("".join(name(i) + "\n" for i in range(start, min(n, start + 100000))))
+EOF
+echo "   (file list: $(du -h "$data/train.txt" | cut -f1))"
+epoch=(++workload.dataset.format=synthetic ++workload.dataset.record_length_bytes=64
+  ++workload.dataset.record_length_bytes_resize=0
+  ++workload.dataset.data_folder="$data" ++workload.dataset.listing_validation_interval=$INTERVAL
+  ++workload.reader.batch_size=1024 ++workload.reader.read_threads=1
+  ++workload.reader.file_shuffle=seed ++workload.reader.sample_shuffle=seed
+  ++workload.train.total_training_steps=-1)
+# A whole epoch's wall time grows with the files, so only the memory has a target here.
+WALL_TARGET=0
+for ranks in 1 8; do
+  measure "computed, epoch, $ranks rank(s)" "$EPOCH_FILES" "${epoch[@]}" \
+    ++workload.dataset.skip_listing=True --ranks $ranks
+  measure "file list, epoch, $ranks rank(s)" "$EPOCH_FILES" "${epoch[@]}" \
+    ++workload.dataset.file_list_train="$data/train.txt" --ranks $ranks
+done
+if [ -n "${MPI_DLIO:-}" ]; then
+  LAUNCH="mpirun --oversubscribe --allow-run-as-root -np 8" RUN_DLIO=$MPI_DLIO \
+    measure "file list, epoch, 8 MPI procs" "$EPOCH_FILES" "${epoch[@]}" \
+    ++workload.dataset.file_list_train="$data/train.txt"
+fi
+rm -rf "$data"
+fi
