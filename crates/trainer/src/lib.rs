@@ -354,13 +354,7 @@ fn run_training(
     } = training_parts(setup)?;
     comm.barrier()?;
 
-    let epochs = u32::try_from(config.train.epochs).map_err(|_| {
-        TrainError::Setting(format!(
-            "train.epochs is {}; at most {} epochs are supported",
-            config.train.epochs,
-            u32::MAX
-        ))
-    })?;
+    let epochs = epoch_count(config)?;
     let tracer = &setup.tracer;
     let mut next_eval_epoch = config.evaluation.eval_after_epoch;
     let mut next_checkpoint_epoch = setup.checkpoint.map_or(0, |c| c.after_epoch);
@@ -488,6 +482,17 @@ fn run_training(
     }
     comm.barrier()?;
     Ok(())
+}
+
+/// `train.epochs` as the plan counts epochs.
+fn epoch_count(config: &Config) -> Result<u32, TrainError> {
+    u32::try_from(config.train.epochs).map_err(|_| {
+        TrainError::Setting(format!(
+            "train.epochs is {}; at most {} epochs are supported",
+            config.train.epochs,
+            u32::MAX
+        ))
+    })
 }
 
 /// A step's emulated compute: a drawn time asleep (Ctrl-C or a failing peer ends it).

@@ -19,6 +19,10 @@ pub(super) struct Timing {
 }
 
 /// The timing section: `train.epochs`, `train.computation_time` and `reader.preprocess_time`.
+///
+/// One piece (about 190 lines) on purpose: compute between steps, the loader's time per
+/// sample and the preprocess time are read off the same pauses and bursts in turn, each
+/// correcting the next, and end in one `Timing` and its reasons.
 pub(super) fn timing(
     activity: &Activity,
     samples: &Samples,
