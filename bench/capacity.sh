@@ -10,7 +10,12 @@
 #   bash bench/capacity.sh                          # all four workloads
 #   WORKLOADS="cosmoflow_h100" bash bench/capacity.sh
 #
-# Knobs: REPEATS=3 WORK=/tmp/dlio-capacity KEEP=0 (keep the data sets) REFERENCE=0
+#   HOLD="resnet50_h100:closed:30 retinanet_b200:closed:40" bash bench/capacity.sh
+#       instead of searching, runs each WORKLOAD:THREADS:RANKS point REPEATS times (all of
+#       them, not stopping at a miss) and prints every run's AU and whether it held in all
+#       (issue #31's points: HOLD_31 below).
+#
+# Knobs: REPEATS=3 WORK=/tmp/dlio-capacity KEEP=0 (keep the data sets) REFERENCE=0 HOLD=
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
@@ -20,6 +25,9 @@ KEEP=${KEEP:-0}
 REFERENCE=${REFERENCE:-0}
 VENV=${DLIO_VENV:-/opt/dlio-reference/venv}
 WORKLOADS=${WORKLOADS:-"cosmoflow_h100 retinanet_b200 unet3d_h100 resnet50_h100"}
+HOLD_31="resnet50_h100:closed:30 resnet50_h100:yaml:24 cosmoflow_h100:closed:10 retinanet_b200:closed:40"
+HOLD=${HOLD:-}
+[ "$HOLD" = 31 ] && HOLD=$HOLD_31
 mkdir -p "$WORK/out"
 
 cargo build --release --locked -p dlio --manifest-path "$REPO/Cargo.toml" >/dev/null 2>&1
@@ -50,17 +58,43 @@ closed_threads() {
   esac
 }
 
-echo "== dlio $(git -C "$REPO" rev-parse --short HEAD), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(date -u +%Y-%m-%d)"
-for workload in $WORKLOADS; do
-  data=$WORK/data/$workload
-  read -r -a size <<<"$(sized "$workload")"
-  common=(workload="$workload" "${size[@]}" ++workload.dataset.data_folder="$data"
+echo "== dlio $(git -C "$REPO" rev-parse --short HEAD), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(date -u '+%Y-%m-%d %H:%M') UTC"
+prepare() { # WORKLOAD: sets data and common, generates the data set once, warms the page cache
+  data=$WORK/data/$1
+  read -r -a size <<<"$(sized "$1")"
+  common=(workload="$1" "${size[@]}" ++workload.dataset.data_folder="$data"
     ++workload.workflow.checkpoint=False ++workload.workflow.evaluation=False)
   if [ ! -d "$data/train" ]; then
-    "$DLIO" generate --ranks "$(nproc)" "${common[@]}" ++workload.output.folder="$WORK/gen-$workload" \
-      > "$WORK/gen-$workload.log" 2>&1
+    "$DLIO" generate --ranks "$(nproc)" "${common[@]}" ++workload.output.folder="$WORK/gen-$1" \
+      > "$WORK/gen-$1.log" 2>&1
   fi
   cat "$data"/train/* > /dev/null   # the data set in the page cache
+}
+
+if [ -n "$HOLD" ]; then
+  for point in $HOLD; do
+    IFS=: read -r workload threads ranks <<<"$point"
+    prepare "$workload"
+    extra=()
+    [ "$threads" = closed ] && read -r -a extra <<<"$(closed_threads "$workload")"
+    aus=() held=0
+    for r in $(seq "$REPEATS"); do
+      out=$WORK/out/hold-$workload-$threads-$ranks-$r
+      rm -rf "$out"
+      "$DLIO" run --ranks "$ranks" "${common[@]}" "${extra[@]}" ++workload.workflow.generate_data=False \
+        ++workload.output.folder="$out" > "$out.log" 2>&1 || { echo "   run $r failed: $(tail -2 "$out.log")"; continue; }
+      read -r au ok <<<"$(python3 -c "import json,sys; m=json.load(open(sys.argv[1]))['metric']
+print(f\"{m['train_au_mean_percentage']:.2f} {m['train_au_meet_expectation']}\")" "$out/summary.json")"
+      aus+=("$au"); [ "$ok" = success ] && held=$((held + 1))
+    done
+    echo "-- $workload ($threads threads) at $ranks accelerators, $(date -u +%H:%M) UTC: AU ${aus[*]} %; held in $held of $REPEATS"
+    [ "$KEEP" = 1 ] || rm -rf "$data"
+  done
+  exit 0
+fi
+
+for workload in $WORKLOADS; do
+  prepare "$workload"
   for threads in yaml closed; do
     [ "$threads" = closed ] && [ -z "$(closed_threads "$workload")" ] && continue
     extra=()

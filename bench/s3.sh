@@ -14,12 +14,15 @@
 # - raw: curl, SigV4-signed GETs, 64 at once, bytes dropped (a client with no logic at all).
 # dlio's MiB/s is over its training block, the others' over their read loop.
 # Writes: dlio's generation of the objects (random bytes made per object, as DLIO does)
-# against s3dlio `put_many` of as many objects of one payload.
+# against s3dlio `put_many` and s3torchconnector's `put_object` (64 threads) of as many
+# objects of one payload, and a raw PUT loop (curl, SigV4 with an unsigned payload, 64 at once).
+# Verdicts (#34): dlio's 64-in-flight reads and its generation at >= 95% of the raw loops, and
+# its client CPU per GiB at <= 0.5x s3torchconnector's and s3dlio's.
 # CPU: user + system of the client process per GiB moved, start-up included; and the server's
 # CPU per GiB for each (from /proc/PID/stat around the run): on this 2-core machine the client
 # and the server share the cores, so the server's share says whether the server is the limit.
 #
-#   bash bench/s3.sh            # REPS=3 SIZES="16M 256K"
+#   bash bench/s3.sh            # REPS=3 SIZES="16M 256K 315K"
 #
 # Needs s3s-fs (cargo install s3s-fs --version 0.14.1 --features binary --locked) and s3dlio
 # (pip install s3dlio); s3torchconnectorclient (pip install s3torchconnectorclient) is used
@@ -28,7 +31,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 WORK=${WORK:-/work/bench-tmp/s3}
 REPS=${REPS:-3}
-SIZES=${SIZES:-"16M 256K"}
+SIZES=${SIZES:-"16M 256K 315K"}
 command -v s3s-fs >/dev/null || { echo "s3s-fs is needed: cargo install s3s-fs --version 0.14.1 --features binary --locked"; exit 1; }
 python3 -c "import s3dlio" 2>/dev/null || { echo "s3dlio is needed: pip install s3dlio"; exit 1; }
 TORCH=0
@@ -47,8 +50,8 @@ for _ in $(seq 100); do (echo >/dev/tcp/127.0.0.1/"$PORT") 2>/dev/null && break;
 TICK=$(getconf CLK_TCK)
 server_ticks() { awk '{print $14 + $15}' "/proc/$SERVER/stat"; }
 
-bytes_of() { case $1 in 16M) echo $((16 << 20));; 256K) echo $((256 << 10));; *) echo "size $1?"; exit 1;; esac; }
-count_of() { case $1 in 16M) echo 48;; 256K) echo 4096;; esac; }
+bytes_of() { case $1 in 16M) echo $((16 << 20));; 256K) echo $((256 << 10));; 315K) echo $((315 << 10));; *) echo "size $1?"; exit 1;; esac; }
+count_of() { case $1 in 16M) echo 48;; 256K|315K) echo 4096;; esac; }
 gib_of() { python3 -c "print($(bytes_of "$1") * $(count_of "$1") / 2**30)"; }
 
 words() { # SIZE -> the dlio words for that data set
@@ -137,14 +140,23 @@ S3TORCH='
 import os, sys, time
 from concurrent.futures import ThreadPoolExecutor
 from s3torchconnectorclient._mountpoint_s3_client import MountpointS3Client
-nbytes, count, size = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+nbytes, count, mode, size = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 client = MountpointS3Client("us-east-1", endpoint=os.environ["AWS_ENDPOINT_URL"], force_path_style=True)
-keys = [f"d{size}/train/img_{i:0{len(str(count - 1))}d}_of_{count}.npy" for i in range(count)]
-def get(key):
-    return sum(len(part) for part in client.get_object("bench", key))
+if mode == "read":
+    keys = [f"d{size}/train/img_{i:0{len(str(count - 1))}d}_of_{count}.npy" for i in range(count)]
+    def one(key):
+        return sum(len(part) for part in client.get_object("bench", key))
+else:
+    payload = os.urandom(nbytes)
+    keys = [f"t{size}/obj_{i}" for i in range(count)]
+    def one(key):
+        stream = client.put_object("bench", key)
+        stream.write(payload)
+        stream.close()
+        return len(payload)
 start = time.perf_counter()
 with ThreadPoolExecutor(64) as pool:
-    moved = sum(pool.map(get, keys))
+    moved = sum(pool.map(one, keys))
 took = time.perf_counter() - start
 assert moved == nbytes * count, (moved, nbytes * count)
 print(f"{moved / 2**20 / took:.1f}")
@@ -168,12 +180,30 @@ raw_run() { # SIZE -> "MiB/s CLIENT_CPU SERVER_CPU" of curl's signed GETs of eve
   echo "$(python3 -c "print(f'{$(bytes_of "$size") * $count / 2**20 / ($end - $start):.1f}')") $cpu"
 }
 
+raw_put_run() { # SIZE -> "MiB/s CLIENT_CPU SERVER_CPU" of curl's signed PUTs of one payload, 64 at once
+  local size=$1 count cfg=$WORK/curl-put.cfg cpu start end
+  count=$(count_of "$size"); : >"$cfg"
+  head -c "$(bytes_of "$size")" /dev/urandom >"$WORK/payload"
+  for i in $(seq 0 $((count - 1))); do
+    printf 'url = "%s/bench/r%s/obj_%d"\nupload-file = "%s"\noutput = /dev/null\n' \
+      "$AWS_ENDPOINT_URL" "$size" "$i" "$WORK/payload" >>"$cfg"
+  done
+  start=$(date +%s.%N)
+  cpu=$(cpu_of "$size" "$WORK/codes" curl -s --parallel --parallel-max 64 --aws-sigv4 "aws:amz:us-east-1:s3" \
+    --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" \
+    -K "$cfg" -w '%{http_code}\n')
+  end=$(date +%s.%N)
+  [ "$(grep -vc '^200$' "$WORK/codes")" = 0 ] || { echo "curl PUT: $(sort "$WORK/codes" | uniq -c)"; exit 1; }
+  echo "$(python3 -c "print(f'{$(bytes_of "$size") * $count / 2**20 / ($end - $start):.1f}')") $cpu"
+}
+
 median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo "== dlio $(git rev-parse --short HEAD), s3dlio $(python3 -c 'import importlib.metadata as m; print(m.version("s3dlio"))'), s3torchconnectorclient $( [ $TORCH = 1 ] && python3 -c 'import importlib.metadata as m; print(m.version("s3torchconnectorclient"))' || echo '(not installed)'), s3s-fs 0.14.1, $(nproc) cores, $(date -u '+%Y-%m-%d %H:%M') UTC"
 CLIENTS="dlio_fork dlio_64 s3dlio s3torch raw"
 label() { case $1 in dlio_fork) echo "dlio, fork window (8 x 64)";; dlio_64) echo "dlio, 64 in flight (8 x 8)";;
   s3dlio) echo "s3dlio get_many (64)";; s3torch) echo "s3torchconnector client (64 threads)";; raw) echo "raw GET loop, curl (64)";;
-  dlio_gen) echo "dlio generation";; s3dlio_put) echo "s3dlio put_many (64)";; esac; }
+  dlio_gen) echo "dlio generation";; s3dlio_put) echo "s3dlio put_many (64)";;
+  s3torch_put) echo "s3torchconnector put_object (64 threads)";; raw_put) echo "raw PUT loop, curl (64)";; esac; }
 for size in $SIZES; do
   declare -A r=()
   record() { # KEY "MiB/s CLIENT SERVER"
@@ -182,21 +212,23 @@ for size in $SIZES; do
   }
   for rep in $(seq "$REPS"); do
     # Writes: dlio generates the data set afresh (the objects are removed first); s3dlio puts as many.
-    rm -rf "$WORK/root/bench/d$size" "$WORK/root/bench/w$size"
+    rm -rf "$WORK/root/bench/d$size" "$WORK/root/bench/w$size" "$WORK/root/bench/t$size" "$WORK/root/bench/r$size"
     record dlio_gen "$(dlio_run write "$size" ++workload.workflow.generate_data=True ++workload.workflow.train=False)"
     record s3dlio_put "$(python_run "$size" "$S3DLIO" write "$size")"
+    [ $TORCH = 1 ] && record s3torch_put "$(python_run "$size" "$S3TORCH" write "$size")"
+    record raw_put "$(raw_put_run "$size")"
     record s3dlio "$(python_run "$size" "$S3DLIO" read "$size")"
     record dlio_fork "$(dlio_run read "$size")"
-    [ $TORCH = 1 ] && record s3torch "$(python_run "$size" "$S3TORCH" "$size")"
+    [ $TORCH = 1 ] && record s3torch "$(python_run "$size" "$S3TORCH" read "$size")"
     record dlio_64 "$(dlio_run read "$size" ++workload.storage.storage_options.prefetch_window=8)"
     record raw "$(raw_run "$size")"
   done
   echo
   echo "### $(count_of "$size") x $size objects"
   printf '| client | op | MiB/s (median) | client CPU s/GiB | server CPU s/GiB | runs MiB/s |\n|---|---|---:|---:|---:|---|\n'
-  for key in $CLIENTS dlio_gen s3dlio_put; do
+  for key in $CLIENTS dlio_gen s3dlio_put s3torch_put raw_put; do
     [ -n "${r[$key]:-}" ] || continue
-    op=read; case $key in dlio_gen|s3dlio_put) op=write;; esac
+    op=read; case $key in dlio_gen|*_put) op=write;; esac
     printf '| %s | %s | %s | %s | %s | %s|\n' "$(label $key)" "$op" "$(echo "${r[$key]}" | median)" \
       "$(echo "${r[${key}c]}" | median)" "$(echo "${r[${key}s]}" | median)" "${r[$key]}"
   done
@@ -204,5 +236,11 @@ for size in $SIZES; do
   ratio() { python3 -c "print(f'{$(m "$1") / $(m "$2"):.2f}x')"; }
   echo
   echo "dlio (64 in flight) / s3dlio: $(ratio dlio_64 s3dlio); / raw loop: $(ratio dlio_64 raw); dlio (fork window) / s3dlio: $(ratio dlio_fork s3dlio); generation / s3dlio put_many: $(ratio dlio_gen s3dlio_put)$( [ $TORCH = 1 ] && echo "; dlio (64) / s3torchconnector: $(ratio dlio_64 s3torch)")"
+  # The issue's bars: rate against the raw loops, client CPU per GiB against the Python clients.
+  c() { echo "${r[${1}c]}" | median; }
+  verdict() { python3 -c "print('met' if $1 else 'NOT met')"; }
+  echo "bars: read $(ratio dlio_64 raw) of raw GET (>= 0.95: $(verdict "$(m dlio_64) >= 0.95 * $(m raw)")); write $(ratio dlio_gen raw_put) of raw PUT (>= 0.95: $(verdict "$(m dlio_gen) >= 0.95 * $(m raw_put)"))"
+  echo "      read CPU $(c dlio_64) s/GiB vs s3dlio $(c s3dlio)$( [ $TORCH = 1 ] && echo ", s3torchconnector $(c s3torch)") (<= 0.5x: $(verdict "$(c dlio_64) <= 0.5 * min($(c s3dlio)$( [ $TORCH = 1 ] && echo ", $(c s3torch)"))"))"
+  echo "      write CPU $(c dlio_gen) s/GiB vs s3dlio $(c s3dlio_put)$( [ $TORCH = 1 ] && echo ", s3torchconnector $(c s3torch_put)") (<= 0.5x: $(verdict "$(c dlio_gen) <= 0.5 * min($(c s3dlio_put)$( [ $TORCH = 1 ] && echo ", $(c s3torch_put)"))"))"
   unset r
 done
