@@ -115,21 +115,7 @@ fn four_processes_read_exactly_their_planned_disjoint_shares() {
     // the files.
     let files = train_files(tmp.path());
     let sizes: Vec<u64> = files.iter().map(|f| f.metadata().unwrap().len()).collect();
-    let spec = PlanSpec {
-        num_files: 24,
-        samples_per_file: 1,
-        batch_size: 2,
-        world: 4,
-        sampler: Sampler::Index,
-        read_threads: 1,
-        file_shuffle: Shuffle::Seed,
-        sample_shuffle: Shuffle::Seed,
-        seed: 123,
-        seed_change_epoch: true,
-        random_seed: 0,
-        total_training_steps: None,
-        drop_last: true,
-    };
+    let spec = four_rank_plan();
     let mut seen = std::collections::HashSet::new();
     let expected: Vec<u64> = (0..4)
         .map(|rank| {
@@ -163,21 +149,7 @@ fn processes_without_a_listing_read_the_files_their_names_give() {
         .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
     std::fs::write(&manifest, reversed.join("\n")).unwrap();
-    let spec = PlanSpec {
-        num_files: 24,
-        samples_per_file: 1,
-        batch_size: 2,
-        world: 4,
-        sampler: Sampler::Index,
-        read_threads: 1,
-        file_shuffle: Shuffle::Seed,
-        sample_shuffle: Shuffle::Seed,
-        seed: 123,
-        seed_change_epoch: true,
-        random_seed: 0,
-        total_training_steps: None,
-        drop_last: true,
-    };
+    let spec = four_rank_plan();
     let planned = |name_of: &dyn Fn(u64) -> usize| -> Vec<u64> {
         (0..4)
             .map(|rank| {
@@ -615,5 +587,24 @@ fn multi_endpoint_runs_spread_the_processes_over_the_endpoints() {
     for (i, proxy) in proxies.iter().enumerate() {
         let (_, gets) = proxy.most_and_count();
         assert!(gets >= files / 2, "endpoint {i} saw {gets} GETs");
+    }
+}
+
+/// The plan of the four-process runs of 24 one-sample files (batch 2, seed 123, shuffled).
+fn four_rank_plan() -> PlanSpec {
+    PlanSpec {
+        num_files: 24,
+        samples_per_file: 1,
+        batch_size: 2,
+        world: 4,
+        sampler: Sampler::Index,
+        read_threads: 1,
+        file_shuffle: Shuffle::Seed,
+        sample_shuffle: Shuffle::Seed,
+        seed: 123,
+        seed_change_epoch: true,
+        random_seed: 0,
+        total_training_steps: None,
+        drop_last: true,
     }
 }

@@ -58,6 +58,20 @@ pub(crate) struct SampleReader {
     pub(crate) stop: Arc<StopSignal>,
 }
 
+/// The path of file `file` of the list, or the error that the list has no such file.
+fn path_of<'a>(
+    files: &'a FileList,
+    file: u64,
+    scratch: &'a mut PathScratch,
+) -> Result<&'a std::path::Path, LoaderError> {
+    files
+        .path(file as usize, scratch)
+        .ok_or(LoaderError::NoSuchFile {
+            file,
+            len: files.len(),
+        })
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum OpenPolicy {
     /// Open, read, close for every sample.
@@ -228,13 +242,7 @@ impl SampleReader {
         let mut next_start = None;
         let mut scratch = PathScratch::default();
         for sample in mine {
-            let path =
-                files
-                    .path(sample.file as usize, &mut scratch)
-                    .ok_or(LoaderError::NoSuchFile {
-                        file: sample.file,
-                        len: files.len(),
-                    })?;
+            let path = path_of(files, sample.file, &mut scratch)?;
             let started = next_start.take().unwrap_or_else(Instant::now);
             let key = sample.file;
             let fail = |source| LoaderError::Read {
@@ -309,13 +317,7 @@ impl SampleReader {
                 batch.next();
                 count += 1;
             }
-            let path =
-                files
-                    .path(first.file as usize, &mut scratch)
-                    .ok_or(LoaderError::NoSuchFile {
-                        file: first.file,
-                        len: files.len(),
-                    })?;
+            let path = path_of(files, first.file, &mut scratch)?;
             let fail = |source| LoaderError::Read {
                 path: path.to_path_buf(),
                 index: first.index_in_file,
