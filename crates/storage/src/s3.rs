@@ -137,6 +137,69 @@ struct Shared {
     /// Credentials to scrub from error messages.
     secrets: Vec<String>,
     io_depth: usize,
+    /// Buffers of objects already sent, for the next ones.
+    buffers: Arc<BufferPool>,
+}
+
+/// Write buffers kept for reuse. Each object's bytes are handed to the HTTP client to own
+/// until its PUT completes; a fresh buffer per object cost generation a page fault per 4 KiB
+/// written (10% of its CPU on 256 KiB objects, `perf record`), a returned one costs none.
+/// Bounded: at most [`POOLED_BUFFERS`] of at most [`POOLED_BUFFER_BYTES`] each are kept.
+#[derive(Debug, Default)]
+struct BufferPool {
+    free: std::sync::Mutex<Vec<Vec<u8>>>,
+}
+
+const POOLED_BUFFERS: usize = 32;
+const POOLED_BUFFER_BYTES: usize = 4 << 20;
+
+impl BufferPool {
+    /// An empty buffer, with the capacity of one returned earlier if there is one.
+    fn take(&self) -> Vec<u8> {
+        self.free
+            .lock()
+            .map(|mut free| free.pop())
+            .unwrap_or_default()
+            .unwrap_or_default()
+    }
+
+    fn give(&self, mut buffer: Vec<u8>) {
+        if buffer.capacity() == 0 || buffer.capacity() > POOLED_BUFFER_BYTES {
+            return;
+        }
+        buffer.clear();
+        if let Ok(mut free) = self.free.lock()
+            && free.len() < POOLED_BUFFERS
+        {
+            free.push(buffer);
+        }
+    }
+
+    /// `buffer` as a PUT body that goes back to the pool when the client drops it.
+    fn payload(self: &Arc<Self>, buffer: Vec<u8>) -> PutPayload {
+        PutPayload::from(bytes::Bytes::from_owner(Pooled {
+            buffer,
+            pool: Arc::clone(self),
+        }))
+    }
+}
+
+/// A PUT body owned by the HTTP client until it is sent, then returned to its pool.
+struct Pooled {
+    buffer: Vec<u8>,
+    pool: Arc<BufferPool>,
+}
+
+impl AsRef<[u8]> for Pooled {
+    fn as_ref(&self) -> &[u8] {
+        &self.buffer
+    }
+}
+
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        self.pool.give(std::mem::take(&mut self.buffer));
+    }
 }
 
 impl Shared {
@@ -436,6 +499,7 @@ impl S3Storage {
             endpoint,
             secrets,
             io_depth: io_depth.max(1) as usize,
+            buffers: Arc::default(),
         });
         let probe = ObjectPath::from("dlio-bucket-check-0c1f7a");
         match shared
@@ -983,8 +1047,9 @@ impl WriteHandle for S3Write {
                 S3_PART_BYTES
             };
             if self.buffer.capacity() == 0 {
-                self.buffer
-                    .reserve_exact(S3_PART_BYTES.min(data.len().max(1 << 16)));
+                self.buffer = self.shared.buffers.take();
+                let want = S3_PART_BYTES.min(data.len().max(1 << 16));
+                self.buffer.reserve_exact(want);
             }
             let take = data.len().min(limit - self.buffer.len());
             self.buffer.extend_from_slice(&data[..take]);
@@ -1009,7 +1074,7 @@ impl WriteHandle for S3Write {
     fn commit(mut self: Box<Self>) -> Result<u64, StorageError> {
         let shared = Arc::clone(&self.shared);
         if self.upload.is_none() {
-            let payload = PutPayload::from(std::mem::take(&mut self.buffer));
+            let payload = shared.buffers.payload(std::mem::take(&mut self.buffer));
             shared
                 .runtime
                 .block_on(shared.store.put(&self.key, payload))
@@ -1046,6 +1111,37 @@ impl Drop for S3Write {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use super::{BufferPool, POOLED_BUFFER_BYTES, POOLED_BUFFERS};
+
+    #[test]
+    fn a_put_body_returns_its_buffer_when_the_client_drops_it_and_the_pool_stays_bounded() {
+        let pool = Arc::new(BufferPool::default());
+        let mut buffer = pool.take();
+        assert_eq!(buffer.capacity(), 0, "an empty pool gives a new buffer");
+        buffer.extend_from_slice(&[7u8; 300 << 10]);
+        let address = buffer.as_ptr();
+        let payload = pool.payload(buffer);
+        assert_eq!(payload.content_length(), 300 << 10);
+        assert_eq!(
+            pool.free.lock().unwrap().len(),
+            0,
+            "still owned by the body"
+        );
+        drop(payload);
+        let again = pool.take();
+        assert!(again.is_empty() && again.capacity() >= 300 << 10);
+        assert_eq!(again.as_ptr(), address, "the same memory, no new pages");
+        // Oversized buffers are not kept, and at most POOLED_BUFFERS are.
+        pool.give(Vec::with_capacity(POOLED_BUFFER_BYTES + 1));
+        assert_eq!(pool.free.lock().unwrap().len(), 0);
+        for _ in 0..POOLED_BUFFERS + 5 {
+            pool.give(Vec::with_capacity(4096));
+        }
+        assert_eq!(pool.free.lock().unwrap().len(), POOLED_BUFFERS);
+    }
+
     #[test]
     fn short_credentials_do_not_garble_messages_and_real_ones_are_hidden() {
         let secrets = vec!["s".to_string(), "wJalrXUtnFEMI/K7MDENG".to_string()];
