@@ -13,9 +13,12 @@
 #    list (dataset.file_list_train), on 1 and 8 ranks: format synthetic (the readers name and
 #    open nothing on storage, so the run measures the names and the plan, not the disk), batch
 #    1024, one reader thread, shuffled files and samples. Only the checked files exist.
+# 4. NESTED=10000000 files in 1000 subfolders (`num_subfolders_train`), listed from the file
+#    system by process 0 (no file list, no skip_listing): sparse files of a whole file's size
+#    but for those the two steps read (10^7 inodes of the disk's 16.7M here).
 #
 # Knobs: WORK=/tmp/dlio-listing KEEP=0 (keep the data) FILES=10000000 LISTED=1170301
-#        EPOCH_FILES=10000000 SECTIONS="1 2 3"
+#        EPOCH_FILES=10000000 NESTED=10000000 SECTIONS="1 2 3" (4 only when named)
 #        MPI_DLIO=path (a dlio built with --features mpi: section 3 also runs the file list as 8
 #        MPI processes of one rank each, so that the peak RSS is one rank's, the largest)
 set -euo pipefail
@@ -26,6 +29,7 @@ KEEP=${KEEP:-0}
 FILES=${FILES:-10000000}
 LISTED=${LISTED:-1170301}
 EPOCH_FILES=${EPOCH_FILES:-10000000}
+NESTED=${NESTED:-10000000}
 SECTIONS=${SECTIONS:-1 2 3}
 INTERVAL=1000000
 mkdir -p "$WORK"
@@ -134,5 +138,33 @@ if [ -n "${MPI_DLIO:-}" ]; then
     measure "file list, epoch, 8 MPI procs" "$EPOCH_FILES" "${epoch[@]}" \
     ++workload.dataset.file_list_train="$data/train.txt"
 fi
+rm -rf "$data"
+fi
+
+# 4. A listing of nested folders.
+if section 4; then
+data=$WORK/nested
+echo "   (making $NESTED files in 1000 subfolders)"
+python3 - "$NESTED" "$data" <<'EOF'
+import os, sys
+n, root = int(sys.argv[1]), sys.argv[2]
+width, subs = len(str(n)), 1000
+for d in range(subs):
+    os.makedirs(f"{root}/train/{d:03d}", exist_ok=True)
+header = b"\x93NUMPY\x01\x00v\x00{'descr': '|u1', 'fortran_order': False, 'shape': (4096,), }"
+header = header + b" " * (127 - len(header)) + b"\n"
+for i in range(n):
+    path = f"{root}/train/{i % subs:03d}/img_{i:0{width}d}_of_{n}.npy"
+    if i < 64 or (i % subs == 0 and i < 64 * subs):  # the first files in either order
+        with open(path, "wb") as f:
+            f.write(header + bytes(4096))
+    else:  # sparse: a whole file's size, no blocks
+        fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
+        os.ftruncate(fd, len(header) + 4096)
+        os.close(fd)
+EOF
+measure "nested folders, listed" "$NESTED" ++workload.dataset.data_folder="$data" \
+  ++workload.dataset.num_subfolders_train=1000
+echo "   (removing them)"
 rm -rf "$data"
 fi
