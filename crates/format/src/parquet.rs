@@ -609,6 +609,31 @@ mod tests {
 
     use super::*;
 
+    /// `samples` rows of 64 bytes.
+    fn rows_of_64_bytes(samples: u32) -> FileLayout {
+        FileLayout {
+            samples,
+            sample_dims: vec![64],
+            element: ElementType::Uint8,
+            compression: Compression::None,
+        }
+    }
+
+    /// Row groups of 4 rows, one read column `a` of 16 float32, uncompressed.
+    fn one_float_column(footer: crate::parquet_columns::FooterReads) -> ParquetFormat {
+        ParquetFormat {
+            row_group_size: 4,
+            compression: ParquetCompression::None,
+            columns: vec![dlio_config::ParquetColumn {
+                name: "a".into(),
+                dtype: "float32".into(),
+                size: 16,
+                read: true,
+            }],
+            footer,
+        }
+    }
+
     #[test]
     fn samples_come_back_from_row_groups_with_every_codec() {
         let dir = tempfile::tempdir().unwrap();
@@ -748,23 +773,8 @@ mod tests {
     fn a_run_of_rows_reads_what_its_rows_read_one_by_one() {
         let dir = tempfile::tempdir().unwrap();
         let storage = Metered::new(PosixStorage::new());
-        let layout = FileLayout {
-            samples: 10,
-            sample_dims: vec![64],
-            element: ElementType::Uint8,
-            compression: Compression::None,
-        };
-        let format = ParquetFormat {
-            row_group_size: 4,
-            compression: ParquetCompression::None,
-            columns: vec![dlio_config::ParquetColumn {
-                name: "a".into(),
-                dtype: "float32".into(),
-                size: 16,
-                read: true,
-            }],
-            footer: Default::default(),
-        };
+        let layout = rows_of_64_bytes(10);
+        let format = one_float_column(Default::default());
         let path = dir.path().join("f.parquet");
         format
             .generate(&storage, &path, &layout, &mut DataRng::for_file(5, 0, 0))
@@ -800,26 +810,13 @@ mod tests {
     fn coalesced_row_groups_are_fetched_together() {
         let dir = tempfile::tempdir().unwrap();
         let storage = Metered::new(PosixStorage::new());
-        let layout = FileLayout {
-            samples: 32,
-            sample_dims: vec![64],
-            element: ElementType::Uint8,
-            compression: Compression::None,
-        };
-        let format = |coalesce| ParquetFormat {
-            row_group_size: 4,
-            compression: ParquetCompression::None,
-            columns: vec![dlio_config::ParquetColumn {
-                name: "a".into(),
-                dtype: "float32".into(),
-                size: 16,
-                read: true,
-            }],
-            footer: crate::parquet_columns::FooterReads {
+        let layout = rows_of_64_bytes(32);
+        let format = |coalesce| {
+            one_float_column(crate::parquet_columns::FooterReads {
                 read_size: 0,
                 cache: false,
                 coalesce,
-            },
+            })
         };
         let path = dir.path().join("f.parquet");
         format(1)
@@ -846,23 +843,8 @@ mod tests {
     fn column_readers_open_once_per_epoch_and_share_their_row_groups() {
         let dir = tempfile::tempdir().unwrap();
         let storage = Metered::new(PosixStorage::new());
-        let layout = FileLayout {
-            samples: 8,
-            sample_dims: vec![64],
-            element: ElementType::Uint8,
-            compression: Compression::None,
-        };
-        let format = ParquetFormat {
-            row_group_size: 4,
-            compression: ParquetCompression::None,
-            columns: vec![dlio_config::ParquetColumn {
-                name: "a".into(),
-                dtype: "float32".into(),
-                size: 16,
-                read: true,
-            }],
-            footer: Default::default(),
-        };
+        let layout = rows_of_64_bytes(8);
+        let format = one_float_column(Default::default());
         let path = dir.path().join("f.parquet");
         format
             .generate(&storage, &path, &layout, &mut DataRng::for_file(5, 0, 0))

@@ -130,18 +130,6 @@ impl Manifest {
         Ok(names)
     }
 
-    /// Names in the manifest, up to `limit`.
-    pub fn count(&self, limit: usize) -> Result<usize, StorageError> {
-        self.for_each_name(|index, _| {
-            if index + 1 >= limit {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            }
-        })
-        .map(|n| n.min(limit))
-    }
-
     /// The names of the members of `needed` (indices into the manifest's first
     /// `needed.len()` names), read in one pass. The manifest must hold that many names
     /// (a shorter one is an error naming it).
@@ -203,8 +191,19 @@ mod tests {
                 (2, PathBuf::from("/abs/c.npz")),
             ]
         );
-        assert_eq!(m.count(2).unwrap(), 2);
-        assert_eq!(m.count(10).unwrap(), 3);
+        // Every name passed, or those up to and including the one that stopped the pass.
+        let all = m.for_each_name(|_, _| ControlFlow::Continue(())).unwrap();
+        assert_eq!(all, 3);
+        let stopped = m
+            .for_each_name(|i, _| {
+                if i == 1 {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            })
+            .unwrap();
+        assert_eq!(stopped, 2);
     }
 
     #[test]
@@ -273,7 +272,10 @@ mod tests {
             "{err}"
         );
         let (_dir, m) = manifest(b"a\nb\0c\n");
-        let err = m.count(10).unwrap_err().to_string();
+        let err = m
+            .for_each_name(|_, _| ControlFlow::Continue(()))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("line 2") && err.contains("NUL"), "{err}");
     }
 }
