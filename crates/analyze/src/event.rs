@@ -340,7 +340,8 @@ pub(crate) fn classify(cat: &str, name: &str) -> Layer {
         "dataloader" if name.starts_with("fetch") && !name.ends_with(".block") => Layer::Fetch,
         "data" | "reader" => Layer::Reader,
         "data_loader" if name.ends_with("__getitem__") => Layer::Reader,
-        "comm" => Layer::Comm,
+        // Pipes between a program's processes (`dlio trace` writes them as `IPC`).
+        "comm" | "IPC" => Layer::Comm,
         "pipeline" if name == "train" => Layer::Train,
         "pipeline" if name == "evaluate" || name == "test" => Layer::Evaluate,
         "checkpoint" if is_checkpoint_io_span(name) => Layer::Checkpoint,

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::characterize::{DataSet, Stats, bursts, data_calls};
+use crate::characterize::{DataSet, Stats, bursts, compute_ends, data_calls, find_consumer};
 use crate::error::AnalyzeError;
 use crate::timeline::load;
 
@@ -164,7 +164,24 @@ struct Measured {
     io_phase_s: f64,
 }
 
-fn measure(path: &Path, data_dir: Option<&Path>) -> Result<Measured, AnalyzeError> {
+/// Where a side's steps begin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StepsAt {
+    /// At the pauses in the data reads.
+    Pauses,
+    /// At the takes of the process that consumes its worker processes' batches, found in the
+    /// trace (the real side): pauses when there is none.
+    Takes,
+    /// At the ends of the compute spans, where dlio asks for the next batch (its side when
+    /// the real side's steps are takes).
+    ComputeSpans,
+}
+
+fn measure(
+    path: &Path,
+    data_dir: Option<&Path>,
+    steps_at: StepsAt,
+) -> Result<(Measured, StepsAt), AnalyzeError> {
     let t = load(path)?;
     let data = DataSet::find(&t, data_dir)?;
     let (calls, reads) = data_calls(&t, &data);
@@ -176,8 +193,18 @@ fn measure(path: &Path, data_dir: Option<&Path>) -> Result<Measured, AnalyzeErro
         )));
     }
     // Steps from the pauses on both sides: the emulation's trace also has compute spans, the
-    // real program's (an I/O trace) has none, and a step must mean the same on both.
-    let (steps, paused) = bursts(&calls, &[]);
+    // real program's (an I/O trace) has none, and a step must mean the same on both. Where
+    // worker processes read for a training process, the real steps are its takes and the
+    // emulation's the ends of its compute spans: both begin when the next batch is asked for.
+    let (starts, steps_at) = match steps_at {
+        StepsAt::Pauses => (Vec::new(), StepsAt::Pauses),
+        StepsAt::Takes => match find_consumer(&t, &calls) {
+            Some(c) => (c.step_starts(), StepsAt::Takes),
+            None => (Vec::new(), StepsAt::Pauses),
+        },
+        StepsAt::ComputeSpans => (compute_ends(&t), StepsAt::ComputeSpans),
+    };
+    let (steps, paused) = bursts(&calls, &starts);
     let busy: i64 = steps.iter().map(|b| b.busy).sum();
     let io_s = busy as f64 / 1e9;
     let bytes: u64 = reads.iter().map(|r| r.bytes as u64).sum();
@@ -219,38 +246,41 @@ fn measure(path: &Path, data_dir: Option<&Path>) -> Result<Measured, AnalyzeErro
     let first_read = reads.iter().map(|r| r.start).min().unwrap_or(start);
     let last_read = reads.iter().map(|r| r.end).max().unwrap_or(end);
     let fetch_stats = Stats::of(&fetch);
-    Ok(Measured {
-        side: Side {
-            traces: t.inputs.clone(),
-            data_dir: data.dir.clone(),
-            end_to_end_s: secs(end - start),
-            steps: fetch.len() as u64,
-            fetch_s: fetch_stats,
+    Ok((
+        Measured {
+            side: Side {
+                traces: t.inputs.clone(),
+                data_dir: data.dir.clone(),
+                end_to_end_s: secs(end - start),
+                steps: fetch.len() as u64,
+                fetch_s: fetch_stats,
+            },
+            features: vec![
+                ("I/O time (s)", io_s),
+                ("bytes read", bytes as f64),
+                ("request size min (bytes)", size_stats.min),
+                ("request size max (bytes)", size_stats.max),
+                ("request size mean (bytes)", size_stats.mean),
+                ("request size median (bytes)", size_stats.median),
+                ("bandwidth (bytes/s)", bytes as f64 / io_s.max(1e-9)),
+                (
+                    "sequential reads (share)",
+                    sequential as f64 / positioned.max(1) as f64,
+                ),
+                ("files read", files as f64),
+                ("loading time per step, mean (s)", fetch_stats.mean),
+            ],
+            fetch,
+            step_io,
+            gaps,
+            sizes,
+            bytes: bytes as f64,
+            reads: reads.len() as f64,
+            files: files as f64,
+            io_phase_s: secs(last_read - first_read),
         },
-        features: vec![
-            ("I/O time (s)", io_s),
-            ("bytes read", bytes as f64),
-            ("request size min (bytes)", size_stats.min),
-            ("request size max (bytes)", size_stats.max),
-            ("request size mean (bytes)", size_stats.mean),
-            ("request size median (bytes)", size_stats.median),
-            ("bandwidth (bytes/s)", bytes as f64 / io_s.max(1e-9)),
-            (
-                "sequential reads (share)",
-                sequential as f64 / positioned.max(1) as f64,
-            ),
-            ("files read", files as f64),
-            ("loading time per step, mean (s)", fetch_stats.mean),
-        ],
-        fetch,
-        step_io,
-        gaps,
-        sizes,
-        bytes: bytes as f64,
-        reads: reads.len() as f64,
-        files: files as f64,
-        io_phase_s: secs(last_read - first_read),
-    })
+        steps_at,
+    ))
 }
 
 fn secs(ns: i64) -> f64 {
@@ -418,8 +448,13 @@ pub fn fidelity(
     emulated: &Path,
     opts: &FidelityOptions,
 ) -> Result<Fidelity, AnalyzeError> {
-    let r = measure(real, opts.real_data_dir.as_deref())?;
-    let e = measure(emulated, opts.emulated_data_dir.as_deref())?;
+    let (r, real_steps) = measure(real, opts.real_data_dir.as_deref(), StepsAt::Takes)?;
+    let emulated_steps = if real_steps == StepsAt::Takes {
+        StepsAt::ComputeSpans
+    } else {
+        StepsAt::Pauses
+    };
+    let (e, _) = measure(emulated, opts.emulated_data_dir.as_deref(), emulated_steps)?;
     let rv: Vec<f64> = r.features.iter().map(|f| f.1).collect();
     let ev: Vec<f64> = e.features.iter().map(|f| f.1).collect();
     let features = r

@@ -292,7 +292,9 @@ impl Worker<'_> {
                     offset: -1,
                     bytes: -1,
                 };
-                if layer == Layer::Io {
+                // I/O calls, and calls on the pipes between a program's processes (their file
+                // is the pipe, `pipe:[INODE]`).
+                if layer == Layer::Io || cat == "IPC" {
                     let op = io_op(name);
                     rec.op = op as u8;
                     if let Some(a) = args {

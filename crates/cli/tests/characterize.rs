@@ -180,6 +180,18 @@ fn assert_scores(name: &str, f: &Value) {
     }
 }
 
+/// The bounds on what was read (bytes, read calls, files, read sizes) at the tool's own limits,
+/// none on time: for replays whose step rhythm a busy machine moves by more than
+/// [`TEST_LIMITS`] allows (a debug build's replay of worker processes beside a CPU hog).
+fn assert_structure(name: &str, f: &Value) {
+    for b in f["bounds"].as_array().unwrap() {
+        let bound = b["name"].as_str().unwrap();
+        if ["data bytes read", "read calls", "files read", "read sizes"].contains(&bound) {
+            assert_eq!(b["pass"], true, "{name}: {bound}: {b}");
+        }
+    }
+}
+
 fn seconds(value: &str) -> f64 {
     // A number, or `{mean: x, stdev: y}`.
     let v = value.trim_start_matches("{mean: ");
@@ -349,6 +361,88 @@ fn a_thread_pool_of_readers_is_characterised_and_replayed() {
             .unwrap();
         assert_eq!(status.code(), Some(3), "{what}");
     }
+}
+
+/// Worker processes that read ahead and hand batches over a pipe (a DataLoader's shape, without
+/// torch): the steps are the training process's takes, not pauses in the workers' reads, so the
+/// batch, the readers, their depth ahead and the compute come out as the program has them.
+#[test]
+fn worker_processes_that_read_ahead_are_stepped_by_the_process_that_takes_their_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = trace_characterize_replay(dir.path(), "worker_queue");
+    let d = &r.derived;
+    for (key, value) in [
+        ("dataset.format", "npy"),
+        ("dataset.num_files_train", "64"),
+        ("reader.batch_size", "4"),
+        ("reader.read_threads", "2"),
+        ("reader.read_ahead", "True"),
+        // Two batches in flight per worker: one being read and one finished (dlio's count).
+        ("reader.prefetch_size", "2"),
+        ("train.epochs", "2"),
+    ] {
+        assert_eq!(d.get(key).map(String::as_str), Some(value), "{key}: {d:?}");
+    }
+    // 15 ms of sleep a step and the training process's own work (unpickling 128 KiB), which
+    // takes longer on a busy machine. The mean pause between takes misses the steps taken
+    // after the last read of an epoch (batches that came early), a few of 32.
+    let compute = seconds(&d["train.computation_time"]);
+    assert!((0.9 * 0.015..0.1).contains(&compute), "{compute}");
+    // Batches are handed over 32 times; the steps found are those takes.
+    assert_eq!(
+        r.characterization["steps"], 32,
+        "{}",
+        r.characterization["notes"]
+    );
+    assert_eq!(sizes(&r.emulated_data, "npy"), vec![(32 << 10) + 128; 64]);
+    // The pipes' reads and writes are in the traces under their own category, never as file
+    // I/O (dftracer's tools and `dlio analyze` count POSIX and STDIO events as file I/O).
+    let (mut ipc, mut posix_on_pipes) = (0, 0);
+    for trace in files_under(&dir.path().join("traces")) {
+        if trace.extension().is_none_or(|e| e != "pfw") {
+            continue;
+        }
+        for line in std::fs::read_to_string(&trace).unwrap().lines() {
+            if !line.contains("\"pipe:[") {
+                continue;
+            }
+            if line.contains("\"cat\":\"IPC\"") {
+                ipc += 1;
+            } else {
+                posix_on_pipes += 1;
+            }
+        }
+    }
+    assert!(ipc >= 64, "{ipc} pipe events");
+    assert_eq!(posix_on_pipes, 0);
+    // The replay's rhythm, on a quiet machine within 5% of the program's (bench/fidelity.sh),
+    // moves by a quarter in a debug build beside a CPU hog: only what is read is held here.
+    assert_structure("worker_queue", &r.fidelity);
+    // The real side's steps are the takes, the replay's its compute spans: a step means the
+    // same on both.
+    let (real, emulated) = (
+        r.fidelity["real"]["steps"].as_u64().unwrap(),
+        r.fidelity["emulated"]["steps"].as_u64().unwrap(),
+    );
+    assert!(real >= 16 && emulated >= 16, "{real} {emulated}");
+
+    // Half the compute shortens the run: the verdict fails on the I/O phase.
+    let f = replay_variant(
+        dir.path(),
+        &r,
+        "half the compute",
+        &format!("++workload.train.computation_time={}", compute / 2.0),
+    );
+    assert_eq!(f["verdict"], "fail", "{}", f["bounds"]);
+    assert!(
+        f["failed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|b| b == "I/O phase (s)"),
+        "{}",
+        f["failed"]
+    );
 }
 
 /// Replays `r`'s workload with one override (`what` names the run) and scores it.

@@ -2,7 +2,7 @@
 //! records one event with the call's times, arguments and result. `errno` is what libc left.
 
 use std::ffi::{c_char, c_int, c_void};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use libc::{FILE, iovec, mode_t, off_t, size_t, ssize_t};
 
@@ -12,6 +12,7 @@ use crate::{Guard, real};
 
 const POSIX: &str = "POSIX";
 const STDIO: &str = "STDIO";
+const IPC: &str = "IPC";
 
 fn errno() -> c_int {
     // SAFETY: __errno_location returns the calling thread's errno, valid for its lifetime.
@@ -67,7 +68,7 @@ fn transfer(
     };
     sink::record(&Event {
         name,
-        cat,
+        cat: category(&json_path, cat),
         start_ns,
         end_ns,
         json_path: Some(&json_path),
@@ -91,12 +92,23 @@ fn on_fd(
 ) {
     sink::record(&Event {
         name,
-        cat,
+        cat: category(json_path, cat),
         start_ns,
         end_ns,
         json_path: Some(json_path),
         args,
     });
+}
+
+/// The category of an event on a followed descriptor: `IPC` for a pipe (whose name, unlike
+/// every file's absolute path, starts with `pipe:[`), so that tools reading the trace for file
+/// I/O (dftracer's, `dlio analyze`'s I/O layers) leave it out; else the call's own.
+fn category(json_path: &str, cat: &'static str) -> &'static str {
+    if json_path.starts_with("\"pipe:[") {
+        IPC
+    } else {
+        cat
+    }
 }
 
 /// An `open` that returned `fd` (or -1) for `path`: followed from here on.
@@ -394,8 +406,52 @@ macro_rules! fd_pair_hook {
         }
     };
 }
-fd_pair_hook!(pipe(fds_out: *mut c_int), fds_out);
-fd_pair_hook!(pipe2(fds_out: *mut c_int, flags: c_int), fds_out);
+
+// --- pipes ---------------------------------------------------------------------------------
+//
+// Both ends of a pipe are followed under the name `pipe:[INODE]` (as `/proc/PID/fd` shows it),
+// with no file position: a framework's worker processes hand their batches to the training
+// process through pipes (Python's multiprocessing queues), and the moments that process takes
+// them are its steps (`dlio characterize` reads them; no data set is ever a pipe).
+
+macro_rules! pipe_hook {
+    ($name:ident ( $($arg:ident : $ty:ty),* ), $pair:ident) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
+            let Some(real) = real!($name: unsafe extern "C" fn($($ty),*) -> c_int) else {
+                return missing();
+            };
+            // SAFETY: the caller's arguments, passed on unchanged.
+            let ret = unsafe { real($($arg),*) };
+            if ret == 0 && !$pair.is_null() {
+                let saved = errno();
+                // SAFETY: on success libc wrote two descriptors where `$pair` points.
+                let pair = unsafe { [*$pair, *$pair.add(1)] };
+                let recording = Guard::enter();
+                for fd in pair {
+                    match recording.as_ref().and_then(|_| pipe_inode(fd)) {
+                        Some(inode) => fds::track(fd, Path::new(&format!("pipe:[{inode}]")), -1),
+                        None => {
+                            fds::untrack(fd);
+                        }
+                    }
+                }
+                set_errno(saved);
+            }
+            ret
+        }
+    };
+}
+pipe_hook!(pipe(fds_out: *mut c_int), fds_out);
+pipe_hook!(pipe2(fds_out: *mut c_int, flags: c_int), fds_out);
+
+/// The inode of the pipe `fd` is an end of (both ends share it).
+fn pipe_inode(fd: c_int) -> Option<u64> {
+    // SAFETY: a zeroed `stat` is a valid value to be overwritten; fstat writes only into it.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a live, writable `stat`; a bad descriptor only makes fstat fail.
+    (unsafe { libc::fstat(fd, &mut st) } == 0).then_some(st.st_ino)
+}
 fd_pair_hook!(socketpair(domain: c_int, kind: c_int, protocol: c_int, fds_out: *mut c_int), fds_out);
 
 // --- descriptor copies -----------------------------------------------------------------------

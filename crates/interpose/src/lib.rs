@@ -11,7 +11,9 @@
 //! nanosecond decimals, `args.fname` the absolute path). Reads and writes carry the file
 //! offset they started at: given for positional calls, followed per descriptor for the others
 //! (`read` advances it, `lseek` sets it). Only descriptors the program opened through these
-//! calls are followed; pipes, sockets and descriptors from `dup` are not.
+//! calls (and their copies) are followed, and pipes, named `pipe:[INODE]` with no offset: a
+//! framework's worker processes hand batches to the training process through them; sockets
+//! are not followed.
 //!
 //! The trace: one file per process, `DIR/trace-{host}-{pid}-{start}.pfw`, in the layout of
 //! `dlio run --trace` (a JSON array with one event per line). It is written as

@@ -31,6 +31,7 @@ use crate::error::AnalyzeError;
 use crate::ingest::Rec;
 use crate::timeline::{Timeline, load};
 
+mod consumer;
 mod eval;
 mod output;
 mod readers;
@@ -41,9 +42,11 @@ mod timing;
 mod trace_view;
 mod writes;
 
+pub(crate) use consumer::{Consumer, find_consumer};
 pub use output::{CharacterizationFiles, render_characterization, write_characterization};
-use trace_view::{Burst, compute_starts};
+use trace_view::Burst;
 pub(crate) use trace_view::{DataSet, bursts, data_calls};
+pub(crate) use trace_view::{compute_ends, compute_starts};
 
 /// The shortest ratio between the median compute pause and the median of the level of pauses
 /// below it (the program's work between samples) for the pauses to count as compute.
@@ -284,8 +287,11 @@ struct Activity<'t> {
     window: (i64, i64),
     /// The bursts of data calls (one per step when `paused`).
     bursts: Vec<Burst>,
-    /// Whether compute pauses (or compute spans) separate the bursts into steps.
+    /// Whether compute pauses (or compute spans, or a consumer's takes) separate the bursts
+    /// into steps.
     paused: bool,
+    /// The process that takes the batches, when worker processes read them.
+    consumer: Option<Consumer>,
 }
 
 impl<'t> Activity<'t> {
@@ -300,7 +306,16 @@ impl<'t> Activity<'t> {
             calls.first().map_or(0, |r| r.start),
             calls.iter().map(|r| r.end).max().unwrap_or(0),
         );
-        let (bursts, paused) = bursts(&calls, &compute_starts(t));
+        // Steps: at the compute spans when the trace has them, else at the consumer's takes
+        // when worker processes read, else at the pauses in the data reads.
+        let spans = compute_starts(t);
+        let consumer = if spans.is_empty() {
+            find_consumer(t, &calls)
+        } else {
+            None
+        };
+        let starts = consumer.as_ref().map_or(spans, Consumer::step_starts);
+        let (bursts, paused) = bursts(&calls, &starts);
         Activity {
             calls,
             reads,
@@ -308,6 +323,7 @@ impl<'t> Activity<'t> {
             window,
             bursts,
             paused,
+            consumer,
         }
     }
 }
@@ -322,7 +338,9 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
 
     let (samples, f) = samples::samples(t, data, &activity);
     found.append(f);
-    let (readers, f) = readers::readers(&activity, &samples);
+    // The evaluation pass is found first (its takes are not training steps) and written after.
+    let (eval, eval_found) = eval::eval_pass(t, data, &activity, samples.epochs);
+    let (readers, f) = readers::readers(t, &activity, &samples, &eval);
     found.append(f);
     found.append(samples::read_type(&activity, &samples));
     found.append(requests::order(t, &samples));
@@ -330,8 +348,7 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
         requests::requests(data, &activity, &samples, readers.read_threads);
     found.append(f);
     found.append(requests::read_buffers(&activity));
-    let (eval, f) = eval::eval_pass(t, data, &activity, samples.epochs);
-    found.append(f);
+    found.append(eval_found);
     let (time, f) = timing::timing(&activity, &samples, &readers, &eval, work_inside);
     found.append(f);
     let (side_files, written, f) =

@@ -4,11 +4,16 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use super::consumer::Consumer;
+use super::eval::EvalPass;
 use super::samples::Samples;
 use super::stream::{Stream, stream_steps};
 use super::trace_view::{Burst, burst_of, bursts};
-use super::{Activity, Found, ReaderThread, mode, secs};
+use super::{Activity, Found, MIN_WRITTEN_BYTES, ReaderThread, Stats, mode, secs};
+use crate::event::Op;
 use crate::ingest::Rec;
+use crate::timeline::Timeline;
+use crate::timeline::op;
 
 /// What the readers section found.
 pub(super) struct Readers {
@@ -28,7 +33,12 @@ pub(super) struct Readers {
 
 /// The readers section: `reader.batch_size`, `reader.read_threads`, `reader.read_ahead` and
 /// `reader.prefetch_size`.
-pub(super) fn readers(activity: &Activity, samples: &Samples) -> (Readers, Found) {
+pub(super) fn readers(
+    t: &Timeline,
+    activity: &Activity,
+    samples: &Samples,
+    eval: &EvalPass,
+) -> (Readers, Found) {
     let mut found = Found::default();
     let Activity {
         calls,
@@ -47,11 +57,14 @@ pub(super) fn readers(activity: &Activity, samples: &Samples) -> (Readers, Found
     for r in sample_events.iter() {
         per_burst[burst_of(bursts, r.start)] += 1;
     }
-    let ahead = readers_ahead(
-        calls,
-        sample_events,
-        paused.then(|| (mode(&per_burst), bursts.as_slice())),
-    );
+    let ahead = match &activity.consumer {
+        Some(c) => consumer_ahead(t, activity, samples, eval, c),
+        None => readers_ahead(
+            calls,
+            sample_events,
+            paused.then(|| (mode(&per_burst), bursts.as_slice())),
+        ),
+    };
     let batch = if let Some(a) = &ahead {
         a.batch
     } else if paused {
@@ -81,11 +94,20 @@ pub(super) fn readers(activity: &Activity, samples: &Samples) -> (Readers, Found
         "reader.batch_size",
         batch.to_string(),
         if let Some(a) = &ahead {
-            format!(
-                "each of {} readers reads {batch} samples in most of its bursts ({} bursts \
-                 in all): a reader loads whole batches",
-                a.readers, a.reader_bursts
-            )
+            match &a.consumer {
+                Some(c) => format!(
+                    "{} samples read for the {} batches the training process (pid {}) took \
+                     from its workers' pipes",
+                    sample_events.len(),
+                    a.steps,
+                    c.pid
+                ),
+                None => format!(
+                    "each of {} readers reads {batch} samples in most of its bursts ({} bursts \
+                     in all): a reader loads whole batches",
+                    a.readers, a.reader_bursts
+                ),
+            }
         } else if paused {
             format!(
                 "{batch} samples in most of the {} bursts of data reads ({batch_of_reads})",
@@ -127,17 +149,27 @@ pub(super) fn readers(activity: &Activity, samples: &Samples) -> (Readers, Found
         found.param(
             "reader.read_ahead",
             "True".into(),
-            "the readers' bursts are staggered, one whole batch each, and go on while the \
-             program computes"
-                .into(),
+            if a.consumer.is_some() {
+                "the worker processes read while the training process computes, which takes \
+                 finished batches from a pipe"
+                    .into()
+            } else {
+                "the readers' bursts are staggered, one whole batch each, and go on while the \
+                 program computes"
+                    .into()
+            },
         );
         // dlio's reader thread holds ceil(prefetch_size / read_threads) finished batches
         // besides the one it reads.
         let queued = a.prefetch_per_reader.saturating_sub(1).max(1);
-        found.param(
-            "reader.prefetch_size",
-            (queued * a.readers).to_string(),
-            format!(
+        let evidence = match &a.consumer {
+            Some(c) => format!(
+                "up to {} batches were read or being read ahead of the training process's takes, \
+                 {} per worker (as PyTorch's prefetch_factor counts them); a dlio reader thread \
+                 keeps {queued} finished besides the one it reads",
+                c.in_flight, a.prefetch_per_reader
+            ),
+            None => format!(
                 "each reader's first burst holds {} batches: the {} in flight per reader (as \
                  PyTorch's prefetch_factor counts them) and the one asked for when the program \
                  took its first; a dlio reader thread keeps {queued} finished besides the one it \
@@ -145,6 +177,11 @@ pub(super) fn readers(activity: &Activity, samples: &Samples) -> (Readers, Found
                 a.prefetch_per_reader + 1,
                 a.prefetch_per_reader
             ),
+        };
+        found.param(
+            "reader.prefetch_size",
+            (queued * a.readers).to_string(),
+            evidence,
         );
     } else if read_threads > 0 {
         found.param(
@@ -288,6 +325,154 @@ pub(super) struct Ahead {
     pub per_sample_s: f64,
     /// The readers' bursts' total length over readers and the training window.
     pub busy_share: f64,
+    /// The steps as the training process took them, when worker processes read for it.
+    pub consumer: Option<ConsumerSteps>,
+}
+
+/// The steps of a training process that takes batches from its worker processes.
+pub(super) struct ConsumerSteps {
+    /// Its process id.
+    pub pid: u32,
+    /// Its step: the mean pause from taking one batch to taking the next, with the spread of
+    /// the most frequent pauses (one step each).
+    pub compute_s: Stats,
+    /// Pauses left out: those holding an evaluation pass or a checkpoint.
+    pub left_out: usize,
+    /// The most batches read or being read ahead of its takes.
+    pub in_flight: u64,
+}
+
+/// The training process's writes to files (not pipes): their ends and sizes, in time order.
+fn consumer_writes(t: &Timeline, pid: u32) -> Vec<(i64, u64)> {
+    t.io()
+        .filter(|r| r.rank == pid && op(r) == Op::Write && r.bytes > 0)
+        .map(|r| (r.end, r.bytes as u64))
+        .collect()
+}
+
+/// Bytes of `written` whose calls ended between `from` and `to`.
+fn written_between(written: &[(i64, u64)], from: i64, to: i64) -> u64 {
+    let first = written.partition_point(|&(end, _)| end < from);
+    written[first..]
+        .iter()
+        .take_while(|&&(end, _)| end <= to)
+        .map(|&(_, bytes)| bytes)
+        .sum()
+}
+
+/// The widest ratio between the longest and the shortest pause of one step's cluster.
+pub(super) const STEP_CLUSTER_RATIO: f64 = 1.25;
+
+/// The values of the most crowded range whose largest is at most `ratio` times its smallest
+/// (ties: the shorter values); none when `values` is empty.
+fn densest_cluster(values: &[f64], ratio: f64) -> Vec<f64> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| *x > 0.0).collect();
+    v.sort_by(f64::total_cmp);
+    let (mut best, mut end) = ((0usize, 0usize), 0usize);
+    for start in 0..v.len() {
+        end = end.max(start);
+        while end < v.len() && v[end] <= v[start] * ratio {
+            end += 1;
+        }
+        if end - start > best.1 - best.0 {
+            best = (start, end);
+        }
+    }
+    v[best.0..best.1].to_vec()
+}
+
+/// [`Ahead`] from the training process's takes: the batch is the samples read over the
+/// batches taken, the readers are the worker processes alive at once, and the batches in
+/// flight are the most that had begun to be read and were not yet taken at a take.
+fn consumer_ahead(
+    t: &Timeline,
+    activity: &Activity,
+    samples: &Samples,
+    eval: &EvalPass,
+    consumer: &Consumer,
+) -> Option<Ahead> {
+    let takes = consumer.training_takes(&activity.reads, eval, t);
+    let events = &samples.events;
+    if takes.len() < 2 || events.is_empty() {
+        return None;
+    }
+    let per_take = ((events.len() as f64 / takes.len() as f64).round() as u64).max(1);
+    let mut begun: Vec<i64> = events.iter().map(|r| r.start).collect();
+    begun.sort_unstable();
+    let in_flight = takes
+        .iter()
+        .enumerate()
+        .map(|(k, &(start, _))| {
+            let n = begun.partition_point(|&b| b < start) as u64;
+            n.div_ceil(per_take).saturating_sub(k as u64)
+        })
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let readers = (concurrent_processes(&activity.reads) as u64).max(1);
+    // A take is not always a step: a loader that keeps batches in order reads the ones that
+    // come early at once and hands them over a step at a time later, so between two takes lie
+    // no step, one or several. Over the run there is one take a step: the pauses' mean is the
+    // step (its compute and the loader's own work in the training process), less the pauses
+    // that hold an evaluation pass or a checkpoint the training process wrote, which the
+    // emulation has its own keys for. Their spread is that of the most frequent pause, one
+    // step each (the mean's spread would be that of the steps per pause).
+    let written = consumer_writes(t, consumer.pid);
+    let (pauses, left_out): (Vec<f64>, usize) = {
+        let all: Vec<(i64, i64)> = takes.windows(2).map(|w| (w[0].1, w[1].0)).collect();
+        let kept: Vec<f64> = all
+            .iter()
+            .filter(|&&(from, to)| {
+                eval.within(from, to) == 0
+                    && written_between(&written, from, to) < MIN_WRITTEN_BYTES
+            })
+            .map(|&(from, to)| secs(to - from))
+            .collect();
+        let left_out = all.len() - kept.len();
+        (kept, left_out)
+    };
+    let one_step = Stats::of(&densest_cluster(&pauses, STEP_CLUSTER_RATIO));
+    let compute_s = Stats {
+        stdev: one_step.stdev,
+        ..Stats::of(&pauses)
+    };
+    // A worker's time from one sample to the next, less the sample's I/O calls: its own work
+    // per sample (decoding, collating, handing over). The median over its samples leaves out
+    // the waits between its batches.
+    let mut by_reader: HashMap<u32, Vec<i64>> = HashMap::new();
+    for r in events.iter() {
+        by_reader.entry(r.rank).or_default().push(r.start);
+    }
+    let mut gaps: Vec<f64> = Vec::new();
+    for starts in by_reader.values_mut() {
+        starts.sort_unstable();
+        gaps.extend(starts.windows(2).map(|w| secs(w[1] - w[0])));
+    }
+    let gap = Stats::of(&gaps).median;
+    let io_per_sample = activity
+        .reads
+        .iter()
+        .map(|r| secs(r.end - r.start))
+        .sum::<f64>()
+        / events.len() as f64;
+    let working: f64 = gaps.iter().filter(|&&g| g <= 2.0 * gap).sum();
+    let window = secs(activity.window.1 - activity.window.0).max(1e-9);
+    Some(Ahead {
+        readers,
+        reader_bursts: takes.len() as u64,
+        batch: per_take * samples.unit_rows.max(1),
+        steps: takes.len() as u64,
+        prefetch_per_reader: ((in_flight as f64 / readers as f64).round() as u64).max(1),
+        period_s: compute_s.mean,
+        per_sample_s: (gap - io_per_sample).max(0.0),
+        busy_share: (working / readers as f64 / window).min(1.0),
+        consumer: Some(ConsumerSteps {
+            pid: consumer.pid,
+            compute_s,
+            left_out,
+            in_flight,
+        }),
+    })
 }
 
 /// [`Ahead`] when two or more readers each read whole batches in bursts of their own. When all
@@ -378,6 +563,7 @@ pub(super) fn readers_ahead(
         period_s: secs(end - start) / steps as f64,
         per_sample_s: gaps_inside / (bursts_seen as f64 * (batch - 1) as f64).max(1.0),
         busy_share: busy as f64 / readers as f64 / (end - start).max(1) as f64,
+        consumer: None,
     })
 }
 

@@ -2,7 +2,7 @@
 //! readers that run ahead), and the loader's own time per sample inside a step's loading.
 
 use super::eval::EvalPass;
-use super::readers::Readers;
+use super::readers::{Ahead, Readers, STEP_CLUSTER_RATIO};
 use super::samples::Samples;
 use super::{Activity, Found, MIN_GAP_RATIO, MIN_PREPROCESS_S, Stats, secs};
 
@@ -72,6 +72,9 @@ pub(super) fn timing(
         .count();
     let (steady, outliers) = steady_values(&training_pauses);
     let compute_s = match &ahead {
+        Some(Ahead {
+            consumer: Some(c), ..
+        }) => c.compute_s,
         Some(a) => Stats::of(&vec![a.period_s; a.steps as usize]),
         None if paused => Stats::of(&steady),
         None => Stats::default(),
@@ -94,18 +97,38 @@ pub(super) fn timing(
                 .into(),
         );
     } else if let Some(a) = &ahead {
-        found.param(
-            "train.computation_time",
-            format!("{:.6}", a.period_s),
-            format!(
-                "{} steps from the first to the last data read in {:.3} s: a step every \
+        if let Some(c) = &a.consumer {
+            found.param(
+                "train.computation_time",
+                stats_value(&c.compute_s),
+                format!(
+                    "the training process (pid {}) takes one batch a step: the mean of {} pauses \
+                     from one take to the next ({} holding an evaluation pass or a checkpoint \
+                     left out) is a step's compute and the loader's work in that process, mean \
+                     {:.3} ms; stdev {:.3} ms, that of the most frequent pauses (within {:.0}% of \
+                     each other)",
+                    c.pid,
+                    c.compute_s.count,
+                    c.left_out,
+                    c.compute_s.mean * 1e3,
+                    c.compute_s.stdev * 1e3,
+                    (STEP_CLUSTER_RATIO - 1.0) * 100.0,
+                ),
+            );
+        } else {
+            found.param(
+                "train.computation_time",
+                format!("{:.6}", a.period_s),
+                format!(
+                    "{} steps from the first to the last data read in {:.3} s: a step every \
                  {:.3} ms, while the readers, busy {:.0}% of the time, keep ahead",
-                a.steps,
-                secs(window_end - window_start),
-                a.period_s * 1e3,
-                a.busy_share * 100.0
-            ),
-        );
+                    a.steps,
+                    secs(window_end - window_start),
+                    a.period_s * 1e3,
+                    a.busy_share * 100.0
+                ),
+            );
+        }
         if a.per_sample_s >= MIN_PREPROCESS_S {
             loader_work(
                 &mut found,
@@ -150,12 +173,10 @@ pub(super) fn timing(
         } else {
             0.0
         };
-        let mean = (compute_s.mean - per_sample).max(0.0);
-        let value = if compute_s.stdev > 0.05 * mean {
-            format!("{{mean: {mean:.6}, stdev: {:.6}}}", compute_s.stdev)
-        } else {
-            format!("{mean:.6}")
-        };
+        let value = stats_value(&Stats {
+            mean: (compute_s.mean - per_sample).max(0.0),
+            ..compute_s
+        });
         found.param(
             "train.computation_time",
             value,
@@ -209,6 +230,16 @@ pub(super) fn timing(
         },
         found,
     )
+}
+
+/// A time as the workload writes it: its mean, or a normal law when the stdev is over 5% of
+/// the mean.
+fn stats_value(s: &Stats) -> String {
+    if s.stdev > 0.05 * s.mean {
+        format!("{{mean: {:.6}, stdev: {:.6}}}", s.mean, s.stdev)
+    } else {
+        format!("{:.6}", s.mean)
+    }
 }
 
 /// `reader.preprocess_time` of `seconds` per sample, for `lanes` threads reading at once.

@@ -326,6 +326,20 @@ pub(crate) fn compute_starts(t: &Timeline) -> Vec<i64> {
         .collect()
 }
 
+/// Ends of the trace's `compute` spans, sorted: where dlio's steps begin, as it asks for the
+/// next batch when a step's compute ends (a reader's refill, started as the batch is taken,
+/// can come before the next compute span starts).
+pub(crate) fn compute_ends(t: &Timeline) -> Vec<i64> {
+    let mut ends: Vec<i64> = t
+        .events
+        .iter()
+        .filter(|r| r.layer == crate::event::Layer::Compute as u8)
+        .map(|r| r.end)
+        .collect();
+    ends.sort_unstable();
+    ends
+}
+
 /// A burst of data I/O: one step's loading.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Burst {

@@ -1,0 +1,156 @@
+//! The training process of a program whose worker processes read for it (a PyTorch
+//! `DataLoader` with `num_workers > 0`, a pool feeding a `multiprocessing.Queue`): the workers
+//! read ahead, so pauses in their reads say nothing of the steps; the process that consumes
+//! takes each batch from a pipe, and those takes are its steps.
+//!
+//! `dlio trace` follows pipes (`pipe:[INODE]`, category `IPC`). A take is one message read on
+//! the consumer's main thread; Python's `multiprocessing` frames a message as a 4-byte length
+//! and the bytes (`Connection.recv_bytes`), so a read of 4 bytes starts each one.
+
+use std::collections::{HashMap, HashSet};
+
+use super::eval::EvalPass;
+use crate::event::{Layer, Op};
+use crate::ingest::Rec;
+use crate::timeline::{Timeline, op};
+
+/// The most reads one message of a length-prefixed stream takes for the stream to count as
+/// one (its prefix, then the bytes in pieces of up to a pipe's buffer, 64 KiB).
+const MAX_READS_PER_MESSAGE: usize = 8;
+
+/// The fewest takes for the consumer's steps to stand for the program's.
+const MIN_TAKES: usize = 4;
+
+/// The process that takes the batches its workers read, and when it took each one.
+#[derive(Debug, Clone)]
+pub(crate) struct Consumer {
+    /// Its process id.
+    pub pid: u32,
+    /// Each take (message read) from its first read to its last, nanoseconds, in time order.
+    pub takes: Vec<(i64, i64)>,
+}
+
+impl Consumer {
+    /// The moments its steps begin: when it asks for each batch (the start of each take),
+    /// so that what its workers read while it waits for a batch is that batch's loading.
+    pub(crate) fn step_starts(&self) -> Vec<i64> {
+        self.takes.iter().map(|&(start, _)| start).collect()
+    }
+
+    /// The takes of the training loop: those not of an evaluation pass. A take belongs to the
+    /// evaluation when the last data read before it was one of the evaluation split's (its
+    /// workers read it) rather than a training read.
+    pub(super) fn training_takes(
+        &self,
+        training_reads: &[&Rec],
+        eval: &EvalPass,
+        t: &Timeline,
+    ) -> Vec<(i64, i64)> {
+        if eval.files.is_empty() {
+            return self.takes.clone();
+        }
+        let mut last_read: Vec<(i64, bool)> = training_reads
+            .iter()
+            .map(|r| (r.end, false))
+            .chain(
+                t.io()
+                    .filter(|r| eval.files.contains(&r.file) && op(r) == Op::Read && r.bytes > 0)
+                    .map(|r| (r.end, true)),
+            )
+            .collect();
+        last_read.sort_unstable();
+        self.takes
+            .iter()
+            .copied()
+            .filter(|&(start, _)| {
+                let before = last_read.partition_point(|&(end, _)| end <= start);
+                before == 0 || !last_read[before - 1].1
+            })
+            .collect()
+    }
+}
+
+/// The consumer of the data readers' batches, when the data is read by processes other than
+/// one that reads pipes on its main thread while they read: the process with the most such
+/// reads, split into takes. `None` when the program reads its data itself, or the consumer's
+/// reads are too few to be steps.
+pub(crate) fn find_consumer(t: &Timeline, data_calls: &[&Rec]) -> Option<Consumer> {
+    let readers: HashSet<u32> = data_calls
+        .iter()
+        .filter(|r| op(r) == Op::Read && r.bytes > 0)
+        .map(|r| r.rank)
+        .collect();
+    let first = data_calls.first()?.start;
+    let mut by_pid: HashMap<u32, Vec<&Rec>> = HashMap::new();
+    for r in t.events.iter().filter(|r| {
+        r.layer == Layer::Comm as u8
+            && op(r) == Op::Read
+            && r.bytes > 0
+            && r.tid == r.rank
+            && r.start >= first
+            && !readers.contains(&r.rank)
+            && t.path(r.file).starts_with("pipe:[")
+    }) {
+        by_pid.entry(r.rank).or_default().push(r);
+    }
+    let (pid, reads) = by_pid.into_iter().max_by_key(|(pid, r)| (r.len(), *pid))?;
+    let takes = takes(&reads);
+    (takes.len() >= MIN_TAKES).then_some(Consumer { pid, takes })
+}
+
+/// Messages read: each starts at a read of 4 bytes (multiprocessing's length prefix) when
+/// reads of 4 bytes are at least one in [`MAX_READS_PER_MESSAGE`] (a message larger than a
+/// pipe's buffer comes in several reads), else each read is one.
+fn takes(reads: &[&Rec]) -> Vec<(i64, i64)> {
+    let prefixes = reads.iter().filter(|r| r.bytes == 4).count();
+    let framed = prefixes > 0 && prefixes * MAX_READS_PER_MESSAGE >= reads.len();
+    let mut out: Vec<(i64, i64)> = Vec::new();
+    for r in reads {
+        match out.last_mut() {
+            Some(last) if framed && r.bytes != 4 => last.1 = last.1.max(r.end),
+            _ => out.push((r.start, r.end)),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(start: i64, bytes: i64) -> Rec {
+        Rec {
+            rank: 1,
+            tid: 1,
+            start,
+            end: start + 10,
+            layer: Layer::Comm as u8,
+            op: Op::Read as u8,
+            item: false,
+            fd: 5,
+            file: 7,
+            offset: -1,
+            bytes,
+        }
+    }
+
+    #[test]
+    fn a_length_prefix_starts_each_message() {
+        let reads = [
+            read(0, 4),
+            read(20, 300),
+            read(1000, 4),
+            read(1020, 8),
+            read(1040, 90),
+        ];
+        let refs: Vec<&Rec> = reads.iter().collect();
+        assert_eq!(takes(&refs), vec![(0, 30), (1000, 1050)]);
+    }
+
+    #[test]
+    fn without_a_prefix_each_read_is_a_message() {
+        let reads = [read(0, 100), read(50, 200), read(500, 100)];
+        let refs: Vec<&Rec> = reads.iter().collect();
+        assert_eq!(takes(&refs), vec![(0, 10), (50, 60), (500, 510)]);
+    }
+}
