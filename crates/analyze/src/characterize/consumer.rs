@@ -9,7 +9,6 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::eval::EvalPass;
 use crate::event::{Layer, Op};
 use crate::ingest::Rec;
 use crate::timeline::{Timeline, op};
@@ -21,13 +20,16 @@ const MAX_READS_PER_MESSAGE: usize = 8;
 /// The fewest takes for the consumer's steps to stand for the program's.
 const MIN_TAKES: usize = 4;
 
+/// One take: from its first read's start to its last read's end, nanoseconds.
+pub(crate) type Take = (i64, i64);
+
 /// The process that takes the batches its workers read, and when it took each one.
 #[derive(Debug, Clone)]
 pub(crate) struct Consumer {
     /// Its process id.
     pub pid: u32,
     /// Each take (message read) from its first read to its last, nanoseconds, in time order.
-    pub takes: Vec<(i64, i64)>,
+    pub takes: Vec<Take>,
 }
 
 impl Consumer {
@@ -37,36 +39,32 @@ impl Consumer {
         self.takes.iter().map(|&(start, _)| start).collect()
     }
 
-    /// The takes of the training loop: those not of an evaluation pass. A take belongs to the
+    /// The takes of the training loop and those of evaluation passes. A take belongs to an
     /// evaluation when the last data read before it was one of the evaluation split's (its
     /// workers read it) rather than a training read.
-    pub(super) fn training_takes(
+    pub(super) fn split_takes(
         &self,
         training_reads: &[&Rec],
-        eval: &EvalPass,
+        eval_files: &HashSet<u64>,
         t: &Timeline,
-    ) -> Vec<(i64, i64)> {
-        if eval.files.is_empty() {
-            return self.takes.clone();
+    ) -> (Vec<Take>, Vec<Take>) {
+        if eval_files.is_empty() {
+            return (self.takes.clone(), Vec::new());
         }
         let mut last_read: Vec<(i64, bool)> = training_reads
             .iter()
             .map(|r| (r.end, false))
             .chain(
                 t.io()
-                    .filter(|r| eval.files.contains(&r.file) && op(r) == Op::Read && r.bytes > 0)
+                    .filter(|r| eval_files.contains(&r.file) && op(r) == Op::Read && r.bytes > 0)
                     .map(|r| (r.end, true)),
             )
             .collect();
         last_read.sort_unstable();
-        self.takes
-            .iter()
-            .copied()
-            .filter(|&(start, _)| {
-                let before = last_read.partition_point(|&(end, _)| end <= start);
-                before == 0 || !last_read[before - 1].1
-            })
-            .collect()
+        self.takes.iter().copied().partition(|&(start, _)| {
+            let before = last_read.partition_point(|&(end, _)| end <= start);
+            before == 0 || !last_read[before - 1].1
+        })
     }
 }
 
@@ -94,21 +92,42 @@ pub(crate) fn find_consumer(t: &Timeline, data_calls: &[&Rec]) -> Option<Consume
         by_pid.entry(r.rank).or_default().push(r);
     }
     let (pid, reads) = by_pid.into_iter().max_by_key(|(pid, r)| (r.len(), *pid))?;
-    let takes = takes(&reads);
+    let takes = batches(takes(&reads));
     (takes.len() >= MIN_TAKES).then_some(Consumer { pid, takes })
+}
+
+/// The messages that hand over a batch: those of at least half the median message's bytes.
+/// A loader's control messages are far smaller than its batches (a PyTorch worker's
+/// acknowledgement that it resumes for a new epoch: 84 bytes; a batch: its tensors' handles,
+/// 350 bytes and up, or the pickled arrays themselves).
+fn batches(messages: Vec<(i64, i64, i64)>) -> Vec<(i64, i64)> {
+    let mut sizes: Vec<i64> = messages.iter().map(|m| m.2).collect();
+    sizes.sort_unstable();
+    let median = sizes.get(sizes.len() / 2).copied().unwrap_or(0);
+    messages
+        .into_iter()
+        .filter(|m| m.2 * 2 >= median)
+        .map(|(start, end, _)| (start, end))
+        .collect()
 }
 
 /// Messages read: each starts at a read of 4 bytes (multiprocessing's length prefix) when
 /// reads of 4 bytes are at least one in [`MAX_READS_PER_MESSAGE`] (a message larger than a
 /// pipe's buffer comes in several reads), else each read is one.
-fn takes(reads: &[&Rec]) -> Vec<(i64, i64)> {
+/// Each message: its first read's start, its last read's end and its bytes (without the
+/// prefix).
+fn takes(reads: &[&Rec]) -> Vec<(i64, i64, i64)> {
     let prefixes = reads.iter().filter(|r| r.bytes == 4).count();
     let framed = prefixes > 0 && prefixes * MAX_READS_PER_MESSAGE >= reads.len();
-    let mut out: Vec<(i64, i64)> = Vec::new();
+    let mut out: Vec<(i64, i64, i64)> = Vec::new();
     for r in reads {
         match out.last_mut() {
-            Some(last) if framed && r.bytes != 4 => last.1 = last.1.max(r.end),
-            _ => out.push((r.start, r.end)),
+            Some(last) if framed && r.bytes != 4 => {
+                last.1 = last.1.max(r.end);
+                last.2 += r.bytes;
+            }
+            _ if framed => out.push((r.start, r.end, 0)),
+            _ => out.push((r.start, r.end, r.bytes)),
         }
     }
     out
@@ -144,13 +163,22 @@ mod tests {
             read(1040, 90),
         ];
         let refs: Vec<&Rec> = reads.iter().collect();
-        assert_eq!(takes(&refs), vec![(0, 30), (1000, 1050)]);
+        assert_eq!(takes(&refs), vec![(0, 30, 300), (1000, 1050, 98)]);
     }
 
     #[test]
     fn without_a_prefix_each_read_is_a_message() {
         let reads = [read(0, 100), read(50, 200), read(500, 100)];
         let refs: Vec<&Rec> = reads.iter().collect();
-        assert_eq!(takes(&refs), vec![(0, 10), (50, 60), (500, 510)]);
+        assert_eq!(
+            takes(&refs),
+            vec![(0, 10, 100), (50, 60, 200), (500, 510, 100)]
+        );
+    }
+
+    #[test]
+    fn control_messages_far_smaller_than_the_batches_are_not_takes() {
+        let messages = vec![(0, 1, 351), (10, 11, 351), (20, 21, 84), (30, 31, 360)];
+        assert_eq!(batches(messages), vec![(0, 1), (10, 11), (30, 31)]);
     }
 }

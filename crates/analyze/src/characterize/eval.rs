@@ -126,8 +126,35 @@ pub(super) fn eval_pass(
             samples_per_step.push(opens(i64::MIN, i64::MAX));
         }
     }
-    let batch = super::mode(&samples_per_step).max(1);
-    let eval_time = Stats::of(&pauses).median;
+    let mut batch = super::mode(&samples_per_step).max(1);
+    let mut eval_time = Stats::of(&pauses).median;
+    let mut step_evidence = format!("{batch} files opened in most steps of an evaluation pass");
+    let mut time_evidence = format!(
+        "the median pause between an evaluation pass's steps ({} pauses)",
+        pauses.len()
+    );
+    // Worker processes read the split ahead of the training process, which takes each batch
+    // from a pipe: the steps are its takes, as the training's are.
+    if let Some(c) = &activity.consumer {
+        let (_, takes) = c.split_takes(&activity.reads, &files, t);
+        let opened = calls.iter().filter(|r| op(r) == Op::Open).count();
+        let (per_step, _) = super::readers::step_pauses(&takes, |_, _| true);
+        if takes.len() >= 2 && opened > 0 && !per_step.is_empty() {
+            batch = ((opened as f64 / takes.len() as f64).round() as u64).max(1);
+            eval_time = Stats::of(&per_step).median;
+            step_evidence = format!(
+                "{opened} files of the split opened for the {} batches the training process \
+                 (pid {}) took from its workers' pipes while it evaluated",
+                takes.len(),
+                c.pid
+            );
+            time_evidence = format!(
+                "the median step of the training process between its takes while it \
+                 evaluated ({} pauses, each after a group of takes over the takes in it)",
+                per_step.len()
+            );
+        }
+    }
     let every = (epochs.max(1) as f64 / passes.max(1) as f64)
         .round()
         .max(1.0) as u64;
@@ -154,18 +181,11 @@ pub(super) fn eval_pass(
                 .join(", ")
         ),
     );
-    found.param(
-        "reader.batch_size_eval",
-        batch.to_string(),
-        format!("{batch} files opened in most steps of an evaluation pass"),
-    );
+    found.param("reader.batch_size_eval", batch.to_string(), step_evidence);
     found.param(
         "evaluation.eval_time",
         format!("{eval_time:.6}"),
-        format!(
-            "the median pause between an evaluation pass's steps ({} pauses)",
-            pauses.len()
-        ),
+        time_evidence,
     );
     found.param(
         "evaluation.eval_after_epoch",

@@ -342,6 +342,40 @@ pub(super) struct ConsumerSteps {
     pub in_flight: u64,
 }
 
+/// Each step's time from a consumer's takes, and how many pauses `kept` refused.
+///
+/// A take is not always a step: a loader that keeps batches in order reads the batches that
+/// come early at once, one after the other, and hands them over a step at a time later. So
+/// takes come in groups (those less than a third of the most frequent pause apart), and the
+/// pause after a group of n takes is n steps: a step is that pause over n. `kept` says which
+/// pauses count (not one holding an evaluation pass or a checkpoint, which the emulation has
+/// keys of its own for).
+pub(super) fn step_pauses(
+    takes: &[(i64, i64)],
+    kept: impl Fn(i64, i64) -> bool,
+) -> (Vec<f64>, usize) {
+    let pause = |from: i64, to: i64| secs(to - from);
+    let all_pauses: Vec<f64> = takes.windows(2).map(|w| pause(w[0].1, w[1].0)).collect();
+    let together = Stats::of(&densest_cluster(&all_pauses, STEP_CLUSTER_RATIO)).median / 3.0;
+    let mut per_step: Vec<f64> = Vec::new();
+    let mut left_out = 0usize;
+    let mut group = 1usize;
+    for w in takes.windows(2) {
+        let (from, to) = (w[0].1, w[1].0);
+        if pause(from, to) < together {
+            group += 1;
+            continue;
+        }
+        if kept(from, to) {
+            per_step.push(pause(from, to) / group as f64);
+        } else {
+            left_out += 1;
+        }
+        group = 1;
+    }
+    (per_step, left_out)
+}
+
 /// The training process's writes to files (not pipes): their ends and sizes, in time order.
 fn consumer_writes(t: &Timeline, pid: u32) -> Vec<(i64, u64)> {
     t.io()
@@ -391,7 +425,7 @@ fn consumer_ahead(
     eval: &EvalPass,
     consumer: &Consumer,
 ) -> Option<Ahead> {
-    let takes = consumer.training_takes(&activity.reads, eval, t);
+    let (takes, _) = consumer.split_takes(&activity.reads, &eval.files, t);
     let events = &samples.events;
     if takes.len() < 2 || events.is_empty() {
         return None;
@@ -410,31 +444,19 @@ fn consumer_ahead(
         .unwrap_or(1)
         .max(1);
     let readers = (concurrent_processes(&activity.reads) as u64).max(1);
-    // A take is not always a step: a loader that keeps batches in order reads the ones that
-    // come early at once and hands them over a step at a time later, so between two takes lie
-    // no step, one or several. Over the run there is one take a step: the pauses' mean is the
-    // step (its compute and the loader's own work in the training process), less the pauses
-    // that hold an evaluation pass or a checkpoint the training process wrote, which the
-    // emulation has its own keys for. Their spread is that of the most frequent pause, one
-    // step each (the mean's spread would be that of the steps per pause).
     let written = consumer_writes(t, consumer.pid);
-    let (pauses, left_out): (Vec<f64>, usize) = {
-        let all: Vec<(i64, i64)> = takes.windows(2).map(|w| (w[0].1, w[1].0)).collect();
-        let kept: Vec<f64> = all
-            .iter()
-            .filter(|&&(from, to)| {
-                eval.within(from, to) == 0
-                    && written_between(&written, from, to) < MIN_WRITTEN_BYTES
-            })
-            .map(|&(from, to)| secs(to - from))
-            .collect();
-        let left_out = all.len() - kept.len();
-        (kept, left_out)
-    };
-    let one_step = Stats::of(&densest_cluster(&pauses, STEP_CLUSTER_RATIO));
-    let compute_s = Stats {
-        stdev: one_step.stdev,
-        ..Stats::of(&pauses)
+    let (per_step, left_out) = step_pauses(&takes, |from, to| {
+        eval.within(from, to) == 0 && written_between(&written, from, to) < MIN_WRITTEN_BYTES
+    });
+    // Their median leaves out the pauses that waited for a batch not yet read.
+    let compute_s = {
+        let steps = Stats::of(&per_step);
+        let one_step = Stats::of(&densest_cluster(&per_step, STEP_CLUSTER_RATIO));
+        Stats {
+            mean: steps.median,
+            stdev: one_step.stdev,
+            ..steps
+        }
     };
     // A worker's time from one sample to the next, less the sample's I/O calls: its own work
     // per sample (decoding, collating, handing over). The median over its samples leaves out

@@ -102,11 +102,12 @@ pub(super) fn timing(
                 "train.computation_time",
                 stats_value(&c.compute_s),
                 format!(
-                    "the training process (pid {}) takes one batch a step: the mean of {} pauses \
-                     from one take to the next ({} holding an evaluation pass or a checkpoint \
-                     left out) is a step's compute and the loader's work in that process, mean \
-                     {:.3} ms; stdev {:.3} ms, that of the most frequent pauses (within {:.0}% of \
-                     each other)",
+                    "the training process (pid {}) takes one batch a step, some at once (a \
+                     loader that keeps batches in order reads those that come early together): \
+                     the median of {} pauses after a group of takes, each over the takes in its \
+                     group ({} holding an evaluation pass or a checkpoint left out), is a step's \
+                     compute and the loader's work in that process, {:.3} ms; stdev {:.3} ms, \
+                     that of the pauses within {:.0}% of each other",
                     c.pid,
                     c.compute_s.count,
                     c.left_out,
