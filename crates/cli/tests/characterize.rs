@@ -445,6 +445,35 @@ fn worker_processes_that_read_ahead_are_stepped_by_the_process_that_takes_their_
     );
 }
 
+/// A program that loads its whole data set up front (h5py `ds[...]` of every dataset) and then
+/// trains from memory reads each file once: one epoch of whole files, not slices of 512 bytes
+/// (HDF5's metadata reads were the most frequent size) over many steps.
+#[test]
+fn a_data_set_loaded_whole_before_training_is_one_pass_of_whole_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = trace_characterize_replay(dir.path(), "h5_preload");
+    let d = &r.derived;
+    for (key, value) in [
+        ("dataset.format", "hdf5"),
+        ("dataset.num_files_train", "2"),
+        ("dataset.num_samples_per_file", "1"),
+        ("train.epochs", "1"),
+        ("reader.read_threads", "0"),
+    ] {
+        assert_eq!(d.get(key).map(String::as_str), Some(value), "{key}: {d:?}");
+    }
+    let notes = r.characterization["notes"].to_string();
+    assert!(notes.contains("read once, whole"), "{notes}");
+    let bytes = r.fidelity["bounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == "data bytes read")
+        .unwrap()
+        .clone();
+    assert_eq!(bytes["pass"], true, "{bytes}");
+}
+
 /// Replays `r`'s workload with one override (`what` names the run) and scores it.
 /// Every byte the files under `dir` with extension `ext` hold.
 fn total_bytes(dir: &Path, ext: &str) -> u64 {

@@ -17,8 +17,9 @@
 //!
 //! The trace: one file per process, `DIR/trace-{host}-{pid}-{start}.pfw`, in the layout of
 //! `dlio run --trace` (a JSON array with one event per line). It is written as
-//! `….pfw.partial` and renamed when the process ends (`exit`, `_exit`, `execve`), so a process
-//! that was killed leaves a file that says so. A forked child starts its own file at its first
+//! `….pfw.partial` and renamed when the process ends (`exit`, `_exit`, `execve`), after a last
+//! event (`cat` `dlio_trace`, `name` `end`) that marks when, so a process that was killed
+//! leaves a file that says so. A forked child starts its own file at its first
 //! event (the parent's unwritten events stay the parent's); an `exec`'d program loads this
 //! library again and starts a new file.
 //!

@@ -400,7 +400,18 @@ pub(crate) fn finish() -> bool {
     let _blocked = BlockTerminate::new();
     let mut sink = SINK.lock();
     ENABLED.store(false, Ordering::Relaxed);
-    if let Some(s) = sink.take() {
+    if let Some(mut s) = sink.take() {
+        // The last event marks when the process ended (or exec'd): a program whose last
+        // stretch makes no traced call (training from memory) still shows how long it ran.
+        let now = now_ns();
+        s.push(&Event {
+            name: "end",
+            cat: "dlio_trace",
+            start_ns: now,
+            end_ns: now,
+            json_path: None,
+            args: &[],
+        });
         s.finish();
     }
     true

@@ -292,6 +292,8 @@ struct Activity<'t> {
     paused: bool,
     /// The process that takes the batches, when worker processes read them.
     consumer: Option<Consumer>,
+    /// The data set was read once, whole, before training from memory (one burst).
+    preload: bool,
 }
 
 impl<'t> Activity<'t> {
@@ -315,7 +317,18 @@ impl<'t> Activity<'t> {
             None
         };
         let starts = consumer.as_ref().map_or(spans, Consumer::step_starts);
-        let (bursts, paused) = bursts(&calls, &starts);
+        let (mut bursts, mut paused) = bursts(&calls, &starts);
+        let preload = consumer.is_none() && preloaded(t, data, window);
+        if preload {
+            // One pass of reads before the steps: no step of the training reads.
+            let busy = bursts.iter().map(|b| b.busy).sum();
+            bursts = vec![Burst {
+                start: window.0,
+                end: window.1,
+                busy,
+            }];
+            paused = false;
+        }
         Activity {
             calls,
             reads,
@@ -324,8 +337,26 @@ impl<'t> Activity<'t> {
             bursts,
             paused,
             consumer,
+            preload,
         }
     }
+}
+
+/// Whether the program read its data set once, whole, before it trained from memory: every
+/// data file opened once and read to nine tenths of its size or more, and the program ran on
+/// without a data read for at least twice as long as it read.
+fn preloaded(t: &Timeline, data: &DataSet, window: (i64, i64)) -> bool {
+    let run_end = t.events.iter().map(|r| r.end).max().unwrap_or(window.1);
+    let reading = (window.1 - window.0).max(1);
+    if run_end - window.1 < 2 * reading {
+        return false;
+    }
+    !data.files.is_empty()
+        && data.files.iter().all(|f| {
+            data.totals
+                .get(f)
+                .is_some_and(|t| t.opens == 1 && t.bytes_read * 10 >= t.size * 9)
+        })
 }
 
 /// The characterisation of a timeline, section by section: what a sample is (and the data
@@ -336,6 +367,14 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
     let activity = Activity::of(t, data);
     let mut found = Found::default();
 
+    if activity.preload {
+        found.note(format!(
+            "the data set was read once, whole, in {:.3} s before the program went on without \
+             reading it (it trained from memory): the workload reads each file once, in one \
+             epoch with no compute, and the steps from memory are not replayed",
+            secs(activity.window.1 - activity.window.0)
+        ));
+    }
     let (samples, f) = samples::samples(t, data, &activity);
     found.append(f);
     // The evaluation pass is found first (its takes are not training steps) and written after.
