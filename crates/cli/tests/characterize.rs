@@ -474,6 +474,24 @@ fn a_data_set_loaded_whole_before_training_is_one_pass_of_whole_files() {
     assert_eq!(bytes["pass"], true, "{bytes}");
 }
 
+/// A scan of every file's header before training (a sampler that buckets files by shape) is
+/// `reader.header_scan_bytes`, not an epoch: the replay reads the same bytes.
+#[test]
+fn a_scan_of_the_headers_before_training_is_replayed_as_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = trace_characterize_replay(dir.path(), "header_scan");
+    let d = &r.derived;
+    for (key, value) in [
+        ("dataset.num_files_train", "48"),
+        ("reader.header_scan_bytes", "128"),
+        ("reader.batch_size", "4"),
+        ("train.epochs", "2"),
+    ] {
+        assert_eq!(d.get(key).map(String::as_str), Some(value), "{key}: {d:?}");
+    }
+    assert_structure("header_scan", &r.fidelity);
+}
+
 /// Replays `r`'s workload with one override (`what` names the run) and scores it.
 /// Every byte the files under `dir` with extension `ext` hold.
 fn total_bytes(dir: &Path, ext: &str) -> u64 {

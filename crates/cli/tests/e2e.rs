@@ -152,6 +152,27 @@ fn bytes_read_equal_the_bytes_of_the_files_the_plan_touched() {
     );
 }
 
+/// `reader.header_scan_bytes`: one pass over the first bytes of each file a rank trains on,
+/// before its first epoch, and only then (two ranks: each scans its own files).
+#[test]
+fn a_header_scan_reads_the_first_bytes_of_each_file_once_before_training() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args = small(tmp.path(), 12, 3);
+    args.push("++workload.workflow.generate_data=True".into());
+    args.push("++workload.train.epochs=2".into());
+    args.push("++workload.reader.header_scan_bytes=1000".into());
+    args.push("--ranks=2".into());
+    run_ok(dlio().arg("run").args(&args));
+    let files = files_with_ext(&tmp.path().join("data/train"), "npz");
+    assert_eq!(files.len(), 12);
+    let on_disk: u64 = files.iter().map(|f| f.metadata().unwrap().len()).sum();
+    let summary = json(&tmp.path().join("out/summary.json"));
+    assert_eq!(
+        summary["dlio_rs"]["bytes_read"].as_u64().unwrap(),
+        2 * on_disk + 12 * 1000
+    );
+}
+
 #[test]
 fn skip_listing_reads_the_computed_names_and_refuses_a_missing_one() {
     let tmp = tempfile::tempdir().unwrap();

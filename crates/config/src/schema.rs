@@ -879,6 +879,11 @@ pub struct ReaderConfig {
     /// the reader's warm buffer; 1: every one fresh; `dlio characterize` measures it as the
     /// share of a traced program's large reads slower than twice the fastest). Default 0.
     pub fresh_read_share: f64,
+    /// Ours: before the first epoch, each rank reads the first this many bytes of every file
+    /// it trains on, once, as a sampler that groups samples by what their headers say does
+    /// (image sizes for aspect-ratio buckets; `dlio characterize` finds such a pass). 0: no
+    /// such pass. Default 0.
+    pub header_scan_bytes: u64,
     /// PyTorch `pin_memory`. Default true.
     pub pin_memory: bool,
     /// PyTorch/DALI worker start method. Default fork.
@@ -923,6 +928,7 @@ impl Default for ReaderConfig {
             preprocess_time: TimeDistribution::default(),
             preprocess_work: PreprocessWork::Sleep,
             fresh_read_share: 0.0,
+            header_scan_bytes: 0,
             pin_memory: true,
             multiprocessing_context: MultiprocessingContext::Fork,
             odirect: false,

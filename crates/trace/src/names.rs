@@ -42,6 +42,9 @@ pub mod ai {
     pub const FETCH_ITER: SpanName = SpanName::new("dataloader", "fetch.iter");
     /// Reading one sample (on a reader thread).
     pub const DATA_ITEM: SpanName = SpanName::new("data", "item");
+    /// The pass over the first bytes of every file before the first epoch
+    /// (`reader.header_scan_bytes`).
+    pub const DATA_HEADER_SCAN: SpanName = SpanName::new("data", "header_scan");
     /// The emulated per-sample preprocessing (`preprocess_time`).
     pub const DATA_PREPROCESS: SpanName = SpanName::new("data", "preprocess");
     /// The emulated computation of one step.

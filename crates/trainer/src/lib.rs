@@ -160,6 +160,45 @@ fn read_side_files(setup: &RankSetup<'_>, step: u64, buf: &mut Vec<u8>) -> Resul
     Ok(())
 }
 
+/// `reader.header_scan_bytes`: reads the first bytes of every file of the rank's first epoch,
+/// once each, through the rank's storage (counted and traced like every other read), before
+/// the first step, as a sampler that groups samples by their headers does.
+fn scan_headers(
+    setup: &RankSetup<'_>,
+    names: &FileList,
+    plan: Option<&EpochPlan>,
+) -> Result<(), TrainError> {
+    let bytes = setup.config.reader.header_scan_bytes;
+    let Some(plan) = plan.filter(|_| bytes > 0) else {
+        return Ok(());
+    };
+    let mut files = FileSet::new(names.len());
+    for file in plan.files() {
+        files.insert(usize::try_from(file).unwrap_or(usize::MAX));
+    }
+    let _span = setup.tracer.span(ai::DATA_HEADER_SCAN);
+    let mut buf = vec![0u8; usize::try_from(bytes).unwrap_or(usize::MAX).min(64 << 20)];
+    let mut scratch = PathScratch::default();
+    for file in files.iter() {
+        let Some(path) = names.path(file, &mut scratch) else {
+            continue;
+        };
+        let fail = |e: dlio_storage::StorageError| {
+            TrainError::Setting(format!(
+                "reading the header of {} (reader.header_scan_bytes): {e}; generate the data \
+                 set again (workflow.generate_data) or set reader.header_scan_bytes to 0",
+                path.display()
+            ))
+        };
+        let mut handle = setup.storage.open(path).map_err(fail)?;
+        let len = usize::try_from(handle.len())
+            .unwrap_or(usize::MAX)
+            .min(buf.len());
+        handle.read_exact_at(&mut buf[..len], 0).map_err(fail)?;
+    }
+    Ok(())
+}
+
 /// The plan parameters of the training pass, derived from the config and the file list.
 pub fn train_plan_spec(config: &Config, world: u32, num_files: u64, random_seed: u64) -> PlanSpec {
     let total = config.train.total_training_steps;
@@ -388,6 +427,10 @@ fn run_training(
         let mut next_checkpoint_step = steps_between;
         recorder.start_block(epoch, block);
         let io_before = setup.counters.snapshot();
+        // Counted in the first epoch's bytes and time, as the program waits for it.
+        if epoch == 1 {
+            scan_headers(setup, &names, plan.as_ref())?;
+        }
         let mut batches = plan.map(|plan| loader.start_epoch(plan, names));
         let mut batch_wait = LatencyHistogram::new();
         let mut done = 0u64;

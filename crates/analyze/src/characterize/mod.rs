@@ -22,7 +22,7 @@
 //!    more than one), compute per step and per-sample loader time (the bursts' time outside
 //!    the I/O calls, e.g. Python decoding).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -294,11 +294,19 @@ struct Activity<'t> {
     consumer: Option<Consumer>,
     /// The data set was read once, whole, before training from memory (one burst).
     preload: bool,
+    /// A scan of the files' headers before training, left out of the calls above.
+    scan: Option<HeaderScan>,
 }
 
 impl<'t> Activity<'t> {
     fn of(t: &'t Timeline, data: &DataSet) -> Activity<'t> {
-        let (calls, reads) = data_calls(t, data);
+        let (mut calls, mut reads) = data_calls(t, data);
+        // A scan of the files' headers before training is not a step's reading.
+        let scan = header_scan(&calls, data);
+        if let Some(s) = &scan {
+            calls.retain(|r| r.start >= s.end);
+            reads.retain(|r| r.start >= s.end);
+        }
         let opens = calls
             .iter()
             .copied()
@@ -338,8 +346,58 @@ impl<'t> Activity<'t> {
             paused,
             consumer,
             preload,
+            scan,
         }
     }
+}
+
+/// A pass over the data files' first bytes before training (a sampler that groups samples by
+/// their headers: image sizes for aspect-ratio buckets).
+#[derive(Debug, Clone, Copy)]
+struct HeaderScan {
+    /// When its last call ended, nanoseconds.
+    end: i64,
+    /// The furthest byte it read in a file.
+    bytes: u64,
+    /// Files it read.
+    files: u64,
+}
+
+/// The data calls' opening run of openings that each read only the first bytes of a file (no
+/// further than half of it), each file once, over nine files in ten or more, before the files
+/// are opened again: a header scan.
+fn header_scan(calls: &[&Rec], data: &DataSet) -> Option<HeaderScan> {
+    use crate::event::Op;
+    use crate::timeline::op;
+    let mut seen: HashSet<u64> = HashSet::new();
+    let (mut end, mut furthest) = (0i64, 0u64);
+    for r in calls {
+        let limit = data.totals.get(&r.file).map_or(0, |f| f.size / 2);
+        match op(r) {
+            Op::Open if seen.contains(&r.file) => break,
+            Op::Open => {
+                seen.insert(r.file);
+            }
+            Op::Read if r.bytes > 0 => {
+                let reach = (r.offset.max(0) + r.bytes) as u64;
+                if !seen.contains(&r.file) || r.offset < 0 || reach > limit {
+                    break;
+                }
+                furthest = furthest.max(reach);
+            }
+            _ => {}
+        }
+        end = r.end;
+    }
+    let enough = seen.len() * 10 >= data.files.len() * 9 && data.files.len() >= 2;
+    let reopened = calls
+        .iter()
+        .any(|r| r.start >= end && op(r) == Op::Open && seen.contains(&r.file));
+    (enough && reopened && furthest > 0).then_some(HeaderScan {
+        end,
+        bytes: furthest,
+        files: seen.len() as u64,
+    })
 }
 
 /// Whether the program read its data set once, whole, before it trained from memory: every
@@ -377,6 +435,17 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
     }
     let (samples, f) = samples::samples(t, data, &activity);
     found.append(f);
+    if let Some(scan) = &activity.scan {
+        found.param(
+            "reader.header_scan_bytes",
+            scan.bytes.to_string(),
+            format!(
+                "before training, {} data files were opened once each and only their first {} \
+                 bytes read (at most), then opened again to train: a scan of their headers",
+                scan.files, scan.bytes
+            ),
+        );
+    }
     // The evaluation pass is found first (its takes are not training steps) and written after.
     let (eval, eval_found) = eval::eval_pass(t, data, &activity, samples.epochs);
     let (readers, f) = readers::readers(t, &activity, &samples, &eval);
