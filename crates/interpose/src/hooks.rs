@@ -384,8 +384,10 @@ new_fd_hook!(eventfd(initial: libc::c_uint, flags: c_int));
 new_fd_hook!(epoll_create1(flags: c_int));
 new_fd_hook!(memfd_create(name: *const c_char, flags: libc::c_uint));
 
+/// A call that makes two descriptors (`pipe`, `socketpair`): `$on_pair` gets them when it
+/// succeeds.
 macro_rules! fd_pair_hook {
-    ($name:ident ( $($arg:ident : $ty:ty),* ), $pair:ident) => {
+    ($name:ident ( $($arg:ident : $ty:ty),* ), $pair:ident, $on_pair:ident) => {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
             let Some(real) = real!($name: unsafe extern "C" fn($($ty),*) -> c_int) else {
@@ -396,15 +398,22 @@ macro_rules! fd_pair_hook {
             if ret == 0 && !$pair.is_null() {
                 let saved = errno();
                 // SAFETY: on success libc wrote two descriptors where `$pair` points.
-                let pair = unsafe { [*$pair, *$pair.add(1)] };
-                for fd in pair {
-                    fds::untrack(fd);
-                }
+                $on_pair(unsafe { [*$pair, *$pair.add(1)] });
                 set_errno(saved);
             }
             ret
         }
     };
+}
+fd_pair_hook!(socketpair(domain: c_int, kind: c_int, protocol: c_int, fds_out: *mut c_int), fds_out, forget_pair);
+fd_pair_hook!(pipe(fds_out: *mut c_int), fds_out, follow_pipe);
+fd_pair_hook!(pipe2(fds_out: *mut c_int, flags: c_int), fds_out, follow_pipe);
+
+/// A socket pair is not followed: whatever its numbers held is forgotten.
+fn forget_pair(pair: [c_int; 2]) {
+    for fd in pair {
+        fds::untrack(fd);
+    }
 }
 
 // --- pipes ---------------------------------------------------------------------------------
@@ -414,36 +423,18 @@ macro_rules! fd_pair_hook {
 // process through pipes (Python's multiprocessing queues), and the moments that process takes
 // them are its steps (`dlio characterize` reads them; no data set is ever a pipe).
 
-macro_rules! pipe_hook {
-    ($name:ident ( $($arg:ident : $ty:ty),* ), $pair:ident) => {
-        #[unsafe(no_mangle)]
-        pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
-            let Some(real) = real!($name: unsafe extern "C" fn($($ty),*) -> c_int) else {
-                return missing();
-            };
-            // SAFETY: the caller's arguments, passed on unchanged.
-            let ret = unsafe { real($($arg),*) };
-            if ret == 0 && !$pair.is_null() {
-                let saved = errno();
-                // SAFETY: on success libc wrote two descriptors where `$pair` points.
-                let pair = unsafe { [*$pair, *$pair.add(1)] };
-                let recording = Guard::enter();
-                for fd in pair {
-                    match recording.as_ref().and_then(|_| pipe_inode(fd)) {
-                        Some(inode) => fds::track(fd, Path::new(&format!("pipe:[{inode}]")), -1),
-                        None => {
-                            fds::untrack(fd);
-                        }
-                    }
-                }
-                set_errno(saved);
+/// Follows both ends of a new pipe (when recording; else forgets their numbers).
+fn follow_pipe(pair: [c_int; 2]) {
+    let recording = Guard::enter();
+    for fd in pair {
+        match recording.as_ref().and_then(|_| pipe_inode(fd)) {
+            Some(inode) => fds::track(fd, Path::new(&format!("pipe:[{inode}]")), -1),
+            None => {
+                fds::untrack(fd);
             }
-            ret
         }
-    };
+    }
 }
-pipe_hook!(pipe(fds_out: *mut c_int), fds_out);
-pipe_hook!(pipe2(fds_out: *mut c_int, flags: c_int), fds_out);
 
 /// The inode of the pipe `fd` is an end of (both ends share it).
 fn pipe_inode(fd: c_int) -> Option<u64> {
@@ -452,7 +443,6 @@ fn pipe_inode(fd: c_int) -> Option<u64> {
     // SAFETY: `st` is a live, writable `stat`; a bad descriptor only makes fstat fail.
     (unsafe { libc::fstat(fd, &mut st) } == 0).then_some(st.st_ino)
 }
-fd_pair_hook!(socketpair(domain: c_int, kind: c_int, protocol: c_int, fds_out: *mut c_int), fds_out);
 
 // --- descriptor copies -----------------------------------------------------------------------
 //
