@@ -341,7 +341,7 @@ pub(crate) fn classify(cat: &str, name: &str) -> Layer {
         "data" | "reader" => Layer::Reader,
         "data_loader" if name.ends_with("__getitem__") => Layer::Reader,
         // Pipes between a program's processes (`dlio trace` writes them as `IPC`).
-        "comm" | "IPC" => Layer::Comm,
+        "comm" | dlio_trace::CAT_IPC => Layer::Comm,
         "pipeline" if name == "train" => Layer::Train,
         "pipeline" if name == "evaluate" || name == "test" => Layer::Evaluate,
         "checkpoint" if is_checkpoint_io_span(name) => Layer::Checkpoint,

@@ -23,7 +23,7 @@ use crate::characterize::{
     DataSet, Stats, bursts, compute_ends, compute_starts, data_calls, find_consumer,
 };
 use crate::error::AnalyzeError;
-use crate::timeline::load;
+use crate::timeline::{Timeline, load};
 
 /// How to score.
 #[derive(Debug, Clone, Default)]
@@ -179,17 +179,31 @@ enum StepsAt {
     ComputeStarts,
     /// At the ends of the compute spans, where dlio asks for the next batch (its side when
     /// the real side's steps are takes).
-    ComputeSpans,
+    ComputeEnds,
 }
 
-fn measure(
-    path: &Path,
-    data_dir: Option<&Path>,
-    steps_at: StepsAt,
-) -> Result<(Measured, StepsAt), AnalyzeError> {
-    let t = load(path)?;
-    let data = DataSet::find(&t, data_dir)?;
-    let (calls, reads) = data_calls(&t, &data);
+/// One side's traces, read once, and its data set.
+struct Traced {
+    path: PathBuf,
+    t: Timeline,
+    data: DataSet,
+}
+
+impl Traced {
+    fn read(path: &Path, data_dir: Option<&Path>) -> Result<Traced, AnalyzeError> {
+        let t = load(path)?;
+        let data = DataSet::find(&t, data_dir)?;
+        Ok(Traced {
+            path: path.to_path_buf(),
+            t,
+            data,
+        })
+    }
+}
+
+fn measure(side: &Traced, steps_at: StepsAt) -> Result<(Measured, StepsAt), AnalyzeError> {
+    let Traced { path, t, data } = side;
+    let (calls, reads) = data_calls(t, data);
     if reads.is_empty() {
         return Err(AnalyzeError::Unusable(format!(
             "the traces in {} have no reads of the data files in {}",
@@ -203,12 +217,12 @@ fn measure(
     // emulation's the ends of its compute spans: both begin when the next batch is asked for.
     let (starts, steps_at) = match steps_at {
         StepsAt::Pauses => (Vec::new(), StepsAt::Pauses),
-        StepsAt::Takes => match find_consumer(&t, &calls) {
+        StepsAt::Takes => match find_consumer(t, &calls) {
             Some(c) => (c.step_starts(), StepsAt::Takes),
             None => (Vec::new(), StepsAt::Pauses),
         },
-        StepsAt::ComputeSpans => (compute_ends(&t), StepsAt::ComputeSpans),
-        StepsAt::ComputeStarts => (compute_starts(&t), StepsAt::ComputeStarts),
+        StepsAt::ComputeEnds => (compute_ends(t), StepsAt::ComputeEnds),
+        StepsAt::ComputeStarts => (compute_starts(t), StepsAt::ComputeStarts),
     };
     let (steps, paused) = bursts(&calls, &starts);
     let busy: i64 = steps.iter().map(|b| b.busy).sum();
@@ -454,24 +468,24 @@ pub fn fidelity(
     emulated: &Path,
     opts: &FidelityOptions,
 ) -> Result<Fidelity, AnalyzeError> {
-    let (r, real_steps) = measure(real, opts.real_data_dir.as_deref(), StepsAt::Takes)?;
+    let (r, real_steps) = measure(
+        &Traced::read(real, opts.real_data_dir.as_deref())?,
+        StepsAt::Takes,
+    )?;
     let emulated_steps = if real_steps == StepsAt::Takes {
-        StepsAt::ComputeSpans
+        StepsAt::ComputeEnds
     } else {
         StepsAt::Pauses
     };
-    let (mut e, _) = measure(emulated, opts.emulated_data_dir.as_deref(), emulated_steps)?;
+    let emulated = Traced::read(emulated, opts.emulated_data_dir.as_deref())?;
+    let (mut e, _) = measure(&emulated, emulated_steps)?;
     // The emulation's steps are known: its compute spans. When its pauses fell into other
     // levels than the program's (a busy machine stretches some; 3 steps found for 48), its
     // bursts are cut where a compute span starts between two reads instead, if that comes
     // nearer the program's count.
     let off = |steps: u64| (steps as f64 / r.side.steps.max(1) as f64).ln().abs();
     if emulated_steps == StepsAt::Pauses && off(e.side.steps) > 2f64.ln() {
-        let (by_spans, _) = measure(
-            emulated,
-            opts.emulated_data_dir.as_deref(),
-            StepsAt::ComputeStarts,
-        )?;
+        let (by_spans, _) = measure(&emulated, StepsAt::ComputeStarts)?;
         if off(by_spans.side.steps) < off(e.side.steps) {
             e = by_spans;
         }

@@ -294,7 +294,7 @@ impl Worker<'_> {
                 };
                 // I/O calls, and calls on the pipes between a program's processes (their file
                 // is the pipe, `pipe:[INODE]`).
-                if layer == Layer::Io || cat == "IPC" {
+                if layer == Layer::Io || cat == dlio_trace::CAT_IPC {
                     let op = io_op(name);
                     rec.op = op as u8;
                     if let Some(a) = args {

@@ -12,6 +12,7 @@ use crate::{Guard, real};
 
 const POSIX: &str = "POSIX";
 const STDIO: &str = "STDIO";
+/// Pipes' events (`dlio_trace::CAT_IPC`; this library links no crate of the project).
 const IPC: &str = "IPC";
 
 fn errno() -> c_int {

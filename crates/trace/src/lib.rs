@@ -125,7 +125,10 @@ mod writer;
 
 pub use clock::Stamp;
 pub use error::TraceError;
-pub use names::{CAT_OBJECT, CAT_POSIX, CAT_STDIO, IO_CATEGORIES, IoOp, SpanName, ai, name_hash};
+pub use names::{
+    CAT_IPC, CAT_OBJECT, CAT_POSIX, CAT_STDIO, IO_CATEGORIES, IoOp, PIPE_NAME_PREFIX, SpanName, ai,
+    name_hash,
+};
 pub use traced::{Traced, metered_and_traced};
 pub use tracer::{
     FileId, MAX_ARGS, PRENAMED_MAX, PreparedSpan, RANK_PID_BASE, SpanGuard, TraceOptions,

@@ -65,6 +65,11 @@ pub const CAT_POSIX: &str = "POSIX";
 pub const CAT_STDIO: &str = "STDIO";
 /// Object-store requests (S3 GET/PUT/LIST/HEAD).
 pub const CAT_OBJECT: &str = "S3";
+/// Calls on the pipes between a program's processes, as `dlio trace` records them: not file
+/// I/O (not in [`IO_CATEGORIES`]).
+pub const CAT_IPC: &str = "IPC";
+/// The start of a pipe's name in those events (`pipe:[INODE]`, as `/proc/PID/fd` shows it).
+pub const PIPE_NAME_PREFIX: &str = "pipe:[";
 
 /// One storage operation, named as dftracer names the system call it stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

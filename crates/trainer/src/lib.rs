@@ -152,12 +152,23 @@ fn read_side_files(setup: &RankSetup<'_>, step: u64, buf: &mut Vec<u8>) -> Resul
                 side.path.display()
             ))
         };
-        let mut handle = setup.storage.open(&side.path).map_err(fail)?;
-        let len = usize::try_from(handle.len()).unwrap_or(usize::MAX);
-        buf.resize(len, 0);
-        handle.read_exact_at(buf, 0).map_err(fail)?;
+        read_head(setup.storage.as_ref(), &side.path, u64::MAX, buf).map_err(fail)?;
     }
     Ok(())
+}
+
+/// Reads the first `limit` bytes of `path` (all of it when shorter) into `buf`, through
+/// `storage` so that they are counted and traced like every other read.
+fn read_head(
+    storage: &dyn Storage,
+    path: &std::path::Path,
+    limit: u64,
+    buf: &mut Vec<u8>,
+) -> Result<(), dlio_storage::StorageError> {
+    let mut handle = storage.open(path)?;
+    let len = usize::try_from(handle.len().min(limit)).unwrap_or(usize::MAX);
+    buf.resize(len, 0);
+    handle.read_exact_at(buf, 0)
 }
 
 /// `reader.header_scan_bytes`: reads the first bytes of every file of the rank's first epoch,
@@ -177,7 +188,7 @@ fn scan_headers(
         files.insert(usize::try_from(file).unwrap_or(usize::MAX));
     }
     let _span = setup.tracer.span(ai::DATA_HEADER_SCAN);
-    let mut buf = vec![0u8; usize::try_from(bytes).unwrap_or(usize::MAX).min(64 << 20)];
+    let mut buf = Vec::new();
     let mut scratch = PathScratch::default();
     for file in files.iter() {
         let Some(path) = names.path(file, &mut scratch) else {
@@ -190,11 +201,7 @@ fn scan_headers(
                 path.display()
             ))
         };
-        let mut handle = setup.storage.open(path).map_err(fail)?;
-        let len = usize::try_from(handle.len())
-            .unwrap_or(usize::MAX)
-            .min(buf.len());
-        handle.read_exact_at(&mut buf[..len], 0).map_err(fail)?;
+        read_head(setup.storage.as_ref(), path, bytes, &mut buf).map_err(fail)?;
     }
     Ok(())
 }

@@ -87,7 +87,7 @@ pub(crate) fn find_consumer(t: &Timeline, data_calls: &[&Rec]) -> Option<Consume
             && r.tid == r.rank
             && r.start >= first
             && !readers.contains(&r.rank)
-            && t.path(r.file).starts_with("pipe:[")
+            && t.path(r.file).starts_with(dlio_trace::PIPE_NAME_PREFIX)
     }) {
         by_pid.entry(r.rank).or_default().push(r);
     }

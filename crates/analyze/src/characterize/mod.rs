@@ -28,8 +28,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::AnalyzeError;
+use crate::event::Op;
 use crate::ingest::Rec;
-use crate::timeline::{Timeline, load};
+use crate::timeline::{Timeline, load, op};
 
 mod consumer;
 mod eval;
@@ -310,7 +311,7 @@ impl<'t> Activity<'t> {
         let opens = calls
             .iter()
             .copied()
-            .filter(|r| crate::timeline::op(r) == crate::event::Op::Open)
+            .filter(|r| op(r) == Op::Open)
             .collect();
         let window = (
             calls.first().map_or(0, |r| r.start),
@@ -371,8 +372,6 @@ struct HeaderScan {
 /// further than half of it), each file once, over nine files in ten or more, before the files
 /// are opened again: a header scan.
 fn header_scan(calls: &[&Rec], data: &DataSet) -> Option<HeaderScan> {
-    use crate::event::Op;
-    use crate::timeline::op;
     let mut seen: HashSet<u64> = HashSet::new();
     let (mut end, mut furthest) = (0i64, 0u64);
     for r in calls {

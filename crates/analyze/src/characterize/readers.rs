@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::consumer::Consumer;
+use super::consumer::{Consumer, Take};
 use super::eval::EvalPass;
 use super::samples::Samples;
 use super::stream::{Stream, stream_steps};
@@ -12,8 +12,7 @@ use super::trace_view::{Burst, burst_of, bursts};
 use super::{Activity, Found, MIN_WRITTEN_BYTES, ReaderThread, Stats, mode, secs};
 use crate::event::Op;
 use crate::ingest::Rec;
-use crate::timeline::Timeline;
-use crate::timeline::op;
+use crate::timeline::{Timeline, op};
 
 /// What the readers section found.
 pub(super) struct Readers {
@@ -333,8 +332,9 @@ pub(super) struct Ahead {
 pub(super) struct ConsumerSteps {
     /// Its process id.
     pub pid: u32,
-    /// Its step: the mean pause from taking one batch to taking the next, with the spread of
-    /// the most frequent pauses (one step each).
+    /// Its step (`mean`): the median over the groups of takes of the pause after each group
+    /// divided by the takes in it ([`step_pauses`]); `stdev` is that of the most frequent
+    /// steps (within [`STEP_CLUSTER_RATIO`] of each other).
     pub compute_s: Stats,
     /// Pauses left out: those holding an evaluation pass or a checkpoint.
     pub left_out: usize,
@@ -350,10 +350,7 @@ pub(super) struct ConsumerSteps {
 /// pause after a group of n takes is n steps: a step is that pause over n. `kept` says which
 /// pauses count (not one holding an evaluation pass or a checkpoint, which the emulation has
 /// keys of its own for).
-pub(super) fn step_pauses(
-    takes: &[(i64, i64)],
-    kept: impl Fn(i64, i64) -> bool,
-) -> (Vec<f64>, usize) {
+pub(super) fn step_pauses(takes: &[Take], kept: impl Fn(i64, i64) -> bool) -> (Vec<f64>, usize) {
     let pause = |from: i64, to: i64| secs(to - from);
     let all_pauses: Vec<f64> = takes.windows(2).map(|w| pause(w[0].1, w[1].0)).collect();
     let together = Stats::of(&densest_cluster(&all_pauses, STEP_CLUSTER_RATIO)).median / 3.0;
@@ -376,12 +373,15 @@ pub(super) fn step_pauses(
     (per_step, left_out)
 }
 
-/// The training process's writes to files (not pipes): their ends and sizes, in time order.
+/// The training process's writes to files (not pipes): their ends and sizes, sorted by end.
 fn consumer_writes(t: &Timeline, pid: u32) -> Vec<(i64, u64)> {
-    t.io()
+    let mut written: Vec<(i64, u64)> = t
+        .io()
         .filter(|r| r.rank == pid && op(r) == Op::Write && r.bytes > 0)
         .map(|r| (r.end, r.bytes as u64))
-        .collect()
+        .collect();
+    written.sort_unstable();
+    written
 }
 
 /// Bytes of `written` whose calls ended between `from` and `to`.

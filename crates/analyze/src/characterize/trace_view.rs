@@ -319,25 +319,26 @@ pub(crate) fn data_calls<'t>(t: &'t Timeline, data: &DataSet) -> (Vec<&'t Rec>, 
 
 /// Starts of the trace's `compute` spans, sorted (none in a trace of POSIX calls only).
 pub(crate) fn compute_starts(t: &Timeline) -> Vec<i64> {
-    t.events
-        .iter()
-        .filter(|r| r.layer == crate::event::Layer::Compute as u8)
-        .map(|r| r.start)
-        .collect()
+    compute_edges(t, |r| r.start)
 }
 
 /// Ends of the trace's `compute` spans, sorted: where dlio's steps begin, as it asks for the
 /// next batch when a step's compute ends (a reader's refill, started as the batch is taken,
 /// can come before the next compute span starts).
 pub(crate) fn compute_ends(t: &Timeline) -> Vec<i64> {
-    let mut ends: Vec<i64> = t
+    compute_edges(t, |r| r.end)
+}
+
+/// One edge (`edge` of each record) of every `compute` span, sorted.
+fn compute_edges(t: &Timeline, edge: impl Fn(&Rec) -> i64) -> Vec<i64> {
+    let mut edges: Vec<i64> = t
         .events
         .iter()
         .filter(|r| r.layer == crate::event::Layer::Compute as u8)
-        .map(|r| r.end)
+        .map(edge)
         .collect();
-    ends.sort_unstable();
-    ends
+    edges.sort_unstable();
+    edges
 }
 
 /// A burst of data I/O: one step's loading.
