@@ -7,7 +7,9 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use dlio_config::Config;
 use dlio_format::{FileLayout, Format, GenerationFile};
-use dlio_storage::{DataFiles, DirEntry, FileList, Manifest, NamePattern, PathTable, Storage};
+use dlio_storage::{
+    DataFiles, DirEntry, FileList, FileSet, Manifest, NamePattern, PathTable, Storage,
+};
 
 /// The two file lists of a dataset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,6 +129,17 @@ pub fn smallest_complete_file(config: &Config) -> Option<u64> {
 /// Layout of file `index` of `list`.
 pub fn layout(config: &Config, list: List, index: u64) -> FileLayout {
     dlio_trainer::file_layout(config, list.id(), index)
+}
+
+/// The names generation gave a list's files when it made `generated` of them, as a listing
+/// found them ([`list_files`]).
+pub fn listed_pattern(
+    config: &Config,
+    format: &dyn Format,
+    list: List,
+    generated: u64,
+) -> NamePattern {
+    name_pattern(config, format, list).with_generated(generated)
 }
 
 /// Every file of both lists, for generation.
@@ -339,47 +352,219 @@ pub fn unlisted_files(
 }
 
 /// Lists `dirs` with up to `threads` listings at once (`dataset.listing_threads`, as the
-/// fork's rank 0 lists subfolders), each folder's entries in the place of the folder, so the
-/// result is the same whatever the number of threads.
+/// fork's rank 0 lists subfolders), handing each folder's entries to `take` as soon as they are
+/// listed, so that no more than `threads` folders' entries are held at once. `take` sees the
+/// folders in no fixed order: what it builds must not depend on it. The error is the first
+/// folder's, in the order of `dirs`, that could not be listed.
 fn list_folders(
     storage: &dyn Storage,
     dirs: &[DirEntry],
     threads: usize,
-) -> Vec<Result<Vec<DirEntry>>> {
+    take: impl Fn(Vec<DirEntry>) + Sync,
+) -> Result<()> {
     use std::sync::Mutex;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let list = |d: &DirEntry| {
-        storage
-            .list(&d.path)
-            .with_context(|| format!("listing {}", d.path.display()))
-    };
-    let threads = threads.min(dirs.len());
-    if threads <= 1 {
-        return dirs.iter().map(list).collect();
-    }
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     let next = AtomicUsize::new(0);
-    let listed: Vec<Mutex<Option<Result<Vec<DirEntry>>>>> =
-        dirs.iter().map(|_| Mutex::new(None)).collect();
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(dir) = dirs.get(i) else { break };
-                    let entries = list(dir);
-                    *listed[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(entries);
+    let failed = AtomicBool::new(false);
+    let first_error: Mutex<Option<(usize, anyhow::Error)>> = Mutex::new(None);
+    let work = || {
+        while !failed.load(Ordering::Relaxed) {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(dir) = dirs.get(i) else { break };
+            match storage.list(&dir.path) {
+                Ok(entries) => take(entries),
+                Err(e) => {
+                    failed.store(true, Ordering::Relaxed);
+                    let e =
+                        anyhow::Error::new(e).context(format!("listing {}", dir.path.display()));
+                    let mut first = first_error.lock().unwrap_or_else(|e| e.into_inner());
+                    if first.as_ref().is_none_or(|(at, _)| i < *at) {
+                        *first = Some((i, e));
+                    }
                 }
-            });
+            }
         }
-    });
-    listed
-        .into_iter()
-        .map(|slot| {
-            slot.into_inner()
-                .unwrap_or_else(|e| e.into_inner())
-                .unwrap_or_else(|| Err(anyhow::anyhow!("a listing thread stopped early")))
-        })
-        .collect()
+    };
+    let threads = threads.clamp(1, dirs.len().max(1));
+    if threads == 1 {
+        work();
+    } else {
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(work);
+            }
+        });
+    }
+    match first_error.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        Some((_, e)) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// The data files a listing has found so far, folder by folder, in any order.
+///
+/// A data set that generation wrote holds only the names [`NamePattern`] gives, each in its
+/// folder: those are kept as one bit per file and become the pattern itself, so that listing
+/// 10^7 of them holds no name (and other processes compute them as `skip_listing` does). The
+/// first other name turns what was found into entries, kept and sorted as DLIO sorts them.
+enum Found {
+    Generated(Box<GeneratedFiles>),
+    Other(Vec<DirEntry>),
+}
+
+/// The files found so far whose names are generation's.
+struct GeneratedFiles {
+    /// The list's names as the config says; `_of_{N}` is learnt from the first file.
+    configured: NamePattern,
+    /// The pattern with the `N` of the first file found, and the indices found.
+    learnt: Option<(NamePattern, FileSet)>,
+    /// (index, size) of the files found, where the listing gives sizes (object stores).
+    sizes: Vec<(u64, u64)>,
+}
+
+impl Found {
+    fn new(configured: NamePattern) -> Found {
+        Found::Generated(Box::new(GeneratedFiles {
+            configured,
+            learnt: None,
+            sizes: Vec::new(),
+        }))
+    }
+
+    /// Adds a data file.
+    fn add(&mut self, entry: DirEntry) {
+        if let Found::Generated(generated) = self {
+            if generated.add(&entry) {
+                return;
+            }
+            let entries = generated.entries();
+            *self = Found::Other(entries);
+        }
+        if let Found::Other(entries) = self {
+            entries.push(entry);
+        }
+    }
+
+    /// Files found.
+    fn len(&self) -> usize {
+        match self {
+            Found::Generated(generated) => generated
+                .learnt
+                .as_ref()
+                .map_or(0, |(_, found)| found.count()),
+            Found::Other(entries) => entries.len(),
+        }
+    }
+
+    /// The first `wanted` files in DLIO's order (by file name, then by path), and their sizes
+    /// where the listing gave them.
+    fn finish(self, wanted: usize) -> (FileList, KnownSizes) {
+        let mut entries = match self {
+            Found::Generated(generated) => match generated.first(wanted) {
+                Ok(pattern) => return pattern,
+                Err(entries) => entries,
+            },
+            Found::Other(entries) => entries,
+        };
+        entries.sort_unstable_by(|a, b| {
+            let (a, b) = (a.path.as_os_str(), b.path.as_os_str());
+            file_name_bytes(a)
+                .cmp(file_name_bytes(b))
+                .then_with(|| a.cmp(b))
+        });
+        entries.truncate(wanted);
+        let sizes = match entries.iter().map(|e| e.len).collect() {
+            Some(every) => KnownSizes::Every(every),
+            None => KnownSizes::Unknown,
+        };
+        let table: PathTable = entries.into_iter().map(|e| e.path).collect();
+        (table.into(), sizes)
+    }
+}
+
+/// The bytes of a path's last component.
+fn file_name_bytes(path: &std::ffi::OsStr) -> &[u8] {
+    let raw = path.as_encoded_bytes();
+    raw.rsplit(|&b| b == b'/').next().unwrap_or(raw)
+}
+
+impl GeneratedFiles {
+    /// Adds `entry` when it is one of generation's names not found before.
+    fn add(&mut self, entry: &DirEntry) -> bool {
+        if self.learnt.is_none() {
+            let Some(generated) = self.configured.generated_in(&entry.path) else {
+                return false;
+            };
+            // One bit per generated file: a name that claims far more files than the run
+            // wants (a stray file, not a data set) is kept as a name instead.
+            let bound = (self.configured.len() as u64)
+                .saturating_mul(64)
+                .max(1 << 26);
+            if generated > bound {
+                return false;
+            }
+            let set = FileSet::new(generated as usize);
+            self.learnt = Some((self.configured.with_generated(generated), set));
+        }
+        let Some((pattern, found)) = &mut self.learnt else {
+            return false;
+        };
+        let Some(index) = pattern.index_of(&entry.path) else {
+            return false;
+        };
+        if found.contains(index as usize) {
+            return false;
+        }
+        found.insert(index as usize);
+        if let Some(len) = entry.len {
+            self.sizes.push((index, len));
+        }
+        true
+    }
+
+    /// The files found, as entries.
+    fn entries(&mut self) -> Vec<DirEntry> {
+        let Some((pattern, found)) = self.learnt.take() else {
+            return Vec::new();
+        };
+        // Every file found has a size or none does (the engine's listing gives them or not);
+        // sorted by index, they go with the members in increasing order.
+        let mut sizes = std::mem::take(&mut self.sizes);
+        sizes.sort_unstable();
+        let sized = !sizes.is_empty();
+        let mut sizes = sizes.into_iter().map(|(_, len)| len);
+        found
+            .iter()
+            .map(|index| DirEntry {
+                path: pattern.path(index as u64),
+                is_dir: false,
+                len: if sized { sizes.next() } else { None },
+            })
+            .collect()
+    }
+
+    /// The pattern of the first `wanted` files when they are files `0 .. wanted`; else every
+    /// file found, as entries.
+    fn first(mut self: Box<Self>, wanted: usize) -> Result<(FileList, KnownSizes), Vec<DirEntry>> {
+        let Some((pattern, found)) = &self.learnt else {
+            return Err(Vec::new());
+        };
+        let leading = found.iter().take(wanted).enumerate().all(|(k, i)| k == i);
+        if !leading || found.count() < wanted {
+            return Err(self.entries());
+        }
+        // The learnt pattern keeps the configured number of files, which `wanted` is.
+        debug_assert_eq!(pattern.len(), wanted);
+        let pattern = pattern.clone();
+        let sizes = if self.sizes.is_empty() {
+            KnownSizes::Unknown
+        } else {
+            self.sizes.retain(|&(i, _)| (i as usize) < wanted);
+            self.sizes.sort_unstable();
+            KnownSizes::Every(self.sizes.into_iter().map(|(_, len)| len).collect())
+        };
+        Ok((FileList::Pattern(Arc::new(pattern)), sizes))
+    }
 }
 
 /// The files of a data set, and what their listing learnt of their sizes.
@@ -447,7 +632,7 @@ pub fn list_files(
     };
     // Whole entries, not paths: on object stores they carry the sizes the LIST gave, which
     // spare a HEAD per file when the data set is sized.
-    let mut files: Vec<DirEntry> = Vec::new();
+    let mut found = Found::new(name_pattern(config, format, list));
     let dirs: Vec<_> = entries.iter().filter(|e| e.is_dir).cloned().collect();
     let dir_count = dirs.len();
     // A flat data set may share its folder with unrelated folders (`lost+found`): subfolders
@@ -467,25 +652,26 @@ pub fn list_files(
                 dirs.len()
             );
         }
+        drop(entries);
         let threads = config.dataset.listing_threads.max(1) as usize;
-        for listed in list_folders(storage, &dirs, threads) {
-            files.extend(
-                listed?
-                    .into_iter()
-                    .filter(|e| !e.is_dir && matches(&e.path)),
-            );
-        }
-        files.sort_by(|a, b| a.path.file_name().cmp(&b.path.file_name()));
+        let shared = std::sync::Mutex::new(found);
+        list_folders(storage, &dirs, threads, |listed| {
+            let mut found = shared.lock().unwrap_or_else(|e| e.into_inner());
+            for entry in listed.into_iter().filter(|e| !e.is_dir && matches(&e.path)) {
+                found.add(entry);
+            }
+        })?;
+        found = shared.into_inner().unwrap_or_else(|e| e.into_inner());
     } else {
-        files = entries
+        for entry in entries
             .into_iter()
             .filter(|e| !e.is_dir && matches(&e.path))
-            .collect();
-        // One folder: byte order of the paths is their component order (and much cheaper).
-        files.sort_unstable_by(|a, b| a.path.as_os_str().cmp(b.path.as_os_str()));
+        {
+            found.add(entry);
+        }
     }
-    let found = files.len() as u64;
-    if found == 0 {
+    let count = found.len() as u64;
+    if count == 0 {
         bail!(
             "no {} data: {} holds no .{ext} files{}; generate the data set with \
              ++workload.workflow.generate_data=True, or point ++workload.dataset.data_folder at \
@@ -500,25 +686,20 @@ pub fn list_files(
             list.dir_name()
         );
     }
-    if found < wanted {
+    if count < wanted {
         bail!(
-            "not enough {} data: {} holds {found} .{ext} files but {} is {wanted}; generate the \
+            "not enough {} data: {} holds {count} .{ext} files but {} is {wanted}; generate the \
              data set with ++workload.workflow.generate_data=True, or set \
-             ++workload.{}={found} to use what is there",
+             ++workload.{}={count} to use what is there",
             list.dir_name(),
             dir.display(),
             list.key(),
             list.key()
         );
     }
-    files.truncate(wanted as usize);
-    let sizes = match files.iter().map(|e| e.len).collect() {
-        Some(every) => KnownSizes::Every(every),
-        None => KnownSizes::Unknown,
-    };
-    let table: PathTable = files.into_iter().map(|e| e.path).collect();
+    let (files, sizes) = found.finish(wanted as usize);
     Ok(Listing {
-        files: DataFiles::Ready(table.into()),
+        files: DataFiles::Ready(files),
         sizes,
     })
 }

@@ -547,6 +547,20 @@ impl Run<'_> {
                     dataset::unlisted_files(config, storage, format, which)
                 });
             }
+            // A listing that found generation's names is their pattern: the other processes
+            // compute the names too, from the `_of_{N}` process 0 found.
+            let generated = self.cluster.broadcast(|| match &files {
+                DataFiles::Ready(FileList::Pattern(pattern)) => Some(pattern.generated()),
+                _ => None,
+            })?;
+            if let Some(generated) = generated {
+                return Ok(if self.cluster.is_root() {
+                    files
+                } else {
+                    let pattern = dataset::listed_pattern(config, format, which, generated);
+                    DataFiles::Ready(FileList::Pattern(Arc::new(pattern)))
+                });
+            }
             let table = self.cluster.broadcast_table(|| match files {
                 DataFiles::Ready(FileList::Table(table)) => {
                     Arc::try_unwrap(table).unwrap_or_else(|shared| (*shared).clone())
@@ -1410,16 +1424,20 @@ struct DatasetSize {
 /// many spread evenly over the list. Refuses a sized file below `floor` (a truncated file).
 fn dataset_bytes(
     storage: &dyn Storage,
-    files: &PathTable,
+    files: &FileList,
     floor: Option<u64>,
     at_most: usize,
 ) -> Result<DatasetSize> {
     let n = files.len();
     let sized_files = n.min(at_most);
     let mut total = 0u64;
+    let mut scratch = dlio_storage::PathScratch::default();
     for k in 0..sized_files {
         // Evenly spread, first file included; distinct indices since sized_files <= n.
-        let file = &files[(k as u128 * n as u128 / sized_files as u128) as usize];
+        let index = (k as u128 * n as u128 / sized_files as u128) as usize;
+        let Some(file) = files.path(index, &mut scratch) else {
+            continue;
+        };
         let Some(size) = storage.size(file).ok().flatten() else {
             continue;
         };
@@ -1460,8 +1478,14 @@ fn dataset_size(
                 sized_files += 1;
             }
         }
-        (_, Some(table)) => return dataset_bytes(storage, table, floor, SIZED_FILES_AT_MOST),
-        (_, None) => return Ok(DatasetSize::default()),
+        (_, _) => {
+            return match &listing.files {
+                DataFiles::Ready(files) => {
+                    dataset_bytes(storage, files, floor, SIZED_FILES_AT_MOST)
+                }
+                DataFiles::Manifest { .. } => Ok(DatasetSize::default()),
+            };
+        }
     }
     let n = listing.files.len();
     Ok(DatasetSize {
@@ -1512,7 +1536,7 @@ mod dataset_size_tests {
         for (i, p) in paths.iter().enumerate().take(9) {
             std::fs::write(p, vec![0u8; 100 * (i + 1)]).unwrap();
         }
-        let table = PathTable::new(&paths);
+        let table: FileList = PathTable::new(&paths).into();
         let storage = dlio_storage::PosixStorage::new();
         let all = dataset_bytes(&storage, &table, None, 64).unwrap();
         assert_eq!((all.bytes, all.sized_files), (4500, 10));

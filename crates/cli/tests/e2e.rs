@@ -951,6 +951,33 @@ fn a_run_reads_the_first_files_of_a_larger_generated_set() {
             "{how:?}"
         );
     }
+    // A listing that finds other names beside generation's keeps them in DLIO's order (by file
+    // name): a stray `img_05a.npz` comes after `img_05_of_12.npz`, and a missing file is
+    // passed over.
+    let stray = tmp.path().join("data/train/1/img_05a.npz");
+    std::fs::copy(tmp.path().join("data/train/0/img_09_of_12.npz"), &stray).unwrap();
+    let missing = tmp.path().join("data/train/0/img_03_of_12.npz");
+    let with_stray: u64 = sizes[..6].iter().sum::<u64>() + sizes[9] + sizes[6];
+    let without_three: u64 = sizes[..8].iter().sum::<u64>() - sizes[3] + sizes[8];
+    for threads in ["1", "3"] {
+        let listed = format!("++workload.dataset.listing_threads={threads}");
+        run_ok(dlio().arg("run").arg("--strict").args(&run).arg(&listed));
+        let summary = json(&tmp.path().join("out/summary.json"));
+        assert_eq!(
+            summary["dlio_rs"]["bytes_read"].as_u64(),
+            Some(with_stray),
+            "the stray file, {threads} threads"
+        );
+    }
+    std::fs::remove_file(&stray).unwrap();
+    std::fs::remove_file(&missing).unwrap();
+    run_ok(dlio().arg("run").arg("--strict").args(&run));
+    let summary = json(&tmp.path().join("out/summary.json"));
+    assert_eq!(
+        summary["dlio_rs"]["bytes_read"].as_u64(),
+        Some(without_three),
+        "file 3 missing"
+    );
     // Without num_files_generated, computed names say `_of_8`, which do not exist.
     let mut wrong = args.clone();
     wrong.push("++workload.dataset.num_files_train=8".into());

@@ -95,42 +95,56 @@ fn per_rank_bytes(summary: &Value) -> Vec<u64> {
     ranks.into_iter().map(|(_, b)| b).collect()
 }
 
+/// Process 0 lists the folder and the others take its list: as the pattern of the names when
+/// it found only generation's, as the table of names when it found others (a stray file).
 #[test]
 fn four_processes_read_exactly_their_planned_disjoint_shares() {
     let tmp = tempfile::tempdir().unwrap();
     generate(tmp.path(), 24);
-    check(
-        mpirun(4, &workload(tmp.path(), 24, 2, 1, "out"))
-            .output()
-            .unwrap(),
-    );
-    let summary = json(&tmp.path().join("out/summary.json"));
-    assert_eq!(summary["num_accelerators"], 4);
-    assert_eq!(summary["num_hosts"], 1);
-    for rank in 0..4 {
-        assert!(tmp.path().join(format!("out/{rank}_output.json")).exists());
+    for stray in [false, true] {
+        if stray {
+            // Sorted after img_05_of_24.npz: the listing's 24 files are no longer the first
+            // 24 generated.
+            std::fs::copy(
+                tmp.path().join("data/train/img_20_of_24.npz"),
+                tmp.path().join("data/train/img_05a.npz"),
+            )
+            .unwrap();
+        }
+        check(
+            mpirun(4, &workload(tmp.path(), 24, 2, 1, "out"))
+                .output()
+                .unwrap(),
+        );
+        let summary = json(&tmp.path().join("out/summary.json"));
+        assert_eq!(summary["num_accelerators"], 4);
+        assert_eq!(summary["num_hosts"], 1);
+        for rank in 0..4 {
+            assert!(tmp.path().join(format!("out/{rank}_output.json")).exists());
+        }
+        // What each rank should have read, from the plan itself: npz on_demand reads the whole
+        // file of every sample, and the files have different sizes (stdev > 0), so the bytes
+        // identify the files.
+        let files = train_files(tmp.path());
+        assert_eq!(files.len(), if stray { 25 } else { 24 });
+        let sizes: Vec<u64> = files.iter().map(|f| f.metadata().unwrap().len()).collect();
+        let spec = four_rank_plan();
+        let mut seen = std::collections::HashSet::new();
+        let expected: Vec<u64> = (0..4)
+            .map(|rank| {
+                EpochPlan::new(&spec, 1, rank)
+                    .unwrap()
+                    .samples()
+                    .map(|s| {
+                        assert!(seen.insert(s.file), "file {} planned twice", s.file);
+                        sizes[s.file as usize]
+                    })
+                    .sum()
+            })
+            .collect();
+        assert_eq!(seen.len(), 24);
+        assert_eq!(per_rank_bytes(&summary), expected, "stray file: {stray}");
     }
-    // What each rank should have read, from the plan itself: npz on_demand reads the whole file
-    // of every sample, and the files have different sizes (stdev > 0), so the bytes identify
-    // the files.
-    let files = train_files(tmp.path());
-    let sizes: Vec<u64> = files.iter().map(|f| f.metadata().unwrap().len()).collect();
-    let spec = four_rank_plan();
-    let mut seen = std::collections::HashSet::new();
-    let expected: Vec<u64> = (0..4)
-        .map(|rank| {
-            EpochPlan::new(&spec, 1, rank)
-                .unwrap()
-                .samples()
-                .map(|s| {
-                    assert!(seen.insert(s.file), "file {} planned twice", s.file);
-                    sizes[s.file as usize]
-                })
-                .sum()
-        })
-        .collect();
-    assert_eq!(seen.len(), 24);
-    assert_eq!(per_rank_bytes(&summary), expected);
 }
 
 /// Names a process has without a listing sent from process 0: computed (`skip_listing`) or

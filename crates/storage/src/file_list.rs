@@ -243,6 +243,91 @@ impl NamePattern {
         self.write(index, &mut path, &mut String::new());
         path
     }
+
+    /// The `N` of the names' `_of_{N}`: the files generated.
+    pub fn generated(&self) -> u64 {
+        self.generated
+    }
+
+    /// The same pattern with another `N` (`_of_{generated}`), for a listing of files that were
+    /// generated as a bigger or smaller set than the config now says.
+    pub fn with_generated(&self, generated: u64) -> NamePattern {
+        NamePattern {
+            generated,
+            ..self.clone()
+        }
+    }
+
+    /// The `N` that `path`'s name says was generated, when the name ends as the pattern's
+    /// would (`_of_{N}.{ext}`, `N` written without leading zeros); the rest is checked by
+    /// [`NamePattern::index_of`].
+    pub fn generated_in(&self, path: &Path) -> Option<u64> {
+        let name = file_name_bytes(path);
+        let stem = name
+            .strip_suffix(self.extension.as_bytes())?
+            .strip_suffix(b".")?;
+        let at = memchr::memmem::rfind(stem, b"_of_")?;
+        let written = &stem[at + 4..];
+        parse_digits(written).filter(|&n| n > 0 && digits(n) == written.len())
+    }
+
+    /// The index of the file at `path` when `path` is exactly what [`NamePattern::path`] gives
+    /// for some index below the `N` of `_of_{N}` (whatever `files` is): the folder, the
+    /// subfolder `index % subfolders`, the prefix, the zero padding and the extension all
+    /// match. A listing of generated files is recognised this way, name by name.
+    pub fn index_of(&self, path: &Path) -> Option<u64> {
+        let raw = path.as_os_str().as_encoded_bytes();
+        let name = file_name_bytes(path);
+        let parent = raw[..raw.len() - name.len()].strip_suffix(b"/")?;
+        let rest = name
+            .strip_prefix(self.prefix.as_bytes())?
+            .strip_prefix(b"_")?;
+        let width = digits(self.generated);
+        if rest.len() < width {
+            return None;
+        }
+        let (number, ending) = rest.split_at(width);
+        let index = parse_digits(number).filter(|&i| i < self.generated)?;
+        let ending = ending.strip_prefix(b"_of_")?;
+        let ending = ending
+            .strip_suffix(self.extension.as_bytes())?
+            .strip_suffix(b".")?;
+        if ending.len() != width || parse_digits(ending) != Some(self.generated) {
+            return None;
+        }
+        let dir = self.dir.as_os_str().as_encoded_bytes();
+        let folder = if self.subfolders > 1 {
+            let (outer, sub) = parent.split_at(parent.iter().rposition(|&b| b == b'/')?);
+            let sub = &sub[1..];
+            if sub.len() != digits(self.subfolders)
+                || parse_digits(sub) != Some(index % self.subfolders)
+            {
+                return None;
+            }
+            outer
+        } else {
+            parent
+        };
+        (folder == dir).then_some(index)
+    }
+}
+
+/// The bytes of `path`'s last component (all of it when there is no `/`).
+fn file_name_bytes(path: &Path) -> &[u8] {
+    let raw = path.as_os_str().as_encoded_bytes();
+    raw.rsplit(|&b| b == b'/').next().unwrap_or(raw)
+}
+
+/// The number `bytes` writes in decimal, when it is nothing but (at most 19) digits.
+fn parse_digits(bytes: &[u8]) -> Option<u64> {
+    if bytes.is_empty() || bytes.len() > 19 || !bytes.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(
+        bytes
+            .iter()
+            .fold(0u64, |n, &b| n * 10 + u64::from(b - b'0')),
+    )
 }
 
 /// Decimal digits of `n`, as `n.to_string().len()` counts them.
@@ -444,6 +529,58 @@ mod tests {
             Some(Path::new("/d/train/04/img_0004_of_1000.npy"))
         );
         assert_eq!(list.path(5, &mut scratch), None, "past num_files_train");
+    }
+
+    #[test]
+    fn a_generated_name_is_recognised_only_where_generation_puts_it() {
+        let configured = NamePattern::new("/d/train".into(), 5, 5, 12, "img", "npy");
+        // `_of_{N}` is learnt from a name: a set generated bigger than the run reads.
+        let name = Path::new("/d/train/02/img_0014_of_1000.npy");
+        assert_eq!(configured.generated_in(name), Some(1000));
+        let pattern = configured.with_generated(1000);
+        assert_eq!(pattern.index_of(name), Some(14));
+        for i in [0, 11, 12, 999] {
+            assert_eq!(pattern.index_of(&pattern.path(i)), Some(i), "{i}");
+        }
+        for other in [
+            "/d/train/03/img_0014_of_1000.npy", // another subfolder than 14 % 12
+            "/d/train/2/img_0014_of_1000.npy",  // the subfolder's padding
+            "/d/train/img_0014_of_1000.npy",    // no subfolder
+            "/d/valid/02/img_0014_of_1000.npy", // another folder
+            "/d/train/02/img_014_of_1000.npy",  // the index's padding
+            "/d/train/02/img_00014_of_1000.npy", // too wide
+            "/d/train/02/img_0014_of_1001.npy", // another N
+            "/d/train/02/img_1014_of_1000.npy", // past N (and its subfolder would be 06)
+            "/d/train/02/img_0014_of_1000.npz", // another extension
+            "/d/train/02/img_0014_of_1000.NPY",
+            "/d/train/02/pic_0014_of_1000.npy", // another prefix
+            "/d/train/02/img_0014_of_1000.npy.tmp",
+            "/d/train/02/img_00a4_of_1000.npy",
+        ] {
+            assert_eq!(pattern.index_of(Path::new(other)), None, "{other}");
+        }
+        for unlearnt in [
+            "/d/train/02/img_0014_of_01000.npy", // N with a leading zero
+            "/d/train/02/img_0014_of_0.npy",
+            "/d/train/02/img_0014_of_.npy",
+            "/d/train/02/img_0014.npy",
+        ] {
+            assert_eq!(
+                configured.generated_in(Path::new(unlearnt)),
+                None,
+                "{unlearnt}"
+            );
+        }
+        // One folder: no subfolder in the path.
+        let flat = NamePattern::new("/d/train".into(), 3, 3, 1, "img", "npz").with_generated(12);
+        assert_eq!(
+            flat.index_of(Path::new("/d/train/img_07_of_12.npz")),
+            Some(7)
+        );
+        assert_eq!(
+            flat.index_of(Path::new("/d/train/00/img_07_of_12.npz")),
+            None
+        );
     }
 
     #[test]
