@@ -37,4 +37,22 @@ fn main() {
         "cargo:rustc-env=DLIO_COMMIT={}",
         commit.unwrap_or_else(|| "unknown".into())
     );
+    // Where the source came from, for `dlio python-dist-info`'s direct_url.json: the
+    // checkout's `origin`, without any credentials in it; empty when there is none.
+    println!("cargo:rerun-if-env-changed=DLIO_SOURCE_URL");
+    let source = std::env::var("DLIO_SOURCE_URL")
+        .ok()
+        .or_else(|| git(&["config", "--get", "remote.origin.url"]))
+        .map(|url| match url.split_once("://") {
+            Some((scheme, rest)) => {
+                let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+                match authority.rfind('@') {
+                    Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
+                    None => url.clone(),
+                }
+            }
+            None => url,
+        })
+        .unwrap_or_default();
+    println!("cargo:rustc-env=DLIO_SOURCE_URL={source}");
 }

@@ -102,6 +102,19 @@ enum Command {
     /// the DLIO paper's cosine similarity (log-scaled features) and end-to-end error; writes
     /// fidelity.json.
     Fidelity(FidelityArgs),
+    /// Write Python package metadata for this binary (`dlio_benchmark-VERSION.dist-info`, no
+    /// code) into a site-packages folder, so that wrappers that record DLIO's version from
+    /// Python's metadata (mlpstorage's provenance.json) record this build's version and
+    /// commit; `pip uninstall dlio-benchmark` removes it.
+    PythonDistInfo(PythonDistInfoArgs),
+}
+
+#[derive(Debug, Args)]
+struct PythonDistInfoArgs {
+    /// The site-packages folder of the Python that runs the wrapper, e.g.
+    /// "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')".
+    #[arg(long, value_name = "DIR")]
+    site_packages: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -466,6 +479,14 @@ pub fn dispatch(cli: Cli, entry: Entry) -> Result<ExitCode> {
                     ExitCode::SUCCESS
                 },
             )
+        }
+        Command::PythonDistInfo(args) => {
+            let written =
+                crate::python_dist::write_dist_info(&crate::python_dist::DistInfoRequest {
+                    site_packages: args.site_packages,
+                })?;
+            println!("wrote {}", written.display());
+            Ok(ExitCode::SUCCESS)
         }
         Command::Workloads => {
             let table = dlio_config::workload_table().context("listing the built-in workloads")?;

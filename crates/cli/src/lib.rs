@@ -18,6 +18,7 @@ mod limits;
 mod log;
 mod postprocess;
 mod progress;
+mod python_dist;
 mod run;
 mod run_checks;
 mod trace_program;

@@ -1111,4 +1111,47 @@ fn the_version_and_commit_are_printed_and_recorded() {
     let summary = json(&tmp.path().join("out/summary.json"));
     assert_eq!(summary["dlio_rs"]["commit"], commit);
     assert_eq!(summary["dlio_rs"]["version"], env!("CARGO_PKG_VERSION"));
+    // mlpstorage's provenance asks Python's package metadata, as here: with the dist-info
+    // written, it finds this build's version and commit; beside the Python DLIO's, it is refused.
+    let site = tmp.path().join("site-packages");
+    std::fs::create_dir(&site).unwrap();
+    run_ok(
+        dlio()
+            .arg("python-dist-info")
+            .arg("--site-packages")
+            .arg(&site),
+    );
+    let asked = Command::new("python3")
+        .env("PYTHONPATH", &site)
+        .args([
+            "-c",
+            "import importlib.metadata as m, json\n\
+             d = m.distribution('dlio_benchmark')\n\
+             print(m.version('dlio_benchmark'))\n\
+             print(json.loads(d.read_text('direct_url.json'))['vcs_info']['commit_id'])",
+        ])
+        .output()
+        .unwrap();
+    assert!(asked.status.success(), "{asked:?}");
+    let asked = String::from_utf8_lossy(&asked.stdout);
+    assert_eq!(
+        asked.lines().collect::<Vec<_>>(),
+        [env!("CARGO_PKG_VERSION"), commit],
+        "{asked}"
+    );
+    // Again: its own earlier folder is replaced, not refused.
+    run_ok(
+        dlio()
+            .arg("python-dist-info")
+            .arg("--site-packages")
+            .arg(&site),
+    );
+    std::fs::create_dir(site.join("dlio_benchmark-3.0.2.dist-info")).unwrap();
+    let err = run_err(
+        dlio()
+            .arg("python-dist-info")
+            .arg("--site-packages")
+            .arg(&site),
+    );
+    assert!(err.contains("pip uninstall -y dlio-benchmark"), "{err}");
 }
