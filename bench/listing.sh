@@ -15,7 +15,9 @@
 #    1024, one reader thread, shuffled files and samples. Only the checked files exist.
 # 4. NESTED=10000000 files in 1000 subfolders (`num_subfolders_train`), listed from the file
 #    system by process 0 (no file list, no skip_listing): sparse files of a whole file's size
-#    but for those the two steps read (10^7 inodes of the disk's 16.7M here).
+#    but for those the two steps read (10^7 inodes of the disk's 16.7M here; making them takes
+#    about 30 minutes). Listed twice: as generation names them (kept as one bit per file),
+#    then with the subfolders renamed (names kept as names).
 #
 # Knobs: WORK=/tmp/dlio-listing KEEP=0 (keep the data) FILES=10000000 LISTED=1170301
 #        EPOCH_FILES=10000000 NESTED=10000000 SECTIONS="1 2 3" (4 only when named)
@@ -149,12 +151,14 @@ python3 - "$NESTED" "$data" <<'EOF'
 import os, sys
 n, root = int(sys.argv[1]), sys.argv[2]
 width, subs = len(str(n)), 1000
+# Generation's names: subfolders padded to the digits of their count (0000-0999).
+sub_width = len(str(subs))
 for d in range(subs):
-    os.makedirs(f"{root}/train/{d:03d}", exist_ok=True)
+    os.makedirs(f"{root}/train/{d:0{sub_width}d}", exist_ok=True)
 header = b"\x93NUMPY\x01\x00v\x00{'descr': '|u1', 'fortran_order': False, 'shape': (4096,), }"
 header = header + b" " * (127 - len(header)) + b"\n"
 for i in range(n):
-    path = f"{root}/train/{i % subs:03d}/img_{i:0{width}d}_of_{n}.npy"
+    path = f"{root}/train/{i % subs:0{sub_width}d}/img_{i:0{width}d}_of_{n}.npy"
     if i < 64 or (i % subs == 0 and i < 64 * subs):  # the first files in either order
         with open(path, "wb") as f:
             f.write(header + bytes(4096))
@@ -163,7 +167,12 @@ for i in range(n):
         os.ftruncate(fd, len(header) + 4096)
         os.close(fd)
 EOF
-measure "nested folders, listed" "$NESTED" ++workload.dataset.data_folder="$data" \
+measure "nested, generation's names" "$NESTED" ++workload.dataset.data_folder="$data" \
+  ++workload.dataset.num_subfolders_train=1000
+# The same files under folders named otherwise (000-999): names generation does not give,
+# which the listing keeps as names.
+(cd "$data/train" && for d in 0???; do mv "$d" "${d#0}"; done)
+measure "nested, other names" "$NESTED" ++workload.dataset.data_folder="$data" \
   ++workload.dataset.num_subfolders_train=1000
 echo "   (removing them)"
 rm -rf "$data"

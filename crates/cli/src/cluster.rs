@@ -143,24 +143,33 @@ impl Cluster {
         unreachable!("several processes need the mpi feature")
     }
 
-    /// Process 0's table, on every process: sent as the table's own bytes
-    /// ([`PathTable::encode`]), as a JSON list of ten million paths would be three times the size.
-    pub fn broadcast_table(&self, root: impl FnOnce() -> PathTable) -> Result<PathTable> {
+    /// Process 0's `table` on the other processes, sent as the table's own bytes
+    /// ([`PathTable::encode`]), as a JSON list of ten million paths would be three times the
+    /// size. `None` on process 0, which keeps its own (and passes it; the others pass `None`).
+    pub fn broadcast_table(&self, table: Option<&PathTable>) -> Result<Option<PathTable>> {
         if self.processes == 1 {
-            return Ok(root());
+            return Ok(None);
         }
         #[cfg(feature = "mpi")]
         {
             let bytes = if self.is_root() {
-                root().encode()
+                table.map(PathTable::encode).unwrap_or_default()
             } else {
                 Vec::new()
             };
-            PathTable::decode(&mpi_link::broadcast_bytes(bytes))
+            let bytes = mpi_link::broadcast_bytes(bytes);
+            if self.is_root() {
+                return Ok(None);
+            }
+            PathTable::decode(&bytes)
+                .map(Some)
                 .context("decoding the file list process 0 broadcast")
         }
         #[cfg(not(feature = "mpi"))]
-        unreachable!("several processes need the mpi feature")
+        {
+            let _ = table;
+            unreachable!("several processes need the mpi feature")
+        }
     }
 
     /// Every process sends a value; process 0 gets them all in process order.

@@ -7,8 +7,10 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use dlio_config::Config;
 use dlio_format::{FileLayout, Format, GenerationFile};
+use std::os::unix::ffi::OsStrExt;
+
 use dlio_storage::{
-    DataFiles, DirEntry, FileList, FileSet, Manifest, NamePattern, PathTable, Storage,
+    DataFiles, DirEntry, FileList, FileSet, Manifest, NamePattern, PathTableBuilder, Storage,
 };
 
 /// The two file lists of a dataset.
@@ -129,6 +131,11 @@ pub fn smallest_complete_file(config: &Config) -> Option<u64> {
 /// Layout of file `index` of `list`.
 pub fn layout(config: &Config, list: List, index: u64) -> FileLayout {
     dlio_trainer::file_layout(config, list.id(), index)
+}
+
+/// The list's folder, `data_folder/{train,valid}`, under which a listing's names are.
+pub fn list_dir(config: &Config, list: List) -> PathBuf {
+    data_root(config).join(list.dir_name())
 }
 
 /// The names generation gave a list's files when it made `generated` of them, as a listing
@@ -352,15 +359,15 @@ pub fn unlisted_files(
 }
 
 /// Lists `dirs` with up to `threads` listings at once (`dataset.listing_threads`, as the
-/// fork's rank 0 lists subfolders), handing each folder's entries to `take` as soon as they are
-/// listed, so that no more than `threads` folders' entries are held at once. `take` sees the
-/// folders in no fixed order: what it builds must not depend on it. The error is the first
-/// folder's, in the order of `dirs`, that could not be listed.
+/// fork's rank 0 lists subfolders), handing each folder's entries to `take` with the folder's
+/// place in `dirs` as soon as they are listed, so that no more than `threads` folders' entries
+/// are held at once. `take` sees the folders in no fixed order: what it builds must not depend
+/// on it. The error is the first folder's, in the order of `dirs`, that could not be listed.
 fn list_folders(
     storage: &dyn Storage,
     dirs: &[DirEntry],
     threads: usize,
-    take: impl Fn(Vec<DirEntry>) + Sync,
+    take: impl Fn(usize, Vec<DirEntry>) + Sync,
 ) -> Result<()> {
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -372,7 +379,7 @@ fn list_folders(
             let i = next.fetch_add(1, Ordering::Relaxed);
             let Some(dir) = dirs.get(i) else { break };
             match storage.list(&dir.path) {
-                Ok(entries) => take(entries),
+                Ok(entries) => take(i, entries),
                 Err(e) => {
                     failed.store(true, Ordering::Relaxed);
                     let e =
@@ -406,10 +413,11 @@ fn list_folders(
 /// A data set that generation wrote holds only the names [`NamePattern`] gives, each in its
 /// folder: those are kept as one bit per file and become the pattern itself, so that listing
 /// 10^7 of them holds no name (and other processes compute them as `skip_listing` does). The
-/// first other name turns what was found into entries, kept and sorted as DLIO sorts them.
+/// first other name turns what was found into [`FolderNames`], merged in DLIO's order at the
+/// end.
 enum Found {
     Generated(Box<GeneratedFiles>),
-    Other(Vec<DirEntry>),
+    Other(Vec<FolderNames>),
 }
 
 /// The files found so far whose names are generation's.
@@ -420,28 +428,93 @@ struct GeneratedFiles {
     learnt: Option<(NamePattern, FileSet)>,
     /// (index, size) of the files found, where the listing gives sizes (object stores).
     sizes: Vec<(u64, u64)>,
+    /// The folders listed, in their order, as the other names would be kept.
+    folders: Vec<FolderNames>,
+}
+
+/// The file names found in one folder, in one buffer (10^7 names as `PathBuf`s cost 2 GiB).
+struct FolderNames {
+    /// The folder, for ties between equal file names in two folders.
+    path: PathBuf,
+    /// The folder's name under the list's folder; empty for the list's folder itself.
+    sub: Vec<u8>,
+    /// The names, one after another; name `k` ends at `ends[k]`.
+    names: Vec<u8>,
+    ends: Vec<usize>,
+    /// Each name's size, where the listing gives sizes (object stores).
+    sizes: Vec<u64>,
+}
+
+impl FolderNames {
+    fn new(path: PathBuf, sub: Vec<u8>) -> FolderNames {
+        FolderNames {
+            path,
+            sub,
+            names: Vec::new(),
+            ends: Vec::new(),
+            sizes: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, name: &[u8], size: Option<u64>) {
+        self.names.extend_from_slice(name);
+        self.ends.push(self.names.len());
+        if let Some(size) = size {
+            self.sizes.push(size);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn name(&self, k: usize) -> &[u8] {
+        let start = if k == 0 { 0 } else { self.ends[k - 1] };
+        &self.names[start..self.ends[k]]
+    }
+
+    /// Sorts the names (a listing gives them sorted, so this is a check).
+    fn sort(&mut self) {
+        if (1..self.len()).all(|k| self.name(k - 1) <= self.name(k)) {
+            return;
+        }
+        let mut order: Vec<usize> = (0..self.len()).collect();
+        order.sort_by(|&a, &b| self.name(a).cmp(self.name(b)));
+        let mut sorted = FolderNames::new(
+            std::mem::take(&mut self.path),
+            std::mem::take(&mut self.sub),
+        );
+        for k in order {
+            let size = self.sizes.get(k).copied();
+            sorted.push(self.name(k), size);
+        }
+        *self = sorted;
+    }
 }
 
 impl Found {
-    fn new(configured: NamePattern) -> Found {
+    /// Nothing found yet in `folders` (the list's subfolders, or the list's folder itself),
+    /// whose files generation names as `configured` says.
+    fn new(configured: NamePattern, folders: Vec<FolderNames>) -> Found {
         Found::Generated(Box::new(GeneratedFiles {
             configured,
             learnt: None,
             sizes: Vec::new(),
+            folders,
         }))
     }
 
-    /// Adds a data file.
-    fn add(&mut self, entry: DirEntry) {
+    /// Adds a data file of folder `folder`.
+    fn add(&mut self, folder: usize, entry: DirEntry) {
         if let Found::Generated(generated) = self {
             if generated.add(&entry) {
                 return;
             }
-            let entries = generated.entries();
-            *self = Found::Other(entries);
+            *self = Found::Other(generated.folder_names());
         }
-        if let Found::Other(entries) = self {
-            entries.push(entry);
+        if let Found::Other(folders) = self {
+            let name = file_name_bytes(entry.path.as_os_str());
+            folders[folder].push(name, entry.len);
         }
     }
 
@@ -452,34 +525,86 @@ impl Found {
                 .learnt
                 .as_ref()
                 .map_or(0, |(_, found)| found.count()),
-            Found::Other(entries) => entries.len(),
+            Found::Other(folders) => folders.iter().map(FolderNames::len).sum(),
         }
     }
 
-    /// The first `wanted` files in DLIO's order (by file name, then by path), and their sizes
-    /// where the listing gave them.
-    fn finish(self, wanted: usize) -> (FileList, KnownSizes) {
-        let mut entries = match self {
-            Found::Generated(generated) => match generated.first(wanted) {
-                Ok(pattern) => return pattern,
-                Err(entries) => entries,
+    /// The first `wanted` files in DLIO's order (by file name, then by path), under `base` (the
+    /// list's folder), and their sizes where the listing gave them.
+    fn finish(self, base: PathBuf, wanted: usize) -> (FileList, KnownSizes) {
+        let folders = match self {
+            Found::Generated(mut generated) => match generated.first(wanted) {
+                Some(pattern) => return pattern,
+                None => generated.folder_names(),
             },
-            Found::Other(entries) => entries,
+            Found::Other(folders) => folders,
         };
-        entries.sort_unstable_by(|a, b| {
-            let (a, b) = (a.path.as_os_str(), b.path.as_os_str());
-            file_name_bytes(a)
-                .cmp(file_name_bytes(b))
-                .then_with(|| a.cmp(b))
-        });
-        entries.truncate(wanted);
-        let sizes = match entries.iter().map(|e| e.len).collect() {
-            Some(every) => KnownSizes::Every(every),
-            None => KnownSizes::Unknown,
-        };
-        let table: PathTable = entries.into_iter().map(|e| e.path).collect();
-        (table.into(), sizes)
+        merge_names(folders, base, wanted)
     }
+}
+
+/// The first `wanted` names of `folders` by file name, then by the folder's path, as paths
+/// relative to `base`: a merge of the folders' sorted names.
+fn merge_names(
+    mut folders: Vec<FolderNames>,
+    base: PathBuf,
+    wanted: usize,
+) -> (FileList, KnownSizes) {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    for folder in &mut folders {
+        folder.sort();
+    }
+    // Ties (one name in two folders) go by the folders' paths.
+    let mut by_path: Vec<usize> = (0..folders.len()).collect();
+    by_path.sort_by(|&a, &b| folders[a].path.as_os_str().cmp(folders[b].path.as_os_str()));
+    let mut rank = vec![0usize; folders.len()];
+    for (r, &f) in by_path.iter().enumerate() {
+        rank[f] = r;
+    }
+    let sized = folders.iter().any(|f| !f.sizes.is_empty());
+    // (the name, its folder's rank by path, the folder, the name's place in it)
+    type Next<'a> = Reverse<(&'a [u8], usize, usize, usize)>;
+    let mut heap: BinaryHeap<Next> = folders
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.len() > 0)
+        .map(|(i, f)| Reverse((f.name(0), rank[i], i, 0)))
+        .collect();
+    let mut table = PathTableBuilder::default();
+    let mut sizes = Vec::new();
+    let mut relative = Vec::new();
+    let mut taken = 0;
+    while taken < wanted {
+        let Some(Reverse((name, r, i, k))) = heap.pop() else {
+            break;
+        };
+        let folder = &folders[i];
+        relative.clear();
+        if !folder.sub.is_empty() {
+            relative.extend_from_slice(&folder.sub);
+            relative.push(b'/');
+        }
+        relative.extend_from_slice(name);
+        table.push(Path::new(std::ffi::OsStr::from_bytes(&relative)));
+        if sized {
+            sizes.push(folder.sizes.get(k).copied().unwrap_or(0));
+        }
+        taken += 1;
+        if k + 1 < folder.len() {
+            heap.push(Reverse((folder.name(k + 1), r, i, k + 1)));
+        }
+    }
+    drop(heap);
+    drop(folders);
+    let names = table.finish();
+    let held = dlio_storage::HeldNames::every(base, names);
+    let sizes = if sized {
+        KnownSizes::Every(sizes)
+    } else {
+        KnownSizes::Unknown
+    };
+    (FileList::Held(Arc::new(held)), sizes)
 }
 
 /// The bytes of a path's last component.
@@ -522,10 +647,11 @@ impl GeneratedFiles {
         true
     }
 
-    /// The files found, as entries.
-    fn entries(&mut self) -> Vec<DirEntry> {
+    /// The files found, as names in their folders.
+    fn folder_names(&mut self) -> Vec<FolderNames> {
+        let mut folders = std::mem::take(&mut self.folders);
         let Some((pattern, found)) = self.learnt.take() else {
-            return Vec::new();
+            return folders;
         };
         // Every file found has a size or none does (the engine's listing gives them or not);
         // sorted by index, they go with the members in increasing order.
@@ -533,25 +659,28 @@ impl GeneratedFiles {
         sizes.sort_unstable();
         let sized = !sizes.is_empty();
         let mut sizes = sizes.into_iter().map(|(_, len)| len);
-        found
+        let place: std::collections::HashMap<PathBuf, usize> = folders
             .iter()
-            .map(|index| DirEntry {
-                path: pattern.path(index as u64),
-                is_dir: false,
-                len: if sized { sizes.next() } else { None },
-            })
-            .collect()
+            .enumerate()
+            .map(|(i, f)| (f.path.clone(), i))
+            .collect();
+        for index in found.iter() {
+            let path = pattern.path(index as u64);
+            let size = if sized { sizes.next() } else { None };
+            // index_of checked that the file is in its folder, one of those listed.
+            if let Some(&folder) = path.parent().and_then(|parent| place.get(parent)) {
+                folders[folder].push(file_name_bytes(path.as_os_str()), size);
+            }
+        }
+        folders
     }
 
-    /// The pattern of the first `wanted` files when they are files `0 .. wanted`; else every
-    /// file found, as entries.
-    fn first(mut self: Box<Self>, wanted: usize) -> Result<(FileList, KnownSizes), Vec<DirEntry>> {
-        let Some((pattern, found)) = &self.learnt else {
-            return Err(Vec::new());
-        };
+    /// The pattern of the first `wanted` files when they are files `0 .. wanted`.
+    fn first(&mut self, wanted: usize) -> Option<(FileList, KnownSizes)> {
+        let (pattern, found) = self.learnt.as_ref()?;
         let leading = found.iter().take(wanted).enumerate().all(|(k, i)| k == i);
         if !leading || found.count() < wanted {
-            return Err(self.entries());
+            return None;
         }
         // The learnt pattern keeps the configured number of files, which `wanted` is.
         debug_assert_eq!(pattern.len(), wanted);
@@ -559,11 +688,12 @@ impl GeneratedFiles {
         let sizes = if self.sizes.is_empty() {
             KnownSizes::Unknown
         } else {
-            self.sizes.retain(|&(i, _)| (i as usize) < wanted);
-            self.sizes.sort_unstable();
-            KnownSizes::Every(self.sizes.into_iter().map(|(_, len)| len).collect())
+            let mut sizes = std::mem::take(&mut self.sizes);
+            sizes.retain(|&(i, _)| (i as usize) < wanted);
+            sizes.sort_unstable();
+            KnownSizes::Every(sizes.into_iter().map(|(_, len)| len).collect())
         };
-        Ok((FileList::Pattern(Arc::new(pattern)), sizes))
+        Some((FileList::Pattern(Arc::new(pattern)), sizes))
     }
 }
 
@@ -630,15 +760,14 @@ pub fn list_files(
             && name.len() >= suffix.len()
             && name[name.len() - suffix.len()..].eq_ignore_ascii_case(suffix.as_bytes())
     };
-    // Whole entries, not paths: on object stores they carry the sizes the LIST gave, which
-    // spare a HEAD per file when the data set is sized.
-    let mut found = Found::new(name_pattern(config, format, list));
+    // On object stores the entries carry the sizes the LIST gave, which spare a HEAD per file
+    // when the data set is sized.
     let dirs: Vec<_> = entries.iter().filter(|e| e.is_dir).cloned().collect();
     let dir_count = dirs.len();
     // A flat data set may share its folder with unrelated folders (`lost+found`): subfolders
     // are read when the config has them, or when the folder holds no data file of its own.
     let flat_files = entries.iter().any(|e| !e.is_dir && matches(&e.path));
-    if !dirs.is_empty() && (subfolders > 1 || !flat_files) {
+    let found = if !dirs.is_empty() && (subfolders > 1 || !flat_files) {
         if subfolders > 1 && dirs.len() as u64 != subfolders {
             bail!(
                 "{} holds {} subfolders but {} is {}; regenerate the data set or set the key to {}",
@@ -653,23 +782,33 @@ pub fn list_files(
             );
         }
         drop(entries);
+        let folders = dirs
+            .iter()
+            .map(|d| {
+                let sub = file_name_bytes(d.path.as_os_str()).to_vec();
+                FolderNames::new(d.path.clone(), sub)
+            })
+            .collect();
         let threads = config.dataset.listing_threads.max(1) as usize;
-        let shared = std::sync::Mutex::new(found);
-        list_folders(storage, &dirs, threads, |listed| {
+        let shared = std::sync::Mutex::new(Found::new(name_pattern(config, format, list), folders));
+        list_folders(storage, &dirs, threads, |folder, listed| {
             let mut found = shared.lock().unwrap_or_else(|e| e.into_inner());
             for entry in listed.into_iter().filter(|e| !e.is_dir && matches(&e.path)) {
-                found.add(entry);
+                found.add(folder, entry);
             }
         })?;
-        found = shared.into_inner().unwrap_or_else(|e| e.into_inner());
+        shared.into_inner().unwrap_or_else(|e| e.into_inner())
     } else {
+        let folders = vec![FolderNames::new(dir.clone(), Vec::new())];
+        let mut found = Found::new(name_pattern(config, format, list), folders);
         for entry in entries
             .into_iter()
             .filter(|e| !e.is_dir && matches(&e.path))
         {
-            found.add(entry);
+            found.add(0, entry);
         }
-    }
+        found
+    };
     let count = found.len() as u64;
     if count == 0 {
         bail!(
@@ -697,9 +836,115 @@ pub fn list_files(
             list.key()
         );
     }
-    let (files, sizes) = found.finish(wanted as usize);
+    let (files, sizes) = found.finish(dir, wanted as usize);
     Ok(Listing {
         files: DataFiles::Ready(files),
         sizes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(path: &str, len: Option<u64>) -> DirEntry {
+        DirEntry {
+            path: path.into(),
+            is_dir: false,
+            len,
+        }
+    }
+
+    fn folders() -> Vec<FolderNames> {
+        ["0", "1"]
+            .iter()
+            .map(|sub| FolderNames::new(format!("/d/train/{sub}").into(), sub.as_bytes().to_vec()))
+            .collect()
+    }
+
+    fn paths(list: &FileList) -> Vec<PathBuf> {
+        (0..list.len()).filter_map(|i| list.path_buf(i)).collect()
+    }
+
+    #[test]
+    fn a_listing_of_generated_names_is_their_pattern_whatever_the_folder_order() {
+        let configured = NamePattern::new("/d/train".into(), 3, 3, 2, "img", "npz");
+        let mut found = Found::new(configured.clone(), folders());
+        // Generated as 4 files; the run reads the first 3. Folder 01 is listed first.
+        for (folder, name) in [(1, "1/img_1_of_4.npz"), (1, "1/img_3_of_4.npz")]
+            .into_iter()
+            .chain([(0, "0/img_0_of_4.npz"), (0, "0/img_2_of_4.npz")])
+        {
+            found.add(folder, entry(&format!("/d/train/{name}"), None));
+        }
+        assert_eq!(found.len(), 4);
+        let (list, sizes) = found.finish("/d/train".into(), 3);
+        let FileList::Pattern(pattern) = &list else {
+            panic!("not a pattern: {list:?}")
+        };
+        assert_eq!(**pattern, configured.with_generated(4));
+        assert!(matches!(sizes, KnownSizes::Unknown));
+        assert_eq!(
+            paths(&list),
+            [
+                "/d/train/0/img_0_of_4.npz",
+                "/d/train/1/img_1_of_4.npz",
+                "/d/train/0/img_2_of_4.npz"
+            ]
+            .map(PathBuf::from)
+        );
+    }
+
+    #[test]
+    fn other_names_are_merged_by_file_name_then_folder_with_their_sizes() {
+        let configured = NamePattern::new("/d/train".into(), 5, 5, 2, "img", "npz");
+        let mut found = Found::new(configured, folders());
+        // Generation's names first, then one in the wrong folder and a stray name: what was
+        // found so far is kept as names, in the listing's order.
+        for (folder, name, len) in [
+            (1, "1/img_1_of_4.npz", 11),
+            (1, "1/img_3_of_4.npz", 13),
+            (0, "0/img_2_of_4.npz", 12),
+            (1, "1/img_0_of_4.npz", 100),
+            (1, "1/img_1a.npz", 101),
+            (0, "0/img_0_of_4.npz", 10),
+        ] {
+            found.add(folder, entry(&format!("/d/train/{name}"), Some(len)));
+        }
+        // The first three were generation's names, kept as bits until the fourth.
+        assert!(matches!(found, Found::Other(_)));
+        assert_eq!(found.len(), 6);
+        let (list, sizes) = found.finish("/d/train".into(), 5);
+        assert!(matches!(list, FileList::Held(_)), "{list:?}");
+        assert_eq!(
+            paths(&list),
+            [
+                "/d/train/0/img_0_of_4.npz",
+                "/d/train/1/img_0_of_4.npz",
+                "/d/train/1/img_1_of_4.npz",
+                "/d/train/1/img_1a.npz",
+                "/d/train/0/img_2_of_4.npz",
+            ]
+            .map(PathBuf::from)
+        );
+        let KnownSizes::Every(sizes) = sizes else {
+            panic!("sizes lost")
+        };
+        assert_eq!(sizes, [10, 100, 11, 101, 12]);
+    }
+
+    #[test]
+    fn missing_generated_files_leave_the_pattern_for_the_names_found() {
+        let configured = NamePattern::new("/d/train".into(), 2, 2, 1, "img", "npz");
+        let flat = vec![FolderNames::new("/d/train".into(), Vec::new())];
+        let mut found = Found::new(configured, flat);
+        for name in ["img_2_of_3.npz", "img_0_of_3.npz"] {
+            found.add(0, entry(&format!("/d/train/{name}"), None));
+        }
+        let (list, _) = found.finish("/d/train".into(), 2);
+        assert_eq!(
+            paths(&list),
+            ["/d/train/img_0_of_3.npz", "/d/train/img_2_of_3.npz"].map(PathBuf::from)
+        );
+    }
 }

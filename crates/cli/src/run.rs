@@ -561,13 +561,17 @@ impl Run<'_> {
                     DataFiles::Ready(FileList::Pattern(Arc::new(pattern)))
                 });
             }
-            let table = self.cluster.broadcast_table(|| match files {
-                DataFiles::Ready(FileList::Table(table)) => {
-                    Arc::try_unwrap(table).unwrap_or_else(|shared| (*shared).clone())
-                }
-                _ => PathTable::default(),
-            })?;
-            Ok(DataFiles::Ready(table.into()))
+            // Other names: process 0's, relative to the list's folder.
+            let held = match &files {
+                DataFiles::Ready(FileList::Held(held)) => Some(held.names()),
+                _ => None,
+            };
+            Ok(match self.cluster.broadcast_table(held)? {
+                None => files,
+                Some(names) => DataFiles::Ready(FileList::Held(Arc::new(
+                    dlio_storage::HeldNames::every(dataset::list_dir(config, which), names),
+                ))),
+            })
         };
         Ok((
             data_size,
@@ -1461,12 +1465,14 @@ fn dataset_size(
     listing: &dataset::Listing,
     floor: Option<u64>,
 ) -> Result<DatasetSize> {
-    let table = listing.files.table();
     let (mut total, mut sized_files) = (0u64, 0usize);
-    match (&listing.sizes, table) {
-        (dataset::KnownSizes::Every(sizes), Some(table)) => {
-            for (path, &size) in table.iter().zip(sizes) {
-                refuse_truncated(path, size, floor)?;
+    match (&listing.sizes, &listing.files) {
+        (dataset::KnownSizes::Every(sizes), DataFiles::Ready(files)) => {
+            for (index, &size) in sizes.iter().enumerate() {
+                if floor.is_some_and(|floor| size < floor) {
+                    let path = files.path_buf(index).unwrap_or_default();
+                    refuse_truncated(&path, size, floor)?;
+                }
                 total += size;
                 sized_files += 1;
             }

@@ -462,6 +462,30 @@ impl HeldNames {
         }
     }
 
+    /// Every file of a list of `names` (relative ones under `base`), in their order: what a
+    /// listing found when the names are not generation's.
+    pub fn every(base: PathBuf, names: PathTable) -> HeldNames {
+        let mut set = FileSet::new(names.len());
+        set.words.fill(u64::MAX);
+        if let Some(last) = set.words.last_mut()
+            && !names.len().is_multiple_of(64)
+        {
+            *last = (1u64 << (names.len() % 64)) - 1;
+        }
+        set.seal();
+        HeldNames {
+            len: names.len(),
+            set,
+            base,
+            names,
+        }
+    }
+
+    /// The names held, as they were given (relative ones under the base).
+    pub fn names(&self) -> &PathTable {
+        &self.names
+    }
+
     /// The path of file `index`, if it is held: the line itself when it is absolute, else
     /// written under the base into `scratch` (once per index, as for computed names).
     pub fn get<'a>(&'a self, index: usize, scratch: &'a mut PathScratch) -> Option<&'a Path> {
