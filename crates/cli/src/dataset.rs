@@ -739,16 +739,6 @@ pub fn list_files(
     }
     let dir = data_root(config).join(list.dir_name());
     let ext = format.extension();
-    let entries = match storage.list(&dir) {
-        Ok(entries) => entries,
-        Err(dlio_storage::StorageError::NotFound { .. }) => bail!(
-            "the data folder {} does not exist, so there is no {} set to read; generate it first \
-             with ++workload.workflow.generate_data=True (or `dlio generate` with the same arguments)",
-            dir.display(),
-            list.dir_name()
-        ),
-        Err(e) => return Err(e).with_context(|| format!("listing {}", dir.display())),
-    };
     let suffix = format!(".{ext}");
     let matches = |p: &Path| {
         // The last component's bytes, found without `Path::file_name`'s component parsing
@@ -760,13 +750,37 @@ pub fn list_files(
             && name.len() >= suffix.len()
             && name[name.len() - suffix.len()..].eq_ignore_ascii_case(suffix.as_bytes())
     };
-    // On object stores the entries carry the sizes the LIST gave, which spare a HEAD per file
-    // when the data set is sized.
-    let dirs: Vec<_> = entries.iter().filter(|e| e.is_dir).cloned().collect();
+    // The folder's own data files are taken as they are listed (a flat folder of 10^7 files
+    // is never held as entries), its subfolders kept aside. On object stores the entries carry
+    // the sizes the LIST gave, which spare a HEAD per file when the data set is sized.
+    let mut flat = Found::new(
+        name_pattern(config, format, list),
+        vec![FolderNames::new(dir.clone(), Vec::new())],
+    );
+    let mut dirs: Vec<DirEntry> = Vec::new();
+    let listed = storage.list_each(&dir, &mut |entry| {
+        if entry.is_dir {
+            dirs.push(entry);
+        } else if matches(&entry.path) {
+            flat.add(0, entry);
+        }
+    });
+    match listed {
+        Ok(()) => {}
+        Err(dlio_storage::StorageError::NotFound { .. }) => bail!(
+            "the data folder {} does not exist, so there is no {} set to read; generate it first \
+             with ++workload.workflow.generate_data=True (or `dlio generate` with the same arguments)",
+            dir.display(),
+            list.dir_name()
+        ),
+        Err(e) => return Err(e).with_context(|| format!("listing {}", dir.display())),
+    }
+    // Each folder's place is its place in path order, whatever order the listing gave.
+    dirs.sort_by(|a, b| a.path.as_os_str().cmp(b.path.as_os_str()));
     let dir_count = dirs.len();
     // A flat data set may share its folder with unrelated folders (`lost+found`): subfolders
     // are read when the config has them, or when the folder holds no data file of its own.
-    let flat_files = entries.iter().any(|e| !e.is_dir && matches(&e.path));
+    let flat_files = flat.len() > 0;
     let found = if !dirs.is_empty() && (subfolders > 1 || !flat_files) {
         if subfolders > 1 && dirs.len() as u64 != subfolders {
             bail!(
@@ -781,7 +795,7 @@ pub fn list_files(
                 dirs.len()
             );
         }
-        drop(entries);
+        drop(flat);
         let folders = dirs
             .iter()
             .map(|d| {
@@ -799,15 +813,7 @@ pub fn list_files(
         })?;
         shared.into_inner().unwrap_or_else(|e| e.into_inner())
     } else {
-        let folders = vec![FolderNames::new(dir.clone(), Vec::new())];
-        let mut found = Found::new(name_pattern(config, format, list), folders);
-        for entry in entries
-            .into_iter()
-            .filter(|e| !e.is_dir && matches(&e.path))
-        {
-            found.add(0, entry);
-        }
-        found
+        flat
     };
     let count = found.len() as u64;
     if count == 0 {

@@ -335,6 +335,10 @@ impl<S: Storage + ?Sized> Storage for Arc<S> {
         (**self).list(dir)
     }
 
+    fn list_each(&self, dir: &Path, each: &mut dyn FnMut(DirEntry)) -> Result<(), StorageError> {
+        (**self).list_each(dir, each)
+    }
+
     fn size(&self, path: &Path) -> Result<Option<u64>, StorageError> {
         (**self).size(path)
     }

@@ -85,6 +85,13 @@ macro_rules! forward_storage {
         ) -> ::std::result::Result<Vec<$crate::DirEntry>, $crate::StorageError> {
             $crate::ForwardStorage::forward_to(self).list(dir)
         }
+        fn list_each(
+            &self,
+            dir: &::std::path::Path,
+            each: &mut dyn FnMut($crate::DirEntry),
+        ) -> ::std::result::Result<(), $crate::StorageError> {
+            $crate::ForwardStorage::forward_to(self).list_each(dir, each)
+        }
     };
     (@one size) => {
         fn size(

@@ -262,6 +262,16 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// [`DirEntry::len`]).
     fn list(&self, dir: &Path) -> Result<Vec<DirEntry>, StorageError>;
 
+    /// Hands the direct children of `dir` to `each` as they are listed, in no set order, so
+    /// that a folder of 10^7 entries is never held whole. The default lists them all with
+    /// [`Storage::list`] first.
+    fn list_each(&self, dir: &Path, each: &mut dyn FnMut(DirEntry)) -> Result<(), StorageError> {
+        for entry in self.list(dir)? {
+            each(entry);
+        }
+        Ok(())
+    }
+
     /// Size of the file at `path`, or `None` when nothing is there.
     fn size(&self, path: &Path) -> Result<Option<u64>, StorageError>;
 

@@ -244,6 +244,12 @@ impl<S: Storage> Storage for Metered<S> {
         Ok(entries)
     }
 
+    fn list_each(&self, dir: &Path, each: &mut dyn FnMut(DirEntry)) -> Result<(), StorageError> {
+        self.inner.list_each(dir, each)?;
+        IoCounters::count(&self.counters.lists, 1);
+        Ok(())
+    }
+
     /// Counts one open and, when it completes, one read request with its bytes and latency
     /// (unless the inner storage counts its reads itself).
     fn start_whole_read(&self, path: &Path) -> Option<Box<dyn PendingRead>> {

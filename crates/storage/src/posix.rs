@@ -133,6 +133,14 @@ impl Storage for PosixStorage {
 
     fn list(&self, dir: &Path) -> Result<Vec<DirEntry>, StorageError> {
         let mut entries = Vec::new();
+        self.list_each(dir, &mut |entry| entries.push(entry))?;
+        // One directory: the entries share their parent, so comparing the raw bytes gives the
+        // same order as comparing paths component by component, far faster for big folders.
+        entries.sort_unstable_by(|a, b| a.path.as_os_str().cmp(b.path.as_os_str()));
+        Ok(entries)
+    }
+
+    fn list_each(&self, dir: &Path, each: &mut dyn FnMut(DirEntry)) -> Result<(), StorageError> {
         for entry in fs::read_dir(dir).map_err(|e| StorageError::io("list", dir, e))? {
             let entry = entry.map_err(|e| StorageError::io("list", dir, e))?;
             let path = entry.path();
@@ -151,16 +159,13 @@ impl Storage for PosixStorage {
             } else {
                 kind.is_dir()
             };
-            entries.push(DirEntry {
+            each(DirEntry {
                 path,
                 is_dir,
                 len: None,
             });
         }
-        // One directory: the entries share their parent, so comparing the raw bytes gives the
-        // same order as comparing paths component by component, far faster for big folders.
-        entries.sort_unstable_by(|a, b| a.path.as_os_str().cmp(b.path.as_os_str()));
-        Ok(entries)
+        Ok(())
     }
 
     fn size(&self, path: &Path) -> Result<Option<u64>, StorageError> {

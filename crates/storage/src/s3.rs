@@ -698,36 +698,66 @@ impl Storage for S3Storage {
     }
 
     fn list(&self, dir: &Path) -> Result<Vec<DirEntry>, StorageError> {
+        let mut entries = Vec::new();
+        self.list_each(dir, &mut |entry| entries.push(entry))?;
+        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(entries)
+    }
+
+    /// One LIST page (up to 1000 keys) at a time, each handed over before the next is asked
+    /// for: a prefix of 5x10^7 objects is never held whole (object_store's
+    /// `list_with_delimiter` gathers every page first).
+    fn list_each(&self, dir: &Path, each: &mut dyn FnMut(DirEntry)) -> Result<(), StorageError> {
+        use object_store::list::{PaginatedListOptions, PaginatedListStore};
         let prefix = self.key_of(dir)?;
         let shared = &self.shared;
-        let prefix_option = (!prefix.as_ref().is_empty()).then_some(&prefix);
-        let listing = shared
-            .runtime
-            .block_on(shared.store.list_with_delimiter(prefix_option))
-            .map_err(|e| shared.error("list", &prefix, e))?;
-        if listing.objects.is_empty() && listing.common_prefixes.is_empty() {
+        // The paginated call takes the prefix as it is: the folder's keys are under `prefix/`.
+        let folder = if prefix.as_ref().is_empty() {
+            String::new()
+        } else {
+            format!("{}/", prefix.as_ref())
+        };
+        let mut page_token = None;
+        let mut listed = 0usize;
+        loop {
+            let options = PaginatedListOptions {
+                delimiter: Some("/".into()),
+                page_token: page_token.take(),
+                ..Default::default()
+            };
+            let page = shared
+                .runtime
+                .block_on(shared.store.list_paginated(Some(&folder), options))
+                .map_err(|e| shared.error("list", &prefix, e))?;
+            let name = |location: &ObjectPath| location.filename().unwrap_or_default().to_owned();
+            for p in &page.result.common_prefixes {
+                listed += 1;
+                each(DirEntry {
+                    path: dir.join(name(p)),
+                    is_dir: true,
+                    len: Some(0),
+                });
+            }
+            for o in &page.result.objects {
+                listed += 1;
+                each(DirEntry {
+                    path: dir.join(name(&o.location)),
+                    is_dir: false,
+                    len: Some(o.size),
+                });
+            }
+            match page.page_token {
+                Some(token) if !token.is_empty() => page_token = Some(token),
+                _ => break,
+            }
+        }
+        if listed == 0 {
             // Object stores have no empty directories: an empty prefix does not exist.
             return Err(StorageError::NotFound {
                 path: dir.to_path_buf(),
             });
         }
-        let name = |location: &ObjectPath| location.filename().unwrap_or_default().to_owned();
-        let mut entries: Vec<DirEntry> = listing
-            .common_prefixes
-            .iter()
-            .map(|p| DirEntry {
-                path: dir.join(name(p)),
-                is_dir: true,
-                len: Some(0),
-            })
-            .chain(listing.objects.iter().map(|o| DirEntry {
-                path: dir.join(name(&o.location)),
-                is_dir: false,
-                len: Some(o.size),
-            }))
-            .collect();
-        entries.sort_by(|a, b| a.path.cmp(&b.path));
-        Ok(entries)
+        Ok(())
     }
 
     fn size(&self, path: &Path) -> Result<Option<u64>, StorageError> {

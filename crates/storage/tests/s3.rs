@@ -323,3 +323,46 @@ fn wrong_credentials_fail_at_once_with_an_authentication_error_that_hides_them()
         );
     }
 }
+
+/// A prefix of more than one LIST page (1000 keys) is handed over page by page: every key once,
+/// with its size, the sub-prefix as a folder, and the same entries `list` gives sorted.
+#[test]
+fn a_listing_of_more_than_a_page_hands_over_every_key_once() {
+    let moto = Moto::start();
+    moto.boto3(
+        "s3.create_bucket(Bucket='many')\n\
+         for i in range(1100):\n    \
+             s3.put_object(Bucket='many', Key=f'train/img_{i:04d}.npy', Body=b'x' * (i % 7))\n\
+         s3.put_object(Bucket='many', Key='train/sub/a.npy', Body=b'')",
+    );
+    let engine = engine_for(&engine_settings(s3_settings(&moto.endpoint, "many"), None)).unwrap();
+    let storage = engine.storage();
+    let dir = Path::new("s3://many/train");
+    let mut handed = Vec::new();
+    storage
+        .list_each(dir, &mut |entry| handed.push(entry))
+        .unwrap();
+    assert_eq!(handed.len(), 1101);
+    let folders: Vec<_> = handed.iter().filter(|e| e.is_dir).collect();
+    assert_eq!(folders.len(), 1);
+    assert_eq!(folders[0].path, Path::new("s3://many/train/sub"));
+    let mut files: Vec<_> = handed
+        .iter()
+        .filter(|e| !e.is_dir)
+        .map(|e| (e.path.clone(), e.len))
+        .collect();
+    files.sort();
+    files.dedup();
+    assert_eq!(files.len(), 1100, "every key once");
+    for (i, (path, len)) in files.iter().enumerate() {
+        assert_eq!(*path, dir.join(format!("img_{i:04}.npy")));
+        assert_eq!(*len, Some(i as u64 % 7));
+    }
+    let mut sorted = handed.clone();
+    sorted.sort_by(|a, b| a.path.cmp(&b.path));
+    assert_eq!(storage.list(dir).unwrap(), sorted);
+    assert!(matches!(
+        storage.list_each(Path::new("s3://many/none"), &mut |_| {}),
+        Err(StorageError::NotFound { .. })
+    ));
+}

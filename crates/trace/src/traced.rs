@@ -174,6 +174,12 @@ impl<S: Storage> Storage for Traced<S> {
         })
     }
 
+    fn list_each(&self, dir: &Path, each: &mut dyn FnMut(DirEntry)) -> Result<(), StorageError> {
+        timed(&self.tracer, IoOp::List, self.tracer.file(dir), || {
+            self.inner.list_each(dir, each)
+        })
+    }
+
     fn size(&self, path: &Path) -> Result<Option<u64>, StorageError> {
         timed(&self.tracer, IoOp::Stat, self.tracer.file(path), || {
             self.inner.size(path)
