@@ -426,10 +426,62 @@ struct GeneratedFiles {
     configured: NamePattern,
     /// The pattern with the `N` of the first file found, and the indices found.
     learnt: Option<(NamePattern, FileSet)>,
-    /// (index, size) of the files found, where the listing gives sizes (object stores).
-    sizes: Vec<(u64, u64)>,
+    /// The size of each file found, by index, where the listing gives sizes (object stores).
+    sizes: IndexedSizes,
     /// The folders listed, in their order, as the other names would be kept.
     folders: Vec<FolderNames>,
+}
+
+/// The sizes of files by index, 4 bytes each while every size fits in 32 bits (5x10^7 small
+/// objects: 200 MB rather than 800 MB as (index, size) pairs), grown as indices come.
+#[derive(Debug, Default)]
+enum IndexedSizes {
+    #[default]
+    None,
+    Narrow(Vec<u32>),
+    Wide(Vec<u64>),
+}
+
+impl IndexedSizes {
+    fn is_empty(&self) -> bool {
+        matches!(self, IndexedSizes::None)
+    }
+
+    fn set(&mut self, index: usize, size: u64) {
+        if let IndexedSizes::None = self {
+            *self = IndexedSizes::Narrow(Vec::new());
+        }
+        if let IndexedSizes::Narrow(narrow) = self
+            && u32::try_from(size).is_err()
+        {
+            *self = IndexedSizes::Wide(narrow.iter().map(|&s| u64::from(s)).collect());
+        }
+        match self {
+            IndexedSizes::None => {}
+            IndexedSizes::Narrow(sizes) => {
+                if sizes.len() <= index {
+                    sizes.resize(index + 1, 0);
+                }
+                // Fits: checked above.
+                sizes[index] = size as u32;
+            }
+            IndexedSizes::Wide(sizes) => {
+                if sizes.len() <= index {
+                    sizes.resize(index + 1, 0);
+                }
+                sizes[index] = size;
+            }
+        }
+    }
+
+    /// File `index`'s size, where sizes are kept.
+    fn get(&self, index: usize) -> Option<u64> {
+        match self {
+            IndexedSizes::None => None,
+            IndexedSizes::Narrow(sizes) => Some(sizes.get(index).map_or(0, |&s| u64::from(s))),
+            IndexedSizes::Wide(sizes) => Some(sizes.get(index).copied().unwrap_or(0)),
+        }
+    }
 }
 
 /// The file names found in one folder, in one buffer (10^7 names as `PathBuf`s cost 2 GiB).
@@ -499,7 +551,7 @@ impl Found {
         Found::Generated(Box::new(GeneratedFiles {
             configured,
             learnt: None,
-            sizes: Vec::new(),
+            sizes: IndexedSizes::default(),
             folders,
         }))
     }
@@ -642,7 +694,7 @@ impl GeneratedFiles {
         }
         found.insert(index as usize);
         if let Some(len) = entry.len {
-            self.sizes.push((index, len));
+            self.sizes.set(index as usize, len);
         }
         true
     }
@@ -653,12 +705,8 @@ impl GeneratedFiles {
         let Some((pattern, found)) = self.learnt.take() else {
             return folders;
         };
-        // Every file found has a size or none does (the engine's listing gives them or not);
-        // sorted by index, they go with the members in increasing order.
-        let mut sizes = std::mem::take(&mut self.sizes);
-        sizes.sort_unstable();
-        let sized = !sizes.is_empty();
-        let mut sizes = sizes.into_iter().map(|(_, len)| len);
+        // Every file found has a size or none does (the engine's listing gives them or not).
+        let sizes = std::mem::take(&mut self.sizes);
         let place: std::collections::HashMap<PathBuf, usize> = folders
             .iter()
             .enumerate()
@@ -666,7 +714,7 @@ impl GeneratedFiles {
             .collect();
         for index in found.iter() {
             let path = pattern.path(index as u64);
-            let size = if sized { sizes.next() } else { None };
+            let size = sizes.get(index);
             // index_of checked that the file is in its folder, one of those listed.
             if let Some(&folder) = path.parent().and_then(|parent| place.get(parent)) {
                 folders[folder].push(file_name_bytes(path.as_os_str()), size);
@@ -688,10 +736,15 @@ impl GeneratedFiles {
         let sizes = if self.sizes.is_empty() {
             KnownSizes::Unknown
         } else {
-            let mut sizes = std::mem::take(&mut self.sizes);
-            sizes.retain(|&(i, _)| (i as usize) < wanted);
-            sizes.sort_unstable();
-            KnownSizes::Every(sizes.into_iter().map(|(_, len)| len).collect())
+            let (mut total, mut smallest) = (0u64, None::<(usize, u64)>);
+            for index in 0..wanted {
+                let size = self.sizes.get(index).unwrap_or(0);
+                total += size;
+                if smallest.is_none_or(|(_, least)| size < least) {
+                    smallest = Some((index, size));
+                }
+            }
+            KnownSizes::Summed { total, smallest }
         };
         Some((FileList::Pattern(Arc::new(pattern)), sizes))
     }
@@ -714,6 +767,12 @@ pub enum KnownSizes {
     Every(Vec<u64>),
     /// Some files', spread evenly over the list (`skip_listing`'s and a manifest's checks).
     Spread(Vec<(PathBuf, u64)>),
+    /// Every file's, summed as they were listed (an object store's LIST of generation's
+    /// names): the total, and the smallest file (its index in the list) and its size.
+    Summed {
+        total: u64,
+        smallest: Option<(usize, u64)>,
+    },
 }
 
 /// Lists `data_folder/{list}` as DLIO does: entries with the format's extension, or, when
@@ -937,6 +996,24 @@ mod tests {
             panic!("sizes lost")
         };
         assert_eq!(sizes, [10, 100, 11, 101, 12]);
+    }
+
+    #[test]
+    fn sizes_of_generated_names_are_summed_over_the_files_read() {
+        let configured = NamePattern::new("/d/train".into(), 3, 3, 1, "img", "npy");
+        let flat = vec![FolderNames::new("/d/train".into(), Vec::new())];
+        let mut found = Found::new(configured, flat);
+        // Four generated; the run reads three. A size past 32 bits widens what is kept.
+        for (i, len) in [(3, 1u64), (1, 5 << 32), (0, 7), (2, 6)] {
+            found.add(0, entry(&format!("/d/train/img_{i}_of_4.npy"), Some(len)));
+        }
+        let (list, sizes) = found.finish("/d/train".into(), 3);
+        assert!(matches!(list, FileList::Pattern(_)));
+        let KnownSizes::Summed { total, smallest } = sizes else {
+            panic!("{sizes:?}")
+        };
+        assert_eq!(total, 7 + (5 << 32) + 6);
+        assert_eq!(smallest, Some((2, 6)), "file 3 is not read");
     }
 
     #[test]

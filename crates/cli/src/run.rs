@@ -1477,6 +1477,16 @@ fn dataset_size(
                 sized_files += 1;
             }
         }
+        (dataset::KnownSizes::Summed { total, smallest }, DataFiles::Ready(files)) => {
+            if let Some((index, size)) = *smallest {
+                let path = files.path_buf(index).unwrap_or_default();
+                refuse_truncated(&path, size, floor)?;
+            }
+            return Ok(DatasetSize {
+                bytes: *total,
+                sized_files: files.len(),
+            });
+        }
         (dataset::KnownSizes::Spread(sizes), _) if !sizes.is_empty() => {
             for (path, size) in sizes {
                 refuse_truncated(path, *size, floor)?;
@@ -1580,6 +1590,18 @@ mod dataset_size_tests {
         assert_eq!((size.bytes, size.sized_files), (1200, 2));
         let err = dataset_size(&storage, &spread, Some(400)).unwrap_err();
         assert!(err.to_string().contains("f0 is 300 bytes"), "{err}");
+        // Sizes summed as a pattern's files were listed: the total, and the smallest refused.
+        let summed = dataset::Listing {
+            files: DataFiles::Ready(PathTable::new(&paths).into()),
+            sizes: dataset::KnownSizes::Summed {
+                total: 1200,
+                smallest: Some((1, 300)),
+            },
+        };
+        let size = dataset_size(&storage, &summed, Some(300)).unwrap();
+        assert_eq!((size.bytes, size.sized_files), (1200, 3));
+        let err = dataset_size(&storage, &summed, Some(301)).unwrap_err();
+        assert!(err.to_string().contains("f1 is 300 bytes"), "{err}");
         // Without sizes, the storage is asked: missing files count as empty.
         let unsized_listing = dataset::Listing {
             sizes: dataset::KnownSizes::Unknown,
