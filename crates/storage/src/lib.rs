@@ -431,6 +431,20 @@ pub trait WriteHandle: Send {
     /// Appends `data`.
     fn write_all(&mut self, data: &[u8]) -> Result<(), StorageError>;
 
+    /// Appends `len` bytes that `fill` writes in place, in one or more consecutive pieces, where
+    /// the engine gathers the file in its own memory (S3's PUT buffer): the bytes are made
+    /// where they are sent from, not made elsewhere and copied. Returns false, having done
+    /// nothing, where the engine has no such memory (the default); the caller then makes the
+    /// bytes itself and calls [`WriteHandle::write_all`].
+    fn fill_in_place(
+        &mut self,
+        len: usize,
+        fill: &mut dyn FnMut(&mut [u8]),
+    ) -> Result<bool, StorageError> {
+        let _ = (len, fill);
+        Ok(false)
+    }
+
     /// Makes what was written durable (fsync).
     fn sync(&mut self) -> Result<(), StorageError>;
 

@@ -1069,7 +1069,42 @@ impl WriteHandle for S3Write {
     }
 
     fn write_all(&mut self, mut data: &[u8]) -> Result<(), StorageError> {
-        while !data.is_empty() {
+        self.append(data.len(), &mut |room| {
+            let (now, rest) = data.split_at(room.len());
+            room.copy_from_slice(now);
+            data = rest;
+        })
+    }
+
+    /// The object's bytes are made in its PUT buffer: a generated object is not copied into it.
+    fn fill_in_place(
+        &mut self,
+        len: usize,
+        fill: &mut dyn FnMut(&mut [u8]),
+    ) -> Result<bool, StorageError> {
+        self.append(len, fill)?;
+        Ok(true)
+    }
+
+    /// Objects are durable once published; nothing to do before.
+    fn sync(&mut self) -> Result<(), StorageError> {
+        Ok(())
+    }
+
+    fn commit(mut self: Box<Self>) -> Result<u64, StorageError> {
+        self.finish()
+    }
+}
+
+impl S3Write {
+    /// Appends `len` bytes, written into the buffer by `fill` a piece at a time; a full buffer
+    /// starts (or continues) the multipart upload.
+    fn append(
+        &mut self,
+        mut len: usize,
+        fill: &mut dyn FnMut(&mut [u8]),
+    ) -> Result<(), StorageError> {
+        while len > 0 {
             // Up to SINGLE_PUT_BYTES the object is one PUT; beyond, parts of S3_PART_BYTES.
             let limit = if self.upload.is_none() {
                 SINGLE_PUT_BYTES
@@ -1078,14 +1113,17 @@ impl WriteHandle for S3Write {
             };
             if self.buffer.capacity() == 0 {
                 self.buffer = self.shared.buffers.take();
-                let want = S3_PART_BYTES.min(data.len().max(1 << 16));
+                let want = S3_PART_BYTES.min(len.max(1 << 16));
                 self.buffer.reserve_exact(want);
             }
-            let take = data.len().min(limit - self.buffer.len());
-            self.buffer.extend_from_slice(&data[..take]);
+            let take = len.min(limit - self.buffer.len());
+            let start = self.buffer.len();
+            // Zeroed first (the buffer's spare room is not initialised memory), then filled.
+            self.buffer.resize(start + take, 0);
+            fill(&mut self.buffer[start..]);
             self.written += take as u64;
-            data = &data[take..];
-            if self.buffer.len() == limit && !data.is_empty() {
+            len -= take;
+            if self.buffer.len() == limit && len > 0 {
                 if self.upload.is_none() {
                     self.start_multipart()?;
                 } else {
@@ -1096,12 +1134,8 @@ impl WriteHandle for S3Write {
         Ok(())
     }
 
-    /// Objects are durable once published; nothing to do before.
-    fn sync(&mut self) -> Result<(), StorageError> {
-        Ok(())
-    }
-
-    fn commit(mut self: Box<Self>) -> Result<u64, StorageError> {
+    /// Publishes the object: one PUT, or the multipart upload's last part and completion.
+    fn finish(&mut self) -> Result<u64, StorageError> {
         let shared = Arc::clone(&self.shared);
         if self.upload.is_none() {
             let payload = shared.buffers.payload(std::mem::take(&mut self.buffer));
