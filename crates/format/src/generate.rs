@@ -326,6 +326,25 @@ impl WriteHandle for StoppableWrite {
         Ok(())
     }
 
+    fn fill_in_place(
+        &mut self,
+        len: usize,
+        fill: &mut dyn FnMut(&mut [u8]),
+    ) -> Result<bool, StorageError> {
+        if self.shared.stop.load(Ordering::Relaxed) {
+            return Err(StorageError::Interrupted {
+                path: self.inner.path().to_path_buf(),
+            });
+        }
+        let filled = self.inner.fill_in_place(len, fill)?;
+        if filled {
+            self.shared
+                .bytes_done
+                .fetch_add(len as u64, Ordering::Relaxed);
+        }
+        Ok(filled)
+    }
+
     fn sync(&mut self) -> Result<(), StorageError> {
         self.inner.sync()
     }

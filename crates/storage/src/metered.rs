@@ -394,6 +394,22 @@ impl WriteHandle for MeteredWrite {
         Ok(())
     }
 
+    fn fill_in_place(
+        &mut self,
+        len: usize,
+        fill: &mut dyn FnMut(&mut [u8]),
+    ) -> Result<bool, StorageError> {
+        let started = Instant::now();
+        if !self.inner.fill_in_place(len, fill)? {
+            return Ok(false);
+        }
+        let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.counters.write_latency.record(nanos);
+        IoCounters::count(&self.counters.write_requests, 1);
+        IoCounters::count(&self.counters.bytes_written, len as u64);
+        Ok(true)
+    }
+
     fn sync(&mut self) -> Result<(), StorageError> {
         self.inner.sync()
     }

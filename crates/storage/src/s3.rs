@@ -154,7 +154,9 @@ const POOLED_BUFFERS: usize = 32;
 const POOLED_BUFFER_BYTES: usize = 4 << 20;
 
 impl BufferPool {
-    /// An empty buffer, with the capacity of one returned earlier if there is one.
+    /// A buffer returned earlier if there is one (else an empty one). Its length is the bytes
+    /// it held, kept as they were: a writer writes over them (rather than zeroing the room
+    /// again for every object) and sends only what it wrote.
     fn take(&self) -> Vec<u8> {
         self.free
             .lock()
@@ -163,11 +165,10 @@ impl BufferPool {
             .unwrap_or_default()
     }
 
-    fn give(&self, mut buffer: Vec<u8>) {
+    fn give(&self, buffer: Vec<u8>) {
         if buffer.capacity() == 0 || buffer.capacity() > POOLED_BUFFER_BYTES {
             return;
         }
-        buffer.clear();
         if let Ok(mut free) = self.free.lock()
             && free.len() < POOLED_BUFFERS
         {
@@ -691,6 +692,7 @@ impl Storage for S3Storage {
             key,
             path: path.to_path_buf(),
             buffer: Vec::new(),
+            filled: 0,
             upload: None,
             parts: VecDeque::new(),
             written: 0,
@@ -1007,7 +1009,10 @@ struct S3Write {
     shared: Arc<Shared>,
     key: ObjectPath,
     path: PathBuf,
+    /// The bytes to send are `buffer[..filled]`; beyond, up to its length, the buffer holds
+    /// bytes of an earlier object that it was pooled with (initialised memory to write over).
     buffer: Vec<u8>,
+    filled: usize,
     upload: Option<Box<dyn MultipartUpload>>,
     parts: VecDeque<JoinHandle<object_store::Result<()>>>,
     written: u64,
@@ -1033,9 +1038,11 @@ impl S3Write {
     /// Starts the multipart upload with the buffered bytes (a single-PUT buffer grown past
     /// [`SINGLE_PUT_BYTES`]) cut into parts of [`S3_PART_BYTES`].
     fn start_multipart(&mut self) -> Result<(), StorageError> {
-        let buffered = std::mem::take(&mut self.buffer);
+        let mut buffered = std::mem::take(&mut self.buffer);
+        buffered.truncate(std::mem::take(&mut self.filled));
         for part in buffered.chunks(S3_PART_BYTES) {
             self.buffer = part.to_vec();
+            self.filled = part.len();
             self.send_part()?;
         }
         Ok(())
@@ -1054,7 +1061,8 @@ impl S3Write {
         while self.parts.len() >= PARTS_IN_FLIGHT {
             self.wait_part()?;
         }
-        let part = std::mem::replace(&mut self.buffer, Vec::with_capacity(S3_PART_BYTES));
+        let mut part = std::mem::replace(&mut self.buffer, Vec::with_capacity(S3_PART_BYTES));
+        part.truncate(std::mem::take(&mut self.filled));
         if let Some(upload) = &mut self.upload {
             let future = upload.put_part(PutPayload::from(part));
             self.parts.push_back(self.shared.runtime.spawn(future));
@@ -1114,16 +1122,22 @@ impl S3Write {
             if self.buffer.capacity() == 0 {
                 self.buffer = self.shared.buffers.take();
                 let want = S3_PART_BYTES.min(len.max(1 << 16));
-                self.buffer.reserve_exact(want);
+                // Room for `want` bytes from the start (a pooled buffer's length is old bytes).
+                let more = want.saturating_sub(self.buffer.len());
+                self.buffer.reserve_exact(more);
             }
-            let take = len.min(limit - self.buffer.len());
-            let start = self.buffer.len();
-            // Zeroed first (the buffer's spare room is not initialised memory), then filled.
-            self.buffer.resize(start + take, 0);
-            fill(&mut self.buffer[start..]);
+            let take = len.min(limit - self.filled);
+            let end = self.filled + take;
+            // Room the buffer never held bytes in is zeroed first (it is not initialised
+            // memory); a pooled buffer's earlier bytes are written over as they are.
+            if self.buffer.len() < end {
+                self.buffer.resize(end, 0);
+            }
+            fill(&mut self.buffer[self.filled..end]);
+            self.filled = end;
             self.written += take as u64;
             len -= take;
-            if self.buffer.len() == limit && len > 0 {
+            if self.filled == limit && len > 0 {
                 if self.upload.is_none() {
                     self.start_multipart()?;
                 } else {
@@ -1138,14 +1152,16 @@ impl S3Write {
     fn finish(&mut self) -> Result<u64, StorageError> {
         let shared = Arc::clone(&self.shared);
         if self.upload.is_none() {
-            let payload = shared.buffers.payload(std::mem::take(&mut self.buffer));
+            let mut buffer = std::mem::take(&mut self.buffer);
+            buffer.truncate(std::mem::take(&mut self.filled));
+            let payload = shared.buffers.payload(buffer);
             shared
                 .runtime
                 .block_on(shared.store.put(&self.key, payload))
                 .map_err(|e| shared.error("write (PUT)", &self.key, e))?;
             return Ok(self.written);
         }
-        if !self.buffer.is_empty() {
+        if self.filled > 0 {
             self.send_part()?;
         }
         while !self.parts.is_empty() {
@@ -1195,8 +1211,11 @@ mod tests {
         );
         drop(payload);
         let again = pool.take();
-        assert!(again.is_empty() && again.capacity() >= 300 << 10);
+        assert!(again.capacity() >= 300 << 10);
         assert_eq!(again.as_ptr(), address, "the same memory, no new pages");
+        // Its bytes are kept as they were, to be written over without zeroing them again.
+        assert_eq!(again.len(), 300 << 10);
+        assert!(again.iter().all(|&b| b == 7));
         // Oversized buffers are not kept, and at most POOLED_BUFFERS are.
         pool.give(Vec::with_capacity(POOLED_BUFFER_BYTES + 1));
         assert_eq!(pool.free.lock().unwrap().len(), 0);

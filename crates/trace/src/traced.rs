@@ -461,18 +461,11 @@ struct TracedWrite {
     write_op: IoOp,
 }
 
-impl WriteHandle for TracedWrite {
-    fn path(&self) -> &Path {
-        self.inner.path()
-    }
-
-    fn write_all(&mut self, data: &[u8]) -> Result<(), StorageError> {
-        let start = self.tracer.stamp();
-        let result = self.inner.write_all(data);
-        let end = self.tracer.stamp();
-        match &result {
-            Ok(()) => {
-                let n = data.len() as u64;
+impl TracedWrite {
+    /// Records a write of `written` bytes (`None`: it failed) that ran from `start` to `end`.
+    fn record_write(&mut self, written: Option<u64>, start: Stamp, end: Stamp) {
+        match written {
+            Some(n) => {
                 self.tracer.io_between(
                     self.write_op,
                     self.file,
@@ -483,13 +476,42 @@ impl WriteHandle for TracedWrite {
                 );
                 self.written += n;
             }
-            Err(_) => self.tracer.io_failed_between(
+            None => self.tracer.io_failed_between(
                 self.write_op,
                 self.file,
                 Some(self.written),
                 start,
                 end,
             ),
+        }
+    }
+}
+
+impl WriteHandle for TracedWrite {
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+
+    fn write_all(&mut self, data: &[u8]) -> Result<(), StorageError> {
+        let start = self.tracer.stamp();
+        let result = self.inner.write_all(data);
+        let end = self.tracer.stamp();
+        self.record_write(result.as_ref().ok().map(|_| data.len() as u64), start, end);
+        result
+    }
+
+    fn fill_in_place(
+        &mut self,
+        len: usize,
+        fill: &mut dyn FnMut(&mut [u8]),
+    ) -> Result<bool, StorageError> {
+        let start = self.tracer.stamp();
+        let result = self.inner.fill_in_place(len, fill);
+        let end = self.tracer.stamp();
+        match &result {
+            Ok(false) => {}
+            Ok(true) => self.record_write(Some(len as u64), start, end),
+            Err(_) => self.record_write(None, start, end),
         }
         result
     }
