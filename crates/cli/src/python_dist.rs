@@ -57,7 +57,8 @@ pub fn write_dist_info(request: &DistInfoRequest) -> Result<PathBuf> {
         }
     }
     // Ours from an earlier version: replaced.
-    for entry in std::fs::read_dir(site)?.flatten() {
+    let listed = std::fs::read_dir(site).with_context(|| format!("listing {}", site.display()))?;
+    for entry in listed.flatten() {
         let path = entry.path();
         let name = entry.file_name();
         let name = name.to_string_lossy();
