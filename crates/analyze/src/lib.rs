@@ -71,8 +71,8 @@ pub use characterize::{
 pub use error::AnalyzeError;
 pub use fidelity::{
     BOUNDS as FIDELITY_BOUNDS, Bound, Feature, Fidelity, FidelityOptions, KS_RESOLUTION, Measure,
-    Side, Verdict as FidelityVerdict, cdf_similarity, fidelity, ks_distance, ks_distance_within,
-    log_cosine, render_fidelity, scaled_cosine, write_fidelity,
+    STEP_TIME_RESOLUTION, Side, Verdict as FidelityVerdict, cdf_similarity, fidelity, ks_distance,
+    ks_distance_within, log_cosine, render_fidelity, scaled_cosine, write_fidelity,
 };
 pub use model::{
     AccessPattern, Analysis, Bandwidth, Bucket, Corrupt, CorruptLine, Counts, FileRow, FileSummary,
