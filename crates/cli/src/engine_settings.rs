@@ -231,6 +231,7 @@ pub(crate) fn engine_settings(config: &Config, process: usize) -> (EngineSetting
                 from_end: r.from == dlio_config::RequestAnchor::End,
                 offset: r.offset,
                 size: r.size,
+                blocks: r.blocks,
                 work: std::time::Duration::from_secs_f64(r.work),
             })
             .collect(),

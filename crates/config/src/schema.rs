@@ -583,6 +583,11 @@ pub struct SampleRequest {
     pub offset: u64,
     /// Bytes asked for. Default 4096.
     pub size: u64,
+    /// When not 0, the request is cut down to a whole number of blocks of this many bytes
+    /// (after the cut at the file's end) and left out when none fits: a buffered stream asked
+    /// for more than its buffer reads whole blocks directly and the tail through its buffer.
+    /// Default 0.
+    pub blocks: u64,
     /// The reader's own work after this request, before its next, seconds, spent busy (a
     /// loader parsing the header it just read: np.load between an npy's header and its
     /// array). Default 0.
@@ -595,6 +600,7 @@ impl Default for SampleRequest {
             from: RequestAnchor::Start,
             offset: 0,
             size: 4096,
+            blocks: 0,
             work: 0.0,
         }
     }

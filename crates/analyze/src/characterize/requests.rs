@@ -150,9 +150,15 @@ pub(super) fn requests(
                 .iter()
                 .zip(&common.work_s)
                 .map(|(&(from_end, offset, size), &work)| {
+                    // Whole blocks of the first request's size, as many as fit.
+                    let blocks = if size == WHOLE_BLOCKS {
+                        format!(", blocks: {}", common.requests[0].2)
+                    } else {
+                        String::new()
+                    };
                     // The rest of every file: the emulation cuts a request at the file's end,
                     // so the largest file's rest covers each file's.
-                    let size = if size == REST {
+                    let size = if size == REST || size == WHOLE_BLOCKS {
                         (file_sizes.max as u64).saturating_sub(offset).max(1)
                     } else {
                         size
@@ -163,7 +169,7 @@ pub(super) fn requests(
                         String::new()
                     };
                     format!(
-                        "{{from: {}, offset: {offset}, size: {size}{work}}}",
+                        "{{from: {}, offset: {offset}, size: {size}{blocks}{work}}}",
                         if from_end { "end" } else { "start" }
                     )
                 })
@@ -412,15 +418,28 @@ fn common_pattern(calls: &[&Rec], data: &DataSet) -> Option<CommonPattern> {
             *p.last_mut().expect("not empty") = rest;
         }
     }
-    let mut counts: HashMap<&Pattern, usize> = HashMap::new();
-    for (_, o) in &done {
-        *counts.entry(&o.requests).or_default() += 1;
-    }
-    let (best, n) = counts.into_iter().max_by_key(|(p, n)| (*n, p.len()))?;
-    let share = n as f64 / done.len() as f64;
+    let most_made = |done: &[(u64, Opening)]| -> Option<(Pattern, f64)> {
+        let mut counts: HashMap<&Pattern, usize> = HashMap::new();
+        for (_, o) in done {
+            *counts.entry(&o.requests).or_default() += 1;
+        }
+        let (best, n) = counts.into_iter().max_by_key(|(p, n)| (*n, p.len()))?;
+        Some((best.clone(), n as f64 / done.len() as f64))
+    };
+    let (mut best, mut share) = most_made(&done)?;
     if share < 0.8 {
-        return None;
+        // Files of different sizes read through a buffered stream: the buffer's first block,
+        // then as many whole blocks as fit (a size of its own for each file), then the tail.
+        for (file, o) in &mut done {
+            let size = data.totals.get(file).map_or(0, |t| t.size);
+            in_whole_blocks(&mut o.requests, size);
+        }
+        (best, share) = most_made(&done)?;
+        if share < 0.8 {
+            return None;
+        }
     }
+    let best = &best;
     // The program's work after each listed request: the median pause before its next read
     // (the popped "rest" read included), over the openings that made the pattern.
     let work_s = (0..best.len())
@@ -443,6 +462,42 @@ fn common_pattern(calls: &[&Rec], data: &DataSet) -> Option<CommonPattern> {
         share,
         work_s,
     })
+}
+
+/// The size of a pattern's request that reads as many whole blocks as fit, the block being
+/// the size of the pattern's first request.
+pub(super) const WHOLE_BLOCKS: u64 = u64::MAX - 1;
+
+/// Turns the last request of an opening that read its file in order from the start (the
+/// tail, read to the end, already taken off as the rest) into [`WHOLE_BLOCKS`] when it is a
+/// whole number of the first request's blocks and less than a block of the file follows it:
+/// Python's `io.BufferedReader` asked for more than its buffer reads the buffer's block, then
+/// the whole blocks directly, then the tail through the buffer.
+fn in_whole_blocks(p: &mut [PatternStep], size: u64) {
+    let Some(&(false, 0, block)) = p.first() else {
+        return;
+    };
+    if p.len() < 2 || block < 512 {
+        return;
+    }
+    let mut at = 0u64;
+    for &(from_end, offset, bytes) in &p[..p.len() - 1] {
+        if from_end || offset != at {
+            return;
+        }
+        at = offset + bytes;
+    }
+    let last = p.last_mut().expect("two or more");
+    let (from_end, offset, bytes) = *last;
+    if !from_end
+        && offset == at
+        && bytes >= block
+        && bytes % block == 0
+        && offset + bytes <= size
+        && size - offset - bytes < block
+    {
+        *last = (false, offset, WHOLE_BLOCKS);
+    }
 }
 
 /// The request pattern most openings make.
@@ -487,4 +542,37 @@ pub(super) fn read_buffers(activity: &Activity) -> Found {
         );
     }
     found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_buffered_streams_whole_blocks_become_one_request_for_every_file_size() {
+        // PNGs of 11259, 25407 and 45194 bytes read by Python's buffered reader, the tail
+        // already taken off as the rest: a block, then the whole blocks that fit.
+        for (size, middle) in [(11_259, 4096), (25_407, 20_480), (45_194, 40_960)] {
+            let mut p = vec![(false, 0, 4096), (false, 4096, middle)];
+            in_whole_blocks(&mut p, size);
+            assert_eq!(
+                p,
+                vec![(false, 0, 4096), (false, 4096, WHOLE_BLOCKS)],
+                "{size}"
+            );
+        }
+        // Not whole blocks, a block or more left after them, out of order, or from the end:
+        // left as they are.
+        for (mut p, size) in [
+            (vec![(false, 0, 4096), (false, 4096, 5000)], 11_259),
+            (vec![(false, 0, 4096), (false, 4096, 4096)], 20_000),
+            (vec![(false, 0, 4096), (false, 8192, 4096)], 12_500),
+            (vec![(false, 0, 4096), (true, 8192, 4096)], 12_500),
+            (vec![(false, 0, 256), (false, 256, 512)], 1000),
+        ] {
+            let before = p.clone();
+            in_whole_blocks(&mut p, size);
+            assert_eq!(p, before, "{size}");
+        }
+    }
 }
