@@ -193,7 +193,15 @@ fn assert_structure(name: &str, f: &Value) {
 }
 
 fn seconds(value: &str) -> f64 {
-    // A number, or `{mean: x, stdev: y}`.
+    // A number, `{mean: x, stdev: y}`, or `{type: quantiles, values: [...]}` (their median).
+    if let Some(list) = value.strip_prefix("{type: quantiles, values: [") {
+        let values: Vec<f64> = list
+            .trim_end_matches("]}")
+            .split(',')
+            .map(|v| v.trim().parse().unwrap())
+            .collect();
+        return values[values.len() / 2];
+    }
     let v = value.trim_start_matches("{mean: ");
     v.split([',', '}']).next().unwrap().trim().parse().unwrap()
 }

@@ -84,11 +84,11 @@ impl Config {
         let base = key.strip_suffix("_stdev")?;
         TIME_KEYS.iter().find(|(s, k)| s == section && *k == base)?;
         let dist = match base {
-            "computation_time" => self.train.computation_time,
-            "eval_time" => self.evaluation.eval_time,
-            _ => self.reader.preprocess_time,
+            "computation_time" => &self.train.computation_time,
+            "eval_time" => &self.evaluation.eval_time,
+            _ => &self.reader.preprocess_time,
         };
-        Some(match dist {
+        Some(match *dist {
             TimeDistribution::Normal { stdev, .. } => stdev,
             _ => 0.0,
         })
@@ -349,6 +349,12 @@ fn describe_time(t: &TimeDistribution) -> String {
         }
         TimeDistribution::Exponential { scale } => format!("exponential(scale {scale}) s"),
         TimeDistribution::Poisson { lam } => format!("poisson({lam}) s"),
+        TimeDistribution::Quantiles { ref values } => format!(
+            "quantiles {}..{} s (mean {:.6})",
+            values.first().copied().unwrap_or(0.0),
+            values.last().copied().unwrap_or(0.0),
+            crate::vocab::quantiles_mean(values)
+        ),
     }
 }
 

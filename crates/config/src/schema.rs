@@ -1301,9 +1301,16 @@ pub(crate) mod time_value {
 
     const FORMS: &str = "a number of seconds, or a mapping such as {mean: 0.5, stdev: 0.1}, \
                          {type: uniform, min: 0.4, max: 0.6}, {type: gamma, shape: 2, scale: 0.1}, \
-                         {type: exponential, scale: 0.2} or {type: poisson, lam: 0.3}";
+                         {type: exponential, scale: 0.2}, {type: poisson, lam: 0.3} or \
+                         {type: quantiles, values: [0.020, 0.021, 0.031]}";
 
     pub fn serialize<S: Serializer>(t: &TimeDistribution, s: S) -> Result<S::Ok, S::Error> {
+        if let TimeDistribution::Quantiles { values } = t {
+            let mut map = s.serialize_map(Some(2))?;
+            map.serialize_entry("type", type_name(t))?;
+            map.serialize_entry("values", values)?;
+            return map.end();
+        }
         let entries: Vec<(&str, f64)> = match *t {
             TimeDistribution::Constant { value } => return s.serialize_f64(value),
             TimeDistribution::Normal { mean, stdev } => vec![("mean", mean), ("stdev", stdev)],
@@ -1311,6 +1318,7 @@ pub(crate) mod time_value {
             TimeDistribution::Gamma { shape, scale } => vec![("shape", shape), ("scale", scale)],
             TimeDistribution::Exponential { scale } => vec![("scale", scale)],
             TimeDistribution::Poisson { lam } => vec![("lam", lam)],
+            TimeDistribution::Quantiles { .. } => unreachable!("serialized above"),
         };
         let mut map = s.serialize_map(Some(entries.len() + 1))?;
         map.serialize_entry("type", type_name(t))?;
@@ -1328,6 +1336,7 @@ pub(crate) mod time_value {
             TimeDistribution::Gamma { .. } => "gamma",
             TimeDistribution::Exponential { .. } => "exponential",
             TimeDistribution::Poisson { .. } => "poisson",
+            TimeDistribution::Quantiles { .. } => "quantiles",
         }
     }
 
@@ -1361,10 +1370,13 @@ pub(crate) mod time_value {
             Some(other) => {
                 return Err(format!(
                     "has `type: {other}`; the type must be one of normal, uniform, gamma, \
-                     exponential, poisson (or constant)"
+                     exponential, poisson, quantiles (or constant)"
                 ));
             }
         };
+        if kind == "quantiles" {
+            return quantiles(map);
+        }
         let (params, allowed): (&[&str], &[&str]) = match kind.as_str() {
             "mean-only" => (&[], &["mean"]),
             "constant" => (&[], &["value", "mean"]),
@@ -1376,7 +1388,7 @@ pub(crate) mod time_value {
             other => {
                 return Err(format!(
                     "has `type: {other}`; the type must be one of normal, uniform, gamma, \
-                     exponential, poisson (or constant)"
+                     exponential, poisson, quantiles (or constant)"
                 ));
             }
         };
@@ -1440,5 +1452,38 @@ pub(crate) mod time_value {
             },
             _ => TimeDistribution::Poisson { lam: num("lam")? },
         })
+    }
+
+    /// `{type: quantiles, values: [...]}`: one or more numbers of seconds, in increasing order.
+    fn quantiles(map: &serde_json::Map<String, Value>) -> Result<TimeDistribution, String> {
+        if let Some(key) = map.keys().find(|k| *k != "type" && *k != "values") {
+            return Err(format!(
+                "has `{key}`, which is not a parameter of the quantiles distribution (it takes \
+                 values); remove it"
+            ));
+        }
+        let Some(Value::Array(items)) = map.get("values") else {
+            return Err(
+                "is a quantiles distribution and needs `values`, a list of seconds in \
+                        increasing order"
+                    .into(),
+            );
+        };
+        let values = items
+            .iter()
+            .map(|v| {
+                v.as_f64()
+                    .ok_or_else(|| format!("has `values` holding `{v}`, which must be a number"))
+            })
+            .collect::<Result<Vec<f64>, String>>()?;
+        if values.is_empty() {
+            return Err("has no `values`; give one or more seconds in increasing order".into());
+        }
+        if values.windows(2).any(|w| w[0] > w[1]) {
+            return Err(
+                "has `values` out of increasing order; list the quantiles smallest first".into(),
+            );
+        }
+        Ok(TimeDistribution::Quantiles { values })
     }
 }

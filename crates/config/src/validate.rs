@@ -1005,6 +1005,9 @@ impl Config {
                     Some("scale")
                 }
                 TimeDistribution::Poisson { lam } if lam < 0.0 => Some("lam"),
+                TimeDistribution::Quantiles { ref values } if values.iter().any(|&v| v < 0.0) => {
+                    Some("values")
+                }
                 _ => None,
             };
             if let Some(param) = bad {

@@ -406,7 +406,7 @@ pub enum Sampler {
 /// A time that is slept: `train.computation_time`, `evaluation.eval_time`,
 /// `reader.preprocess_time`, in seconds. Draws are made by the trainer/loader; the slept
 /// time is the absolute value of the draw, as in DLIO.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum TimeDistribution {
     /// Always the same value.
@@ -445,6 +445,14 @@ pub enum TimeDistribution {
         /// Rate λ (the mean), in seconds.
         lam: f64,
     },
+    /// Ours: a measured distribution given by its evenly spaced quantiles (the first the
+    /// smallest value, the last the largest), drawn by interpolating between the two around a
+    /// uniform draw. `dlio characterize` writes it for times that one law does not describe
+    /// (steps whose compute depends on what the batch holds).
+    Quantiles {
+        /// Seconds, in increasing order.
+        values: Vec<f64>,
+    },
 }
 
 impl Default for TimeDistribution {
@@ -464,6 +472,7 @@ impl TimeDistribution {
             TimeDistribution::Gamma { shape, scale } => shape * scale,
             TimeDistribution::Exponential { scale } => scale,
             TimeDistribution::Poisson { lam } => lam,
+            TimeDistribution::Quantiles { ref values } => quantiles_mean(values),
         }
     }
 
@@ -482,6 +491,21 @@ impl TimeDistribution {
             TimeDistribution::Gamma { shape, scale } => vec![("shape", shape), ("scale", scale)],
             TimeDistribution::Exponential { scale } => vec![("scale", scale)],
             TimeDistribution::Poisson { lam } => vec![("lam", lam)],
+            TimeDistribution::Quantiles { ref values } => {
+                values.iter().map(|&v| ("values", v)).collect()
+            }
+        }
+    }
+}
+
+/// The mean of the piecewise-linear distribution through evenly spaced quantiles: each
+/// stretch between two neighbours holds the same share and averages their midpoint.
+pub fn quantiles_mean(values: &[f64]) -> f64 {
+    match values {
+        [] => 0.0,
+        [only] => *only,
+        _ => {
+            values.windows(2).map(|w| (w[0] + w[1]) / 2.0).sum::<f64>() / (values.len() - 1) as f64
         }
     }
 }

@@ -28,6 +28,8 @@ enum Kind {
     Gamma(Gamma<f64>),
     Exponential(Exp<f64>),
     Poisson(Poisson<f64>),
+    /// Evenly spaced quantiles, in increasing order.
+    Quantiles(std::sync::Arc<[f64]>),
 }
 
 impl TimeSampler {
@@ -82,6 +84,14 @@ impl TimeSampler {
                 Poisson::new(lam)
                     .map_err(|e| bad(format!("poisson(lam {lam}): {e}; lam must be > 0")))?,
             ),
+            TimeDistribution::Quantiles { ref values } => {
+                if values.is_empty() || values.iter().any(|v| !v.is_finite()) {
+                    return Err(bad(
+                        "quantiles: the values must be numbers of seconds".into()
+                    ));
+                }
+                Kind::Quantiles(values.as_slice().into())
+            }
         };
         Ok(TimeSampler {
             kind,
@@ -109,11 +119,24 @@ impl TimeSampler {
             Kind::Gamma(d) => d.sample(rng),
             Kind::Exponential(d) => d.sample(rng),
             Kind::Poisson(d) => d.sample(rng),
+            Kind::Quantiles(q) => between_quantiles(q, rand_distr::StandardUniform.sample(rng)),
         };
         let v = v.abs();
         // Validation bounds the parameters; a draw past them still saturates, never panics.
         (v > 0.0).then(|| duration_from_seconds(v))
     }
+}
+
+/// The value at `u` (in [0, 1)) of the piecewise-linear distribution through evenly spaced
+/// quantiles `q` (increasing, not empty).
+fn between_quantiles(q: &[f64], u: f64) -> f64 {
+    if q.len() == 1 {
+        return q[0];
+    }
+    let at = u.clamp(0.0, 1.0) * (q.len() - 1) as f64;
+    let i = (at.floor() as usize).min(q.len() - 2);
+    let t = at - i as f64;
+    q[i] + (q[i + 1] - q[i]) * t
 }
 
 #[cfg(test)]
@@ -130,6 +153,32 @@ mod tests {
             .map(|_| s.draw(&mut rng).map_or(0.0, |d| d.as_secs_f64()))
             .sum::<f64>()
             / n as f64
+    }
+
+    #[test]
+    fn quantiles_draw_within_them_around_their_mean() {
+        let values = vec![0.020, 0.021, 0.021, 0.031];
+        let dist = TimeDistribution::Quantiles {
+            values: values.clone(),
+        };
+        let mean = dist.mean();
+        // Stretches of a third each: midpoints 0.0205, 0.021, 0.026.
+        assert!((mean - 0.0225).abs() < 1e-12, "{mean}");
+        assert!((mean_of(dist.clone()) - mean).abs() < 0.01 * mean);
+        let s = TimeSampler::new("k", &dist).unwrap();
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+        let draws: Vec<f64> = (0..2000)
+            .map(|_| s.draw(&mut rng).unwrap().as_secs_f64())
+            .collect();
+        assert!(
+            draws
+                .iter()
+                .all(|&d| (0.020 - 1e-9..=0.031 + 1e-9).contains(&d))
+        );
+        // A third of the draws fall in the top stretch (21 to 31 ms).
+        let top = draws.iter().filter(|&&d| d > 0.0211).count();
+        assert!((550..780).contains(&top), "{top}");
+        assert_eq!(between_quantiles(&[0.5], 0.7), 0.5);
     }
 
     #[test]

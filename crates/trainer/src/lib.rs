@@ -244,7 +244,7 @@ pub fn loader_spec(config: &Config, rank: u32) -> LoaderSpec {
         read_ahead: config.reader.read_ahead,
         read_type: config.reader.read_type,
         sampler: config.sampler(),
-        preprocess_time: config.reader.preprocess_time,
+        preprocess_time: config.reader.preprocess_time.clone(),
         preprocess_work: config.reader.preprocess_work,
         seed: config.train.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(rank),
         layout: nominal_layout(config),

@@ -174,18 +174,35 @@ pub(super) fn timing(
         } else {
             0.0
         };
-        let value = stats_value(&Stats {
-            mean: (compute_s.mean - per_sample).max(0.0),
-            ..compute_s
-        });
+        // Pauses far from the median that recur (a tenth of the steps or more: batches whose
+        // compute depends on what they hold) are the program's rhythm, not one-off stalls:
+        // the measured distribution is replayed, all of it, by its quantiles.
+        let recurring = outliers > 0 && outliers * 10 >= training_pauses.len();
+        let value = if recurring {
+            quantiles_value(&training_pauses, per_sample)
+        } else {
+            stats_value(&Stats {
+                mean: (compute_s.mean - per_sample).max(0.0),
+                ..compute_s
+            })
+        };
+        let outliers_said = if recurring {
+            format!(
+                "; {outliers} of the {} lay far from the rest, too many to be one-off stalls: the \
+                 times are the {QUANTILES} evenly spaced quantiles of every pause",
+                training_pauses.len()
+            )
+        } else {
+            String::new()
+        };
         found.param(
             "train.computation_time",
             value,
             format!(
                 "{} pauses without data I/O between bursts{}: mean {:.3} ms, stdev {:.3} ms (the \
-                 median pause inside a burst is shorter by {MIN_GAP_RATIO}x or more){}",
+                 median pause inside a burst is shorter by {MIN_GAP_RATIO}x or more){outliers_said}{}",
                 compute_s.count,
-                match (with_eval, outliers) {
+                match (with_eval, if recurring { 0 } else { outliers }) {
                     (0, 0) => String::new(),
                     (e, o) => format!(
                         " ({e} held an evaluation pass, whose time is taken out; {o} lay far \
@@ -231,6 +248,29 @@ pub(super) fn timing(
         },
         found,
     )
+}
+
+/// Quantiles written for a measured time distribution (`{type: quantiles, values}`).
+const QUANTILES: usize = 16;
+
+/// `values` less `minus` each (at least 0) as [`QUANTILES`] evenly spaced quantiles, the
+/// smallest and the largest included, interpolated between the sorted values.
+fn quantiles_value(values: &[f64], minus: f64) -> String {
+    let mut sorted: Vec<f64> = values.iter().map(|v| (v - minus).max(0.0)).collect();
+    sorted.sort_by(f64::total_cmp);
+    let at = |p: f64| -> f64 {
+        let x = p * (sorted.len() - 1) as f64;
+        let i = (x.floor() as usize).min(sorted.len().saturating_sub(2));
+        let t = x - i as f64;
+        match sorted.get(i + 1) {
+            Some(next) => sorted[i] + (next - sorted[i]) * t,
+            None => sorted[i],
+        }
+    };
+    let quantiles: Vec<String> = (0..QUANTILES)
+        .map(|k| format!("{:.6}", at(k as f64 / (QUANTILES - 1) as f64)))
+        .collect();
+    format!("{{type: quantiles, values: [{}]}}", quantiles.join(", "))
 }
 
 /// A time as the workload writes it: its mean, or a normal law when the stdev is over 5% of
@@ -292,4 +332,20 @@ fn steady_values(values: &[f64]) -> (Vec<f64>, usize) {
         .collect();
     let left_out = values.len() - steady.len();
     (steady, left_out)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn quantiles_span_the_measured_times_less_the_loader_time() {
+        // 8 pauses of 21 ms and 2 of 31 ms, less 0.5 ms of loader time each.
+        let pauses: Vec<f64> = [0.021; 8].into_iter().chain([0.031; 2]).collect();
+        let v = super::quantiles_value(&pauses, 0.0005);
+        assert!(
+            v.starts_with("{type: quantiles, values: [0.020500, "),
+            "{v}"
+        );
+        assert!(v.ends_with(", 0.030500]}"), "{v}");
+        assert_eq!(v.matches(',').count(), super::QUANTILES, "{v}");
+    }
 }

@@ -239,6 +239,12 @@ fn time_values_accept_every_form_dlio_accepts() {
             "{type: poisson, lam: 3}",
             TimeDistribution::Poisson { lam: 3.0 },
         ),
+        (
+            "{type: quantiles, values: [0.02, 0.021, 0.031]}",
+            TimeDistribution::Quantiles {
+                values: vec![0.02, 0.021, 0.031],
+            },
+        ),
     ];
     for (text, expected) in cases {
         let yaml = format!(
@@ -249,6 +255,33 @@ fn time_values_accept_every_form_dlio_accepts() {
         assert_eq!(c.train.computation_time, expected, "{text}");
         assert_eq!(c.evaluation.eval_time, expected, "{text}");
         assert_eq!(c.reader.preprocess_time, expected, "{text}");
+    }
+}
+
+#[test]
+fn measured_quantiles_are_refused_out_of_order_empty_negative_or_with_other_keys() {
+    for (text, says) in [
+        (
+            "{type: quantiles, values: [0.03, 0.02]}",
+            "increasing order",
+        ),
+        ("{type: quantiles, values: []}", "no `values`"),
+        ("{type: quantiles}", "needs `values`"),
+        ("{type: quantiles, values: [0.1, x]}", "must be a number"),
+        ("{type: quantiles, values: [0.1], mean: 1}", "`mean`"),
+        (
+            "{type: quantiles, values: [-0.1, 0.2]}",
+            "negative `values`",
+        ),
+    ] {
+        let err = Config::from_yaml(&format!("train:\n  computation_time: {text}\n"))
+            .and_then(|c| c.validate(1))
+            .expect_err(text)
+            .to_string();
+        assert!(
+            err.contains("train.computation_time") && err.contains(says),
+            "{text}: {err}"
+        );
     }
 }
 
