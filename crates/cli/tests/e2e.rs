@@ -173,6 +173,38 @@ fn a_header_scan_reads_the_first_bytes_of_each_file_once_before_training() {
     );
 }
 
+/// `reader.epoch_start_time`: every training epoch waits for its loader's start-up before its
+/// readers begin, and reads what it read without it; a negative time is refused by its key.
+#[test]
+fn each_epoch_waits_for_its_loaders_start_up() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args = small(tmp.path(), 8, 4);
+    args.push("++workload.workflow.generate_data=True".into());
+    args.push("++workload.train.epochs=2".into());
+    args.push("++workload.reader.epoch_start_time=0.4".into());
+    run_ok(dlio().arg("run").args(&args));
+    let on_disk: u64 = files_with_ext(&tmp.path().join("data/train"), "npz")
+        .iter()
+        .map(|f| f.metadata().unwrap().len())
+        .sum();
+    let summary = json(&tmp.path().join("out/summary.json"));
+    assert_eq!(
+        summary["dlio_rs"]["bytes_read"].as_u64().unwrap(),
+        2 * on_disk
+    );
+    let epochs = json(&tmp.path().join("out/per_epoch_stats.json"));
+    for epoch in ["1", "2"] {
+        let duration: f64 = epochs[epoch]["duration"].as_str().unwrap().parse().unwrap();
+        assert!(duration >= 0.4, "epoch {epoch}: {duration} s");
+    }
+    let mut negative = args.clone();
+    negative.push("++workload.reader.epoch_start_time=-1".into());
+    let out = dlio().arg("run").args(&negative).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("reader.epoch_start_time"), "{err}");
+}
+
 #[test]
 fn skip_listing_reads_the_computed_names_and_refuses_a_missing_one() {
     let tmp = tempfile::tempdir().unwrap();

@@ -890,6 +890,11 @@ pub struct ReaderConfig {
     /// (image sizes for aspect-ratio buckets; `dlio characterize` finds such a pass). 0: no
     /// such pass. Default 0.
     pub header_scan_bytes: u64,
+    /// Ours: seconds each training epoch's loader takes to start before its readers begin
+    /// (a PyTorch DataLoader without persistent workers forks them again for every epoch, and
+    /// the training loop waits for its first batch meanwhile; `dlio characterize` measures
+    /// it). Counted in the epoch's first wait for a batch. Default 0.
+    pub epoch_start_time: f64,
     /// PyTorch `pin_memory`. Default true.
     pub pin_memory: bool,
     /// PyTorch/DALI worker start method. Default fork.
@@ -935,6 +940,7 @@ impl Default for ReaderConfig {
             preprocess_work: PreprocessWork::Sleep,
             fresh_read_share: 0.0,
             header_scan_bytes: 0,
+            epoch_start_time: 0.0,
             pin_memory: true,
             multiprocessing_context: MultiprocessingContext::Fork,
             odirect: false,

@@ -56,6 +56,15 @@ impl Config {
                 "set ++workload.reader.fresh_read_share between 0 and 1",
             ));
         }
+        let start = self.reader.epoch_start_time;
+        if !(0.0..=MAX_SECONDS).contains(&start) {
+            return Err(invalid(
+                "reader.epoch_start_time",
+                format!("is {start}; a time in seconds goes from 0 to {MAX_SECONDS:e}."),
+                "set ++workload.reader.epoch_start_time to the seconds a loader takes to start, \
+                 or 0",
+            ));
+        }
         let sizes = &self.reader.transfer_size_distribution;
         if !sizes.is_empty() && self.reader.transfer_size.is_some() {
             return Err(invalid(

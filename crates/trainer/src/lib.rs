@@ -438,10 +438,19 @@ fn run_training(
         if epoch == 1 {
             scan_headers(setup, &names, plan.as_ref())?;
         }
+        // The loader's start-up (`reader.epoch_start_time`): its readers begin after it, and
+        // the epoch's first wait for a batch counts it.
+        let epoch_began = Instant::now();
+        let start_up = dlio_config::duration_from_seconds(config.reader.epoch_start_time);
+        if plan.is_some() && !start_up.is_zero() {
+            compute_sleep
+                .sleep(&setup.stop, start_up)
+                .map_err(|_| stopped_error(&setup.stop))?;
+        }
         let mut batches = plan.map(|plan| loader.start_epoch(plan, names));
         let mut batch_wait = LatencyHistogram::new();
         let mut done = 0u64;
-        let mut start_loading = Instant::now();
+        let mut start_loading = epoch_began;
         let mut side_buf = Vec::new();
         loop {
             if done < steps {

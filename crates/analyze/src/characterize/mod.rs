@@ -463,6 +463,7 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
     found.append(eval_found);
     let (time, f) = timing::timing(&activity, &samples, &readers, &eval, work_inside);
     found.append(f);
+    found.append(timing::loader_start_up(&activity, &readers, &eval));
     let (side_files, written, f) =
         writes::side_files_and_writes(t, data, &activity, &readers, &eval);
     found.append(f);

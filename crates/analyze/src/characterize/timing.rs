@@ -250,6 +250,72 @@ pub(super) fn timing(
     )
 }
 
+/// The shortest loader start-up written (`reader.epoch_start_time`): under it, the handover
+/// of one batch more.
+const MIN_START_UP_S: f64 = 1e-3;
+
+/// `reader.epoch_start_time`: worker processes that read for a training process and are
+/// started again for every epoch (a PyTorch DataLoader without persistent workers) leave a
+/// pause at each epoch's start that no step's compute explains. The data reads are grouped by
+/// process; a process whose first read comes after every earlier one's last read begins a new
+/// epoch's group. Its start-up is the time from the training process's last take before that
+/// read, plus one step's compute (when it would have asked for the next batch) and less any
+/// evaluation pass between, to the read: the median over the epochs after the first.
+pub(super) fn loader_start_up(activity: &Activity, readers: &Readers, eval: &EvalPass) -> Found {
+    let mut found = Found::default();
+    let (Some(consumer), Some(steps)) = (
+        activity.consumer.as_ref(),
+        readers.ahead.as_ref().and_then(|a| a.consumer.as_ref()),
+    ) else {
+        return found;
+    };
+    let mut spans: std::collections::HashMap<u32, (i64, i64)> = Default::default();
+    for r in &activity.reads {
+        let span = spans.entry(r.rank).or_insert((r.start, r.end));
+        span.0 = span.0.min(r.start);
+        span.1 = span.1.max(r.end);
+    }
+    let mut processes: Vec<(i64, i64)> = spans.into_values().collect();
+    processes.sort_unstable();
+    let mut group_starts = Vec::new();
+    let mut last_end = i64::MIN;
+    for (i, &(first, last)) in processes.iter().enumerate() {
+        if i > 0 && first > last_end {
+            group_starts.push(first);
+        }
+        last_end = last_end.max(last);
+    }
+    let takes = consumer.step_starts();
+    let delays: Vec<f64> = group_starts
+        .iter()
+        .filter_map(|&first_read| {
+            let before = takes.partition_point(|&t| t < first_read).checked_sub(1)?;
+            let last_take = takes[before];
+            let waited = secs(first_read - last_take - eval.within(last_take, first_read));
+            Some((waited - steps.compute_s.mean).max(0.0))
+        })
+        .collect();
+    if delays.is_empty() {
+        return found;
+    }
+    let start_up = Stats::of(&delays).median;
+    if start_up >= MIN_START_UP_S {
+        found.param(
+            "reader.epoch_start_time",
+            format!("{start_up:.6}"),
+            format!(
+                "{} times a new group of worker processes began reading after every earlier \
+                 one had stopped (workers started again for each epoch): the median pause from \
+                 the training process's last take before it, less a step's compute ({:.3} ms), \
+                 to its first read",
+                delays.len(),
+                steps.compute_s.mean * 1e3
+            ),
+        );
+    }
+    found
+}
+
 /// Quantiles written for a measured time distribution (`{type: quantiles, values}`).
 const QUANTILES: usize = 16;
 
