@@ -138,7 +138,7 @@ pub(super) fn eval_pass(
     if let Some(c) = &activity.consumer {
         let (_, takes) = c.split_takes(&activity.reads, &files, t);
         let opened = calls.iter().filter(|r| op(r) == Op::Open).count();
-        let (per_step, _) = super::readers::step_pauses(&takes, |_, _| true);
+        let (per_step, _) = super::readers::step_pauses(&takes, |_, _| true, false);
         if takes.len() >= 2 && opened > 0 && !per_step.is_empty() {
             batch = ((opened as f64 / takes.len() as f64).round() as u64).max(1);
             eval_time = Stats::of(&per_step).median;
