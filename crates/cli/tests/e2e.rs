@@ -205,6 +205,34 @@ fn each_epoch_waits_for_its_loaders_start_up() {
     assert!(err.contains("reader.epoch_start_time"), "{err}");
 }
 
+/// `reader.drop_last: False` reads an epoch's last, short batch (PyTorch's default); DLIO's
+/// loaders drop it, as the default does.
+#[test]
+fn the_last_short_batch_is_read_only_without_drop_last() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args = small(tmp.path(), 10, 4);
+    args.push("++workload.workflow.generate_data=True".into());
+    run_ok(dlio().arg("run").args(&args));
+    let sizes: Vec<u64> = files_with_ext(&tmp.path().join("data/train"), "npz")
+        .iter()
+        .map(|f| f.metadata().unwrap().len())
+        .collect();
+    assert_eq!(sizes.len(), 10);
+    assert!(sizes.windows(2).all(|w| w[0] == w[1]), "{sizes:?}");
+    let read = |tmp: &Path| -> u64 {
+        json(&tmp.join("out/summary.json"))["dlio_rs"]["bytes_read"]
+            .as_u64()
+            .unwrap()
+    };
+    // Two steps of 4: 8 of the 10 files.
+    assert_eq!(read(tmp.path()), 8 * sizes[0]);
+    args.push("++workload.workflow.generate_data=False".into());
+    args.push("++workload.reader.drop_last=False".into());
+    run_ok(dlio().arg("run").args(&args));
+    // Three steps, the last of 2: every file.
+    assert_eq!(read(tmp.path()), 10 * sizes[0]);
+}
+
 #[test]
 fn skip_listing_reads_the_computed_names_and_refuses_a_missing_one() {
     let tmp = tempfile::tempdir().unwrap();

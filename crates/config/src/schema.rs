@@ -895,6 +895,11 @@ pub struct ReaderConfig {
     /// the training loop waits for its first batch meanwhile; `dlio characterize` measures
     /// it). Counted in the epoch's first wait for a batch. Default 0.
     pub epoch_start_time: f64,
+    /// Ours: false reads each pass's last, short batch as a PyTorch DataLoader does by default
+    /// (`drop_last=False`), so the pass has one step more; true drops it, as DLIO's loaders
+    /// do. DLIO's throughput (steps times the batch) counts the short batch as a whole one.
+    /// Default true.
+    pub drop_last: bool,
     /// PyTorch `pin_memory`. Default true.
     pub pin_memory: bool,
     /// PyTorch/DALI worker start method. Default fork.
@@ -941,6 +946,7 @@ impl Default for ReaderConfig {
             fresh_read_share: 0.0,
             header_scan_bytes: 0,
             epoch_start_time: 0.0,
+            drop_last: true,
             pin_memory: true,
             multiprocessing_context: MultiprocessingContext::Fork,
             odirect: false,

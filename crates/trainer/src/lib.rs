@@ -222,7 +222,7 @@ pub fn train_plan_spec(config: &Config, world: u32, num_files: u64, random_seed:
         seed_change_epoch: config.train.seed_change_epoch,
         random_seed,
         total_training_steps: (total > 0).then_some(total as u64),
-        drop_last: true,
+        drop_last: config.reader.drop_last,
     }
 }
 

@@ -454,6 +454,7 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
     let (eval, eval_found) = eval::eval_pass(t, data, &activity, samples.epochs);
     let (readers, f) = readers::readers(t, &activity, &samples, &eval);
     found.append(f);
+    found.append(readers::last_batch(&samples, &readers));
     found.append(samples::read_type(&activity, &samples));
     found.append(requests::order(t, &samples));
     let (transfer_sizes, work_inside, f) =

@@ -342,6 +342,36 @@ pub(super) struct ConsumerSteps {
     pub in_flight: u64,
 }
 
+/// `reader.drop_last: False`: every sample of the data set was read in every epoch, and their
+/// count is not a multiple of the batch, so each epoch's last, short batch was read too (a
+/// PyTorch DataLoader's default); DLIO's loaders, and dlio by default, drop it. Samples that
+/// stand for row groups or stream records are left to their formats.
+pub(super) fn last_batch(samples: &Samples, readers: &Readers) -> Found {
+    let mut found = Found::default();
+    let batch = readers.batch.max(1);
+    let every_sample_read =
+        samples.epochs > 0 && samples.events.len() as u64 == samples.epochs * samples.in_data_set;
+    if samples.unit_rows == 1
+        && samples.stream.is_none()
+        && samples.columnar.is_none()
+        && every_sample_read
+        && !samples.in_data_set.is_multiple_of(batch)
+    {
+        found.param(
+            "reader.drop_last",
+            "False".into(),
+            format!(
+                "each of the {} epochs read all {} samples, not a multiple of the batch ({batch}): \
+                 its last batch of {} was read too",
+                samples.epochs,
+                samples.in_data_set,
+                samples.in_data_set % batch
+            ),
+        );
+    }
+    found
+}
+
 /// Each step's time from a consumer's takes, and how many pauses `kept` refused.
 ///
 /// A take is not always a step: a loader that keeps batches in order reads the batches that
