@@ -199,9 +199,7 @@ fn each_epoch_waits_for_its_loaders_start_up() {
     }
     let mut negative = args.clone();
     negative.push("++workload.reader.epoch_start_time=-1".into());
-    let out = dlio().arg("run").args(&negative).output().unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = run_err(dlio().arg("run").args(&negative));
     assert!(err.contains("reader.epoch_start_time"), "{err}");
 }
 
