@@ -38,15 +38,23 @@ pub fn write_dist_info(request: &DistInfoRequest) -> Result<PathBuf> {
         );
     }
     let dir_name = format!("{DIST_NAME}-{}.dist-info", crate::VERSION);
+    // One listing: another dlio_benchmark's metadata refuses the whole command before ours
+    // from an earlier run (of any version) is replaced.
+    let mut ours = Vec::new();
     for entry in std::fs::read_dir(site).with_context(|| format!("listing {}", site.display()))? {
         let name = entry
             .with_context(|| format!("listing {}", site.display()))?
             .file_name();
         let name = name.to_string_lossy();
-        let other_dist = name.ends_with(".dist-info")
-            && normalized(name.split('-').next().unwrap_or_default()) == normalized(DIST_NAME)
-            && name != dir_name;
-        if other_dist && !written_by_us(&site.join(&*name)) {
+        let dist = name.ends_with(".dist-info")
+            && normalized(name.split('-').next().unwrap_or_default()) == normalized(DIST_NAME);
+        if !dist {
+            continue;
+        }
+        let path = site.join(&*name);
+        if written_by_us(&path) {
+            ours.push(path);
+        } else if name != dir_name {
             bail!(
                 "{} already holds {name}, another dlio_benchmark (the Python DLIO, which \
                  mlpstorage installs as a dependency): Python would report its version for this \
@@ -56,19 +64,9 @@ pub fn write_dist_info(request: &DistInfoRequest) -> Result<PathBuf> {
             );
         }
     }
-    // Ours from an earlier version: replaced.
-    let listed = std::fs::read_dir(site).with_context(|| format!("listing {}", site.display()))?;
-    for entry in listed.flatten() {
-        let path = entry.path();
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if name.starts_with(&format!("{DIST_NAME}-"))
-            && name.ends_with(".dist-info")
-            && written_by_us(&path)
-        {
-            std::fs::remove_dir_all(&path)
-                .with_context(|| format!("removing the earlier {}", path.display()))?;
-        }
+    for path in ours {
+        std::fs::remove_dir_all(&path)
+            .with_context(|| format!("removing the earlier {}", path.display()))?;
     }
     let files = dist_files(&dir_name);
     let staging = site.join(format!(".{dir_name}.partial"));

@@ -510,6 +510,22 @@ pub fn quantiles_mean(values: &[f64]) -> f64 {
     }
 }
 
+/// The value at `u` (in [0, 1]) of the piecewise-linear distribution through evenly spaced
+/// quantiles `values` (increasing): `u` of the way from the first to the last, interpolated
+/// between the two values around it. 0 when there are none.
+pub fn quantile_at(values: &[f64], u: f64) -> f64 {
+    match values {
+        [] => 0.0,
+        [only] => *only,
+        _ => {
+            let at = u.clamp(0.0, 1.0) * (values.len() - 1) as f64;
+            let i = (at.floor() as usize).min(values.len() - 2);
+            let t = at - i as f64;
+            values[i] + (values[i + 1] - values[i]) * t
+        }
+    }
+}
+
 /// The longest time, in seconds, a config may ask a rank to sleep or wait (about 31.7
 /// years): longer values are refused at validation, naming the key, rather than overflowing
 /// the clock mid-run.

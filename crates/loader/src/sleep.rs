@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use dlio_config::vocab::quantile_at;
 use dlio_config::{TimeDistribution, duration_from_seconds};
 use rand::Rng;
 use rand_distr::{Distribution, Exp, Gamma, Normal, Poisson, Uniform};
@@ -119,24 +120,12 @@ impl TimeSampler {
             Kind::Gamma(d) => d.sample(rng),
             Kind::Exponential(d) => d.sample(rng),
             Kind::Poisson(d) => d.sample(rng),
-            Kind::Quantiles(q) => between_quantiles(q, rand_distr::StandardUniform.sample(rng)),
+            Kind::Quantiles(q) => quantile_at(q, rand_distr::StandardUniform.sample(rng)),
         };
         let v = v.abs();
         // Validation bounds the parameters; a draw past them still saturates, never panics.
         (v > 0.0).then(|| duration_from_seconds(v))
     }
-}
-
-/// The value at `u` (in [0, 1)) of the piecewise-linear distribution through evenly spaced
-/// quantiles `q` (increasing, not empty).
-fn between_quantiles(q: &[f64], u: f64) -> f64 {
-    if q.len() == 1 {
-        return q[0];
-    }
-    let at = u.clamp(0.0, 1.0) * (q.len() - 1) as f64;
-    let i = (at.floor() as usize).min(q.len() - 2);
-    let t = at - i as f64;
-    q[i] + (q[i + 1] - q[i]) * t
 }
 
 #[cfg(test)]
@@ -178,7 +167,7 @@ mod tests {
         // A third of the draws fall in the top stretch (21 to 31 ms).
         let top = draws.iter().filter(|&&d| d > 0.0211).count();
         assert!((550..780).contains(&top), "{top}");
-        assert_eq!(between_quantiles(&[0.5], 0.7), 0.5);
+        assert_eq!(quantile_at(&[0.5], 0.7), 0.5);
     }
 
     #[test]

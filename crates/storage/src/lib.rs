@@ -114,7 +114,9 @@ pub use engine::{
     ENGINES, Engine, EngineInfo, EngineKind, EngineSettings, OdirectUse, engine_for, engine_names,
 };
 pub use error::StorageError;
-pub use file_list::{DataFiles, FileList, FileSet, HeldNames, NamePattern, PathScratch};
+pub use file_list::{
+    DataFiles, FileList, FileSet, HeldNames, NamePattern, PathScratch, file_name_bytes,
+};
 pub use forward::ForwardStorage;
 pub use fresh::{FRESH_FROM, FreshPages};
 pub use histogram::{LatencyBuckets, LatencySnapshot};

@@ -1038,8 +1038,7 @@ impl S3Write {
     /// Starts the multipart upload with the buffered bytes (a single-PUT buffer grown past
     /// [`SINGLE_PUT_BYTES`]) cut into parts of [`S3_PART_BYTES`].
     fn start_multipart(&mut self) -> Result<(), StorageError> {
-        let mut buffered = std::mem::take(&mut self.buffer);
-        buffered.truncate(std::mem::take(&mut self.filled));
+        let buffered = self.take_filled(Vec::new());
         for part in buffered.chunks(S3_PART_BYTES) {
             self.buffer = part.to_vec();
             self.filled = part.len();
@@ -1061,8 +1060,7 @@ impl S3Write {
         while self.parts.len() >= PARTS_IN_FLIGHT {
             self.wait_part()?;
         }
-        let mut part = std::mem::replace(&mut self.buffer, Vec::with_capacity(S3_PART_BYTES));
-        part.truncate(std::mem::take(&mut self.filled));
+        let part = self.take_filled(Vec::with_capacity(S3_PART_BYTES));
         if let Some(upload) = &mut self.upload {
             let future = upload.put_part(PutPayload::from(part));
             self.parts.push_back(self.shared.runtime.spawn(future));
@@ -1105,6 +1103,13 @@ impl WriteHandle for S3Write {
 }
 
 impl S3Write {
+    /// The bytes written so far (`buffer[..filled]`), leaving `next` as the empty buffer.
+    fn take_filled(&mut self, next: Vec<u8>) -> Vec<u8> {
+        let mut filled = std::mem::replace(&mut self.buffer, next);
+        filled.truncate(std::mem::take(&mut self.filled));
+        filled
+    }
+
     /// Appends `len` bytes, written into the buffer by `fill` a piece at a time; a full buffer
     /// starts (or continues) the multipart upload.
     fn append(
@@ -1152,9 +1157,7 @@ impl S3Write {
     fn finish(&mut self) -> Result<u64, StorageError> {
         let shared = Arc::clone(&self.shared);
         if self.upload.is_none() {
-            let mut buffer = std::mem::take(&mut self.buffer);
-            buffer.truncate(std::mem::take(&mut self.filled));
-            let payload = shared.buffers.payload(buffer);
+            let payload = shared.buffers.payload(self.take_filled(Vec::new()));
             shared
                 .runtime
                 .block_on(shared.store.put(&self.key, payload))

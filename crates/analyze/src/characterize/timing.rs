@@ -324,17 +324,12 @@ const QUANTILES: usize = 16;
 fn quantiles_value(values: &[f64], minus: f64) -> String {
     let mut sorted: Vec<f64> = values.iter().map(|v| (v - minus).max(0.0)).collect();
     sorted.sort_by(f64::total_cmp);
-    let at = |p: f64| -> f64 {
-        let x = p * (sorted.len() - 1) as f64;
-        let i = (x.floor() as usize).min(sorted.len().saturating_sub(2));
-        let t = x - i as f64;
-        match sorted.get(i + 1) {
-            Some(next) => sorted[i] + (next - sorted[i]) * t,
-            None => sorted[i],
-        }
-    };
+    // The sorted values are themselves evenly spaced quantiles of what was measured.
     let quantiles: Vec<String> = (0..QUANTILES)
-        .map(|k| format!("{:.6}", at(k as f64 / (QUANTILES - 1) as f64)))
+        .map(|k| {
+            let u = k as f64 / (QUANTILES - 1) as f64;
+            format!("{:.6}", dlio_config::vocab::quantile_at(&sorted, u))
+        })
         .collect();
     format!("{{type: quantiles, values: [{}]}}", quantiles.join(", "))
 }
