@@ -334,7 +334,7 @@ fn local_engines(transfer_size: Option<u64>) -> Vec<(&'static str, Engine)> {
             transfer_size,
             transfer_size_distribution: Vec::new(),
             seed: 0,
-            sample_requests: Vec::new(),
+            sample_request_patterns: Vec::new(),
             io_depth: 4,
             s3: None,
             read_bytes_per_second: 0,

@@ -223,16 +223,23 @@ pub(crate) fn engine_settings(config: &Config, process: usize) -> (EngineSetting
             .map(|e| (e.size, e.weight))
             .collect(),
         seed: config.train.seed,
-        sample_requests: config
-            .reader
-            .sample_requests
-            .iter()
-            .map(|r| dlio_storage::PatternRequest {
-                from_end: r.from == dlio_config::RequestAnchor::End,
-                offset: r.offset,
-                size: r.size,
-                blocks: r.blocks,
-                work: std::time::Duration::from_secs_f64(r.work),
+        sample_request_patterns: config
+            .sample_request_patterns()
+            .into_iter()
+            .map(|p| dlio_storage::RequestPattern {
+                requests: p
+                    .requests
+                    .iter()
+                    .map(|r| dlio_storage::PatternRequest {
+                        from_end: r.from == dlio_config::RequestAnchor::End,
+                        offset: r.offset,
+                        size: r.size,
+                        blocks: r.blocks,
+                        work: std::time::Duration::from_secs_f64(r.work),
+                    })
+                    .collect(),
+                weight: p.weight,
+                read_rest: p.read_rest,
             })
             .collect(),
         io_depth: config.storage.io_depth,

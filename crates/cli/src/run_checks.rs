@@ -73,7 +73,12 @@ pub(crate) fn unused_prefetch_window(
 /// [`dlio_format::CHUNK_BYTES`] (larger ones are read in chunks of that size). Elsewhere the
 /// key would have no effect, so it is refused.
 pub(crate) fn check_sample_requests(config: &Config, format: Option<&dyn Format>) -> Result<()> {
-    if config.reader.sample_requests.is_empty() || !config.workflow.train {
+    let key = if config.reader.sample_request_patterns.is_empty() {
+        "reader.sample_requests"
+    } else {
+        "reader.sample_request_patterns"
+    };
+    if config.sample_request_patterns().is_empty() || !config.workflow.train {
         return Ok(());
     }
     let Some(format) = format else {
@@ -81,7 +86,7 @@ pub(crate) fn check_sample_requests(config: &Config, format: Option<&dyn Format>
     };
     if !format.reads_whole_files_undecoded() {
         bail!(
-            "reader.sample_requests shapes the reads of whole files, but the {} reader (under the \
+            "{key} shapes the reads of whole files, but the {} reader (under the \
              {} semantics) reads parts of files or decodes them; use it with npz, npy, jpeg, png \
              or hdf5 under the MLPerf semantics, or describe the requests with \
              reader.transfer_size_distribution",
@@ -93,7 +98,7 @@ pub(crate) fn check_sample_requests(config: &Config, format: Option<&dyn Format>
         && bytes > dlio_format::CHUNK_BYTES as u64
     {
         bail!(
-            "reader.sample_requests shapes reads of a whole file in one request, but these files \
+            "{key} shapes reads of a whole file in one request, but these files \
              ({bytes} bytes) are read in chunks of {} bytes; use \
              reader.transfer_size_distribution for files this large",
             dlio_format::CHUNK_BYTES

@@ -253,6 +253,50 @@ fn an_npz_loop_is_characterised_and_replayed() {
 }
 
 #[test]
+fn npz_files_read_one_member_per_opening_hold_a_sample_per_member() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = trace_characterize_replay(dir.path(), "npz_members");
+    let d = &r.derived;
+    for (key, value) in [
+        ("dataset.format", "npz"),
+        ("dataset.num_files_train", "32"),
+        ("dataset.num_samples_per_file", "2"),
+        ("reader.batch_size", "4"),
+        ("train.epochs", "2"),
+    ] {
+        assert_eq!(d.get(key).map(String::as_str), Some(value), "{key}: {d:?}");
+    }
+    // Two kinds of opening, half each, reading only what they ask for: the zip's end records
+    // and one member.
+    let patterns = &d["reader.sample_request_patterns"];
+    let kinds: Vec<&str> = patterns.lines().collect();
+    assert_eq!(kinds.len(), 2, "{patterns}");
+    for kind in kinds {
+        assert!(
+            kind.starts_with("{weight: 64, read_rest: False, requests: [")
+                && kind.contains("{from: end, offset: 22, size: 22"),
+            "{kind}"
+        );
+    }
+    assert!(!d.contains_key("reader.sample_requests"), "{d:?}");
+    // The generated files have the program's files' size, so the requests land where the
+    // program's did; the replay reads the bytes and makes the calls the program made.
+    assert_eq!(sizes(&r.emulated_data, "npz"), sizes(&r.real_data, "npz"));
+    assert_scores("npz_members", &r.fidelity);
+    let bytes = r.fidelity["bounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == "data bytes read")
+        .unwrap()
+        .clone();
+    // 128 openings of about half a 65.8 KB file, not 128 whole files.
+    let read = bytes["real"].as_f64().unwrap();
+    let files: u64 = sizes(&r.real_data, "npz").iter().sum();
+    assert!(read < 0.7 * 4.0 * files as f64, "{bytes}");
+}
+
+#[test]
 fn a_chunked_reader_with_a_metadata_file_is_characterised_and_replayed() {
     let dir = tempfile::tempdir().unwrap();
     let r = trace_characterize_replay(dir.path(), "chunked_reader");

@@ -90,8 +90,9 @@ pub use schema::{
     EvaluationConfig, Hdf5Config, IoEngine, KsmConfig, MetricConfig, ModelConfig,
     MultiprocessingContext, OutputConfig, OutputMetricConfig, ParallelismConfig, ParquetColumn,
     ParquetCompression, ParquetConfig, ParquetReadMode, Profiler, ProfilingConfig, ReaderConfig,
-    RequestAnchor, SampleRequest, SideFile, SizesPer, StorageConfig, StorageOptions, StorageType,
-    TrainConfig, TransferSizeWeight, TransformerConfig, WorkflowConfig,
+    RequestAnchor, SampleRequest, SampleRequestPattern, SideFile, SizesPer, StorageConfig,
+    StorageOptions, StorageType, TrainConfig, TransferSizeWeight, TransformerConfig,
+    WorkflowConfig,
 };
 pub use validate::check_columns;
 pub use vocab::{

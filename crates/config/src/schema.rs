@@ -85,6 +85,10 @@ impl Config {
         config.dataset.side_files = vec![SideFile::default()];
         config.reader.transfer_size_distribution = vec![TransferSizeWeight::default()];
         config.reader.sample_requests = vec![SampleRequest::default()];
+        config.reader.sample_request_patterns = vec![SampleRequestPattern {
+            requests: vec![SampleRequest::default()],
+            ..SampleRequestPattern::default()
+        }];
         config.dataset.parquet.row_group_size = Some(1024);
         config.dataset.parquet.partition_by = Some(String::new());
         config.dataset.data_gen_method = Some(String::new());
@@ -606,6 +610,31 @@ impl Default for SampleRequest {
     }
 }
 
+/// One entry of `reader.sample_request_patterns` (ours): the requests of one kind of
+/// opening.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SampleRequestPattern {
+    /// The share of the openings that make this pattern, relative to the other patterns'.
+    /// Default 1.
+    pub weight: f64,
+    /// Whether the bytes the requests left unread are read after them (the opening reads the
+    /// whole file) or not (it reads only what the requests cover). Default true.
+    pub read_rest: bool,
+    /// The requests, in order, as `reader.sample_requests` gives them. Default none.
+    pub requests: Vec<SampleRequest>,
+}
+
+impl Default for SampleRequestPattern {
+    fn default() -> Self {
+        SampleRequestPattern {
+            weight: 1.0,
+            read_rest: true,
+            requests: Vec::new(),
+        }
+    }
+}
+
 /// `reader.sample_requests[].from`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -866,6 +895,12 @@ pub struct ReaderConfig {
     /// the file's end; bytes no request covered are read after them. Reads of part of a file
     /// are made as asked. Excludes `transfer_size` and its distribution. Default none.
     pub sample_requests: Vec<SampleRequest>,
+    /// Ours: several request patterns, each opening of a file read whole making one of them
+    /// (chosen in proportion to their weights, spread evenly over the openings), with or
+    /// without the bytes its requests left (`read_rest`): a program whose openings each read
+    /// one member of a file (an npz's array, one of several) in a library's own requests.
+    /// Excludes `sample_requests`, `transfer_size` and its distribution. Default none.
+    pub sample_request_patterns: Vec<SampleRequestPattern>,
     /// Ours: false reads each batch only when the step asks for it, its samples spread over
     /// the `read_threads` (a thread pool mapped over each batch), so no read overlaps compute;
     /// with `read_threads: 0` the step's own thread reads. Default true (the frameworks'
@@ -940,6 +975,7 @@ impl Default for ReaderConfig {
             transfer_size: None,
             transfer_size_distribution: Vec::new(),
             sample_requests: Vec::new(),
+            sample_request_patterns: Vec::new(),
             read_ahead: true,
             preprocess_time: TimeDistribution::default(),
             preprocess_work: PreprocessWork::Sleep,

@@ -76,41 +76,85 @@ impl Config {
             ));
         }
         let direct = self.storage.io_engine == IoEngine::Direct || self.reader.odirect;
-        let pattern = &self.reader.sample_requests;
-        if !pattern.is_empty() {
+        let (one, several) = (
+            &self.reader.sample_requests,
+            &self.reader.sample_request_patterns,
+        );
+        if !one.is_empty() && !several.is_empty() {
+            return Err(invalid(
+                "reader.sample_request_patterns",
+                "reader.sample_requests and reader.sample_request_patterns both set the \
+                 requests of a sample read."
+                    .into(),
+                "keep one: a single pattern is reader.sample_requests, several are \
+                 reader.sample_request_patterns",
+            ));
+        }
+        let key = if one.is_empty() {
+            "reader.sample_request_patterns"
+        } else {
+            "reader.sample_requests"
+        };
+        if !one.is_empty() || !several.is_empty() {
             if self.reader.transfer_size.is_some() || !sizes.is_empty() {
                 return Err(invalid(
-                    "reader.sample_requests",
-                    "reader.sample_requests sets every request of a sample read, so \
-                     reader.transfer_size and reader.transfer_size_distribution cannot be set \
-                     beside it."
-                        .into(),
+                    key,
+                    format!(
+                        "{key} sets every request of a sample read, so reader.transfer_size \
+                         and reader.transfer_size_distribution cannot be set beside it."
+                    ),
                     "keep one of the three",
                 ));
             }
             if direct {
                 return Err(invalid(
-                    "reader.sample_requests",
-                    "reader.sample_requests replays a program's unaligned requests, which \
-                     O_DIRECT refuses."
-                        .into(),
+                    key,
+                    format!(
+                        "{key} replays a program's unaligned requests, which O_DIRECT refuses."
+                    ),
                     "read without O_DIRECT (reader.odirect=False, storage.io_engine posix or io_uring)",
                 ));
             }
-            if let Some(i) = pattern
+        }
+        for (p, pattern) in several.iter().enumerate() {
+            if !(pattern.weight.is_finite() && pattern.weight > 0.0) {
+                return Err(invalid(
+                    &format!("reader.sample_request_patterns[{p}].weight"),
+                    format!("is {}; a weight is a positive number.", pattern.weight),
+                    "give the pattern's share of the openings, e.g. weight: 96",
+                ));
+            }
+            if pattern.requests.is_empty() {
+                return Err(invalid(
+                    &format!("reader.sample_request_patterns[{p}].requests"),
+                    "is empty; a pattern makes one request or more.".into(),
+                    "list the pattern's requests, e.g. requests: [{from: start, offset: 0, size: 4096}]",
+                ));
+            }
+        }
+        let patterns = std::iter::once((key.to_string(), one))
+            .filter(|(_, r)| !r.is_empty())
+            .chain(several.iter().enumerate().map(|(p, pattern)| {
+                (
+                    format!("reader.sample_request_patterns[{p}].requests"),
+                    &pattern.requests,
+                )
+            }));
+        for (key, requests) in patterns {
+            if let Some(i) = requests
                 .iter()
                 .position(|r| !(r.work.is_finite() && (0.0..=MAX_SECONDS).contains(&r.work)))
             {
                 return Err(invalid(
-                    &format!("reader.sample_requests[{i}].work"),
-                    format!("is {}; a time is 0 or more seconds.", pattern[i].work),
+                    &format!("{key}[{i}].work"),
+                    format!("is {}; a time is 0 or more seconds.", requests[i].work),
                     "give the work in seconds, e.g. work: 0.00024",
                 ));
             }
-            if let Some(i) = pattern.iter().position(|r| r.size == 0) {
+            if let Some(i) = requests.iter().position(|r| r.size == 0) {
                 return Err(invalid(
-                    &format!("reader.sample_requests[{i}]"),
-                    format!("reader.sample_requests[{i}].size is 0."),
+                    &format!("{key}[{i}]"),
+                    format!("{key}[{i}].size is 0."),
                     "give every request a positive size",
                 ));
             }
@@ -768,6 +812,21 @@ impl Config {
         r.transfer_size.is_some()
             || !r.transfer_size_distribution.is_empty()
             || !r.sample_requests.is_empty()
+            || !r.sample_request_patterns.is_empty()
+    }
+
+    /// The request patterns of whole-file sample reads: `reader.sample_request_patterns`, or
+    /// `reader.sample_requests` as one pattern that reads the rest. Empty: none.
+    pub fn sample_request_patterns(&self) -> Vec<crate::SampleRequestPattern> {
+        let r = &self.reader;
+        if r.sample_requests.is_empty() {
+            r.sample_request_patterns.clone()
+        } else {
+            vec![crate::SampleRequestPattern {
+                requests: r.sample_requests.clone(),
+                ..crate::SampleRequestPattern::default()
+            }]
+        }
     }
 
     /// Whole-object reads a reader thread keeps in flight. On object storage, as the fork's

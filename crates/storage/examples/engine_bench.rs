@@ -81,7 +81,7 @@ fn main() {
         transfer_size: None,
         transfer_size_distribution: Vec::new(),
         seed: 0,
-        sample_requests: Vec::new(),
+        sample_request_patterns: Vec::new(),
         io_depth: depth as u32,
         s3: None,
         read_bytes_per_second: 0,

@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use crate::direct::DIRECT_ALIGNMENT;
 use crate::{
-    Capabilities, DirEntry, IoCounters, Metered, PatternRequest, ReadHandle, RequestSizes,
-    S3Settings, SizeDistribution, SplitReads, Storage, StorageError, Throttled, WriteHandle,
+    Capabilities, DirEntry, IoCounters, Metered, ReadHandle, RequestPattern, RequestPatterns,
+    RequestSizes, S3Settings, SizeDistribution, SplitReads, Storage, StorageError, Throttled,
+    WriteHandle,
 };
 
 /// An engine's name, as `storage.io_engine` (and `storage.storage_type: s3`) select it. The
@@ -125,8 +126,9 @@ pub struct EngineSettings {
     pub transfer_size_distribution: Vec<(u64, f64)>,
     /// Seed of the request-size draws (the run's seed).
     pub seed: u64,
-    /// `reader.sample_requests`: whole-file reads are made as these requests. Empty: none.
-    pub sample_requests: Vec<PatternRequest>,
+    /// `reader.sample_requests` or `reader.sample_request_patterns`: whole-file reads make
+    /// the requests of one of these patterns. Empty: none.
+    pub sample_request_patterns: Vec<RequestPattern>,
     /// `storage.io_depth`: requests in flight per reader thread (io_uring, s3); 0 counts as 1.
     pub io_depth: u32,
     /// Bucket, endpoint and credentials, for [`EngineKind::S3`].
@@ -237,16 +239,21 @@ pub fn engine_for(settings: &EngineSettings) -> Result<Engine, StorageError> {
     };
     let sizes = match transfer_size {
         Some(n) => Some(RequestSizes::Fixed(n)),
-        None if !settings.sample_requests.is_empty() => {
+        None if !settings.sample_request_patterns.is_empty() => {
             if direct {
                 return Err(invalid(
                     "reader.sample_requests replays unaligned requests, which O_DIRECT refuses; \
                      read without O_DIRECT",
                 ));
             }
-            Some(RequestSizes::Pattern(
-                settings.sample_requests.clone().into(),
-            ))
+            let patterns = RequestPatterns::new(settings.sample_request_patterns.clone())
+                .ok_or_else(|| {
+                    invalid(
+                        "reader.sample_request_patterns has no pattern with a positive weight \
+                         and a request",
+                    )
+                })?;
+            Some(RequestSizes::Patterns(Arc::new(patterns)))
         }
         None => drawn_sizes(settings, direct)?,
     };

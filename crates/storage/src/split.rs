@@ -35,9 +35,92 @@ pub enum RequestSizes {
     Fixed(usize),
     /// Each request's size drawn from a distribution: `reader.transfer_size_distribution`.
     Drawn(SizeDistribution),
-    /// A read of a whole file makes these requests in order, then reads what they left:
-    /// `reader.sample_requests`. Other reads are made as asked.
-    Pattern(Arc<[PatternRequest]>),
+    /// A read of a whole file makes the requests of one of these patterns in order, then
+    /// reads what they left when the pattern says so: `reader.sample_requests` (one pattern)
+    /// or `reader.sample_request_patterns`. Other reads are made as asked.
+    Patterns(Arc<RequestPatterns>),
+}
+
+/// One pattern of [`RequestSizes::Patterns`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestPattern {
+    /// The requests, in order.
+    pub requests: Vec<PatternRequest>,
+    /// The share of the openings that make it, relative to the other patterns' (positive).
+    pub weight: f64,
+    /// Whether the bytes the requests left unread are read after them.
+    pub read_rest: bool,
+}
+
+/// The patterns of whole-file reads, and which read makes which: the `i`-th whole-file read
+/// through one storage takes the pattern where the golden-ratio sequence's `i`-th point
+/// falls among the patterns' cumulative shares, so every stretch of reads holds each pattern
+/// in close to its share, and the choice needs no lock and no generator per handle.
+#[derive(Debug)]
+pub struct RequestPatterns {
+    patterns: Vec<RequestPattern>,
+    /// Each pattern's cumulative share, the last 1.
+    cumulative: Vec<f64>,
+    /// Whole-file reads made so far.
+    made: std::sync::atomic::AtomicU64,
+}
+
+impl PartialEq for RequestPatterns {
+    fn eq(&self, other: &Self) -> bool {
+        self.patterns == other.patterns
+    }
+}
+
+impl RequestPatterns {
+    /// The patterns with a positive weight and a request; `None` when there is none.
+    pub fn new(patterns: Vec<RequestPattern>) -> Option<RequestPatterns> {
+        let patterns: Vec<RequestPattern> = patterns
+            .into_iter()
+            .filter(|p| p.weight.is_finite() && p.weight > 0.0 && !p.requests.is_empty())
+            .collect();
+        let total: f64 = patterns.iter().map(|p| p.weight).sum();
+        if patterns.is_empty() {
+            return None;
+        }
+        let mut running = 0.0;
+        let mut cumulative: Vec<f64> = patterns
+            .iter()
+            .map(|p| {
+                running += p.weight / total;
+                running
+            })
+            .collect();
+        *cumulative.last_mut().expect("not empty") = 1.0;
+        Some(RequestPatterns {
+            patterns,
+            cumulative,
+            made: std::sync::atomic::AtomicU64::new(0),
+        })
+    }
+
+    /// The pattern of the next whole-file read.
+    fn next(&self) -> &RequestPattern {
+        /// The golden ratio's fractional part: its multiples spread over [0, 1) as evenly as
+        /// any sequence does.
+        const GOLDEN: f64 = 0.618_033_988_749_894_9;
+        if self.patterns.len() == 1 {
+            return &self.patterns[0];
+        }
+        let i = self.made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let u = (i as f64 * GOLDEN).fract();
+        let at = self.cumulative.partition_point(|&c| c <= u);
+        &self.patterns[at.min(self.patterns.len() - 1)]
+    }
+
+    /// The largest request of any pattern.
+    fn largest(&self) -> usize {
+        self.patterns
+            .iter()
+            .flat_map(|p| &p.requests)
+            .map(|r| usize::try_from(r.size).unwrap_or(usize::MAX))
+            .max()
+            .unwrap_or(1)
+    }
 }
 
 /// One request of [`RequestSizes::Pattern`].
@@ -127,11 +210,7 @@ impl RequestSizes {
         match self {
             RequestSizes::Fixed(n) => *n,
             RequestSizes::Drawn(d) => d.table.iter().map(|&(s, _)| s).max().unwrap_or(1),
-            RequestSizes::Pattern(p) => p
-                .iter()
-                .map(|r| usize::try_from(r.size).unwrap_or(usize::MAX))
-                .max()
-                .unwrap_or(1),
+            RequestSizes::Patterns(p) => p.largest(),
         }
     }
 }
@@ -174,7 +253,7 @@ impl<S: Storage> ForwardStorage for SplitReads<S> {
 impl<S: Storage> Storage for SplitReads<S> {
     fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {
         let rng = match &self.sizes {
-            RequestSizes::Fixed(_) | RequestSizes::Pattern(_) => None,
+            RequestSizes::Fixed(_) | RequestSizes::Patterns(_) => None,
             RequestSizes::Drawn(d) => {
                 let key = twox_hash::XxHash3_64::oneshot(path.as_os_str().as_encoded_bytes());
                 Some(Xoshiro256PlusPlus::seed_from_u64(d.seed ^ key))
@@ -233,20 +312,21 @@ impl SplitRead {
         match self.sizes {
             RequestSizes::Fixed(n) => len <= n,
             RequestSizes::Drawn(_) => false,
-            RequestSizes::Pattern(_) => true,
+            RequestSizes::Patterns(_) => true,
         }
     }
 
     /// A whole-file read as the pattern makes it: its requests in order (each cut at the
-    /// end), then one request per stretch they left unread.
+    /// end), then, when the pattern reads the rest, one request per stretch they left unread.
+    /// Without the rest, the bytes no request covered are left as they were in `buf`.
     fn read_by_pattern(
         &mut self,
-        pattern: &[PatternRequest],
+        pattern: &RequestPattern,
         buf: &mut [u8],
     ) -> Result<(), StorageError> {
         let len = buf.len() as u64;
-        let mut covered: Vec<(u64, u64)> = Vec::with_capacity(pattern.len());
-        for r in pattern {
+        let mut covered: Vec<(u64, u64)> = Vec::with_capacity(pattern.requests.len());
+        for r in &pattern.requests {
             let at = if r.from_end {
                 len.saturating_sub(r.offset)
             } else {
@@ -262,6 +342,9 @@ impl SplitRead {
                 covered.push((at, end));
             }
             busy_for(r.work);
+        }
+        if !pattern.read_rest {
+            return Ok(());
         }
         covered.sort_unstable();
         let mut next = 0u64;
@@ -328,12 +411,12 @@ impl ReadHandle for SplitRead {
     }
 
     fn read_exact_at(&mut self, buf: &mut [u8], offset: u64) -> Result<(), StorageError> {
-        if let RequestSizes::Pattern(pattern) = &self.sizes
+        if let RequestSizes::Patterns(patterns) = &self.sizes
             && offset == 0
             && buf.len() as u64 == self.inner.len()
         {
-            let pattern = Arc::clone(pattern);
-            return self.read_by_pattern(&pattern, buf);
+            let patterns = Arc::clone(patterns);
+            return self.read_by_pattern(patterns.next(), buf);
         }
         if self.is_one_request(buf.len()) {
             return self.inner.read_exact_at(buf, offset);
@@ -483,6 +566,18 @@ mod tests {
         assert_eq!(requests(true), waiting);
     }
 
+    /// One pattern that reads the rest, as `reader.sample_requests` gives it.
+    fn one_pattern(requests: Vec<PatternRequest>) -> RequestSizes {
+        RequestSizes::Patterns(Arc::new(
+            RequestPatterns::new(vec![RequestPattern {
+                requests,
+                weight: 1.0,
+                read_rest: true,
+            }])
+            .unwrap(),
+        ))
+    }
+
     fn counted(sizes: RequestSizes) -> (SplitReads<Metered<PosixStorage>>, Arc<IoCounters>) {
         let counters = Arc::new(IoCounters::default());
         let metered = Metered::with_counters(PosixStorage::new(), Arc::clone(&counters));
@@ -505,7 +600,7 @@ mod tests {
             req(false, 0, 100),
             req(false, 5000, 1000),
         ];
-        let (storage, counters) = counted(RequestSizes::Pattern(pattern.into()));
+        let (storage, counters) = counted(one_pattern(pattern));
         let mut handle = storage.open(&path).unwrap();
         let mut buf = vec![0u8; bytes.len()];
         handle.read_exact_at(&mut buf, 0).unwrap();
@@ -551,12 +646,67 @@ mod tests {
                     work: std::time::Duration::ZERO,
                 },
             ];
-            let (storage, counters) = counted(RequestSizes::Pattern(pattern.into()));
+            let (storage, counters) = counted(one_pattern(pattern));
             assert_eq!(read_whole(&storage, &path), bytes, "{len}");
             let s = counters.snapshot();
             assert_eq!(s.read_requests, requests, "{len}");
             assert_eq!(s.bytes_read, len as u64, "{len}");
         }
+    }
+
+    #[test]
+    fn openings_take_the_patterns_in_their_shares_and_read_only_their_requests() {
+        // An npz of two members: each opening reads the directory at the end and one member.
+        let (_dir, path, bytes) = file_of(10_000);
+        let req = |from_end, offset, size| PatternRequest {
+            from_end,
+            offset,
+            size,
+            blocks: 0,
+            work: std::time::Duration::ZERO,
+        };
+        let member = |at: u64| RequestPattern {
+            requests: vec![req(true, 22, 22), req(false, at, 4000)],
+            weight: 1.0,
+            read_rest: false,
+        };
+        let patterns = RequestPatterns::new(vec![member(0), member(5000)]).unwrap();
+        let (storage, counters) = counted(RequestSizes::Patterns(Arc::new(patterns)));
+        let mut firsts = Vec::new();
+        for _ in 0..100 {
+            let buf = read_whole(&storage, &path);
+            // Only what the requests covered was read.
+            assert_eq!(&buf[9978..], &bytes[9978..]);
+            let first = buf[..4000] == bytes[..4000];
+            let second = buf[5000..9000] == bytes[5000..9000];
+            assert!(first != second, "one member per opening");
+            firsts.push(first);
+        }
+        let s = counters.snapshot();
+        assert_eq!(s.read_requests, 200);
+        assert_eq!(s.bytes_read, 100 * (22 + 4000));
+        // Half each (within one), and never more than two of one in a row.
+        let first_count = firsts.iter().filter(|&&f| f).count();
+        assert!((49..=51).contains(&first_count), "{first_count}");
+        assert!(
+            firsts
+                .windows(3)
+                .all(|w| w.iter().any(|&f| f) && w.iter().any(|&f| !f))
+        );
+        // Weights 3 to 1: 75 of 100.
+        let weighted = RequestPatterns::new(vec![
+            RequestPattern {
+                weight: 3.0,
+                ..member(0)
+            },
+            member(5000),
+        ])
+        .unwrap();
+        let (storage, _) = counted(RequestSizes::Patterns(Arc::new(weighted)));
+        let firsts = (0..100)
+            .filter(|_| read_whole(&storage, &path)[..4000] == bytes[..4000])
+            .count();
+        assert!((74..=76).contains(&firsts), "{firsts}");
     }
 
     #[test]

@@ -39,7 +39,7 @@ fn settings(engine: EngineKind, odirect: bool, transfer_size: Option<u64>) -> En
         transfer_size,
         transfer_size_distribution: Vec::new(),
         seed: 0,
-        sample_requests: Vec::new(),
+        sample_request_patterns: Vec::new(),
         io_depth: 4,
         s3: None,
         read_bytes_per_second: 0,

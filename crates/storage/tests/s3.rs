@@ -35,7 +35,7 @@ fn engine_settings(s3: S3Settings, transfer_size: Option<u64>) -> EngineSettings
         transfer_size,
         transfer_size_distribution: Vec::new(),
         seed: 0,
-        sample_requests: Vec::new(),
+        sample_request_patterns: Vec::new(),
         io_depth: 4,
         s3: Some(s3),
         read_bytes_per_second: 0,

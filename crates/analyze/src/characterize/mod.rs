@@ -458,7 +458,7 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
     found.append(samples::read_type(&activity, &samples));
     found.append(requests::order(t, &samples));
     let (transfer_sizes, work_inside, f) =
-        requests::requests(data, &activity, &samples, readers.read_threads);
+        requests::requests(&activity, &samples, readers.read_threads);
     found.append(f);
     found.append(requests::read_buffers(&activity));
     found.append(eval_found);

@@ -102,6 +102,12 @@ pub(super) fn workload_yaml(c: &Characterization) -> String {
                 let entry = entry.trim_end_matches('}');
                 let _ = writeln!(out, "    - {entry}}}");
             }
+        } else if p.key == "reader.sample_request_patterns" {
+            // Entries that hold lists of their own: one a line.
+            let _ = writeln!(out, "  {key}:");
+            for entry in p.value.lines() {
+                let _ = writeln!(out, "    - {entry}");
+            }
         } else {
             let _ = writeln!(out, "  {key}: {}", yaml_1_1_safe(&p.value));
         }

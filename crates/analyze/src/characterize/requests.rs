@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::samples::Samples;
 use super::trace_view::DataSet;
-use super::{Activity, Found, MAX_SIZES, SizeShare, Stats, WHOLE_READ_LIMIT};
+use super::{Activity, Found, MAX_SIZES, SizeShare, Stats};
 use crate::event::Op;
 use crate::ingest::Rec;
 use crate::timeline::{Timeline, op};
@@ -98,18 +98,12 @@ pub(super) fn order(t: &Timeline, samples: &Samples) -> Found {
 /// the request-size distribution of the data reads too, and the program's own work inside
 /// one sample's read (between its requests), seconds.
 pub(super) fn requests(
-    data: &DataSet,
     activity: &Activity,
     samples: &Samples,
     reading_threads: u64,
 ) -> (Vec<SizeShare>, f64, Found) {
     let mut found = Found::default();
-    let Activity {
-        calls,
-        reads,
-        opens,
-        ..
-    } = activity;
+    let Activity { reads, opens, .. } = activity;
     let Samples {
         whole_files,
         file_sizes,
@@ -122,59 +116,26 @@ pub(super) fn requests(
         // A stream's buffer, a row group's chunks, a record: the format's own reads.
         return (shares.clone(), 0.0, found);
     }
-    // Request sizes: the same requests for every sample, or a distribution.
-    // dlio replays a request pattern only for files it reads whole in one go (up to
-    // `dlio_format::CHUNK_BYTES`, 4 MiB); larger files keep a distribution.
-    let mut pattern = if whole_files && file_sizes.max <= WHOLE_READ_LIMIT as f64 {
-        common_pattern(calls, data)
-    } else {
-        None
-    };
+    // Request sizes: the same requests for every sample, a few patterns, or a distribution.
+    let mut patterns = samples.patterns.clone();
     // The work between a sample's requests is spent busy: on one reading thread it is that
     // thread's; several threads' work overlaps without each taking a core (a Python pool's
     // threads take turns on one interpreter), so it stays in the time between samples.
-    if reading_threads > 1
-        && let Some(p) = &mut pattern
-    {
-        p.work_s.iter_mut().for_each(|w| *w = 0.0);
+    if reading_threads > 1 {
+        for p in &mut patterns {
+            p.work_s.iter_mut().for_each(|w| *w = 0.0);
+        }
     }
-    if pattern.as_ref().is_some_and(|p| p.requests.is_empty()) {
+    let one_whole = matches!(patterns.as_slice(), [p] if p.read_rest);
+    if one_whole && patterns[0].requests.is_empty() {
         // Every opening reads its file in one request (or the requests before the rest are
         // not shared): the emulation reads each file whole the same way, and a distribution
         // would split those reads into drawn requests.
-    } else if let Some(common) = &pattern {
+    } else if one_whole {
+        let common = &patterns[0];
         found.param(
             "reader.sample_requests",
-            common
-                .requests
-                .iter()
-                .zip(&common.work_s)
-                .map(|(&(from_end, offset, size), &work)| {
-                    // Whole blocks of the first request's size, as many as fit.
-                    let blocks = if size == WHOLE_BLOCKS {
-                        format!(", blocks: {}", common.requests[0].2)
-                    } else {
-                        String::new()
-                    };
-                    // The rest of every file: the emulation cuts a request at the file's end,
-                    // so the largest file's rest covers each file's.
-                    let size = if size == REST || size == WHOLE_BLOCKS {
-                        (file_sizes.max as u64).saturating_sub(offset).max(1)
-                    } else {
-                        size
-                    };
-                    let work = if work > 0.0 {
-                        format!(", work: {work:.6}")
-                    } else {
-                        String::new()
-                    };
-                    format!(
-                        "{{from: {}, offset: {offset}, size: {size}{blocks}{work}}}",
-                        if from_end { "end" } else { "start" }
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join(", "),
+            pattern_requests(common, file_sizes.max as u64),
             format!(
                 "{:.0}% of the {} file openings read the same {} requests in the same order \
                  (offsets from the file's start, or from its end past the middle){}",
@@ -184,6 +145,35 @@ pub(super) fn requests(
                 if common.work_s.iter().any(|&w| w > 0.0) {
                     "; `work` is the median pause before the opening's next read: the \
                      program's own work on what it read (parsing a header)"
+                } else {
+                    ""
+                }
+            ),
+        );
+    } else if !patterns.is_empty() {
+        found.param(
+            "reader.sample_request_patterns",
+            patterns
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{{weight: {}, read_rest: {}, requests: [{}]}}",
+                        p.count,
+                        if p.read_rest { "True" } else { "False" },
+                        pattern_requests(p, file_sizes.max as u64)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+            format!(
+                "{:.0}% of the {} file openings make one of these {} request sequences (offsets \
+                 from the file's start, or from its end past the middle){}; each opening of \
+                 the replay makes one, in these shares",
+                patterns.iter().map(|p| p.share).sum::<f64>() * 100.0,
+                opens.len(),
+                patterns.len(),
+                if patterns.iter().any(|p| !p.read_rest) {
+                    "; read_rest False: those openings read only what their requests cover"
                 } else {
                     ""
                 }
@@ -212,7 +202,7 @@ pub(super) fn requests(
             format!("every data read is {dominant} bytes"),
         );
     }
-    if shares.len() > 1 && pattern.is_none() {
+    if shares.len() > 1 && patterns.is_empty() {
         found.note(
             "request sizes are drawn per request from the distribution; the order of a \
              program's requests inside a file (a zip's directory before its data) is not \
@@ -220,8 +210,48 @@ pub(super) fn requests(
                 .into(),
         );
     }
-    let work = pattern.map_or(0.0, |p| p.work_s.iter().sum());
+    // The work of a mean opening.
+    let openings: u64 = patterns.iter().map(|p| p.count).sum();
+    let work = patterns
+        .iter()
+        .map(|p| p.work_s.iter().sum::<f64>() * p.count as f64)
+        .sum::<f64>()
+        / openings.max(1) as f64;
     (shares.clone(), work, found)
+}
+
+/// A pattern's requests as `reader.sample_requests` entries.
+fn pattern_requests(common: &CommonPattern, largest_file: u64) -> String {
+    common
+        .requests
+        .iter()
+        .zip(&common.work_s)
+        .map(|(&(from_end, offset, size), &work)| {
+            // Whole blocks of the first request's size, as many as fit.
+            let blocks = if size == WHOLE_BLOCKS {
+                format!(", blocks: {}", common.requests[0].2)
+            } else {
+                String::new()
+            };
+            // The rest of every file: the emulation cuts a request at the file's end, so the
+            // largest file's rest covers each file's.
+            let size = if size == REST || size == WHOLE_BLOCKS {
+                largest_file.saturating_sub(offset).max(1)
+            } else {
+                size
+            };
+            let work = if work > 0.0 {
+                format!(", work: {work:.6}")
+            } else {
+                String::new()
+            };
+            format!(
+                "{{from: {}, offset: {offset}, size: {size}{blocks}{work}}}",
+                if from_end { "end" } else { "start" }
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// How an epoch visits its samples.
@@ -303,7 +333,7 @@ fn quantile_shares(shares: &[SizeShare], total: u64) -> Vec<SizeShare> {
     out
 }
 /// One read of a file opening: from the end?, offset from that end, bytes.
-type PatternStep = (bool, u64, u64);
+pub(super) type PatternStep = (bool, u64, u64);
 
 /// The size of a pattern's last request that reads the rest of each file, whatever its size.
 pub(super) const REST: u64 = u64::MAX;
@@ -340,18 +370,24 @@ fn reads_to_end(p: &[PatternStep]) -> bool {
     matches!(p.last(), Some(&(false, offset, _)) if offset == at)
 }
 
-/// The request sequence most file openings make (each read as from the start, or from the end
-/// when it starts past the middle, and its size), with the share of openings that make it;
-/// `None` when fewer than 80% share one.
-fn common_pattern(calls: &[&Rec], data: &DataSet) -> Option<CommonPattern> {
-    type Pattern = Vec<PatternStep>;
+/// The most patterns a program's openings are described by.
+const MAX_PATTERNS: usize = 8;
+
+/// The request sequences file openings make (each read as from the start, or from the end
+/// when it starts past the middle, and its size), most made first: the one that 80% or more
+/// of the openings make, else the fewest that together make 80% or more (each made by a
+/// twentieth of the openings or more, at most [`MAX_PATTERNS`]: an npz whose openings each
+/// read one of its members). Empty when no such set exists.
+pub(super) fn common_patterns(calls: &[&Rec], data: &DataSet) -> Vec<CommonPattern> {
     /// An opening's requests, and when each ended and the next started.
     #[derive(Default)]
     struct Opening {
-        requests: Pattern,
+        requests: Vec<PatternStep>,
         /// (end of the last read, start of the next) nanoseconds, between consecutive reads.
         gaps: Vec<i64>,
         last_end: Option<i64>,
+        /// The stretches read, from the file's start.
+        covered: Vec<(u64, u64)>,
     }
     // An opening is followed per process, thread and file rather than per descriptor: a
     // library may read through a copy of the descriptor (numpy's `fread` on a dup'd one).
@@ -374,6 +410,7 @@ fn common_pattern(calls: &[&Rec], data: &DataSet) -> Option<CommonPattern> {
                     } else {
                         (false, offset, r.bytes as u64)
                     });
+                    o.covered.push((offset, offset + r.bytes as u64));
                     if let Some(end) = o.last_end {
                         o.gaps.push(r.start - end);
                     }
@@ -391,8 +428,16 @@ fn common_pattern(calls: &[&Rec], data: &DataSet) -> Option<CommonPattern> {
     done.extend(open.into_iter().map(|((_, _, file), o)| (file, o)));
     done.retain(|(_, o)| !o.requests.is_empty());
     if done.len() < 2 {
-        return None;
+        return Vec::new();
     }
+    // Whether each opening read its whole file; one that did not is replayed without the rest.
+    let whole: Vec<bool> = done
+        .iter()
+        .map(|(file, o)| {
+            let size = data.totals.get(file).map_or(0, |t| t.size);
+            union_bytes(o.covered.iter().copied()) >= size
+        })
+        .collect();
     // A last request that goes on where the requests before it, all read in order from the
     // start, stopped is "the rest": the emulation reads what the listed requests left unread
     // in one request, so files of different sizes share the pattern of their first requests
@@ -418,50 +463,104 @@ fn common_pattern(calls: &[&Rec], data: &DataSet) -> Option<CommonPattern> {
             *p.last_mut().expect("not empty") = rest;
         }
     }
-    let most_made = |done: &[(u64, Opening)]| -> Option<(Pattern, f64)> {
-        let mut counts: HashMap<&Pattern, usize> = HashMap::new();
-        for (_, o) in done {
-            *counts.entry(&o.requests).or_default() += 1;
-        }
-        let (best, n) = counts.into_iter().max_by_key(|(p, n)| (*n, p.len()))?;
-        Some((best.clone(), n as f64 / done.len() as f64))
+    let keys = |done: &[(u64, Opening)], several| -> Vec<(Vec<PatternStep>, bool, u64)> {
+        let openings: Vec<(&[PatternStep], bool)> = done
+            .iter()
+            .zip(&whole)
+            .map(|((_, o), &w)| (o.requests.as_slice(), w))
+            .collect();
+        most_made(&openings, several)
     };
-    let (mut best, mut share) = most_made(&done)?;
-    if share < 0.8 {
+    let mut chosen = keys(&done, false);
+    if chosen.is_empty() {
         // Files of different sizes read through a buffered stream: the buffer's first block,
         // then as many whole blocks as fit (a size of its own for each file), then the tail.
         for (file, o) in &mut done {
             let size = data.totals.get(file).map_or(0, |t| t.size);
             in_whole_blocks(&mut o.requests, size);
         }
-        (best, share) = most_made(&done)?;
-        if share < 0.8 {
-            return None;
-        }
+        chosen = keys(&done, false);
     }
-    let best = &best;
-    // The program's work after each listed request: the median pause before its next read
-    // (the popped "rest" read included), over the openings that made the pattern.
-    let work_s = (0..best.len())
-        .map(|i| {
-            let gaps: Vec<f64> = done
-                .iter()
-                .filter(|(_, o)| &o.requests == best)
-                .filter_map(|(_, o)| o.gaps.get(i).map(|&g| g as f64 / 1e9))
+    if chosen.is_empty() {
+        // Openings of a few kinds (each reads one member of its file).
+        chosen = keys(&done, true);
+    }
+    chosen
+        .into_iter()
+        .map(|(requests, read_rest, count)| {
+            // The program's work after each listed request: the median pause before its next
+            // read (the popped "rest" read included), over the openings that made the pattern.
+            let work_s = (0..requests.len())
+                .map(|i| {
+                    let gaps: Vec<f64> = done
+                        .iter()
+                        .zip(&whole)
+                        .filter(|((_, o), w)| o.requests == requests && **w == read_rest)
+                        .filter_map(|((_, o), _)| o.gaps.get(i).map(|&g| g as f64 / 1e9))
+                        .collect();
+                    let median = Stats::of(&gaps).median;
+                    if median >= super::MIN_PREPROCESS_S {
+                        median
+                    } else {
+                        0.0
+                    }
+                })
                 .collect();
-            let median = Stats::of(&gaps).median;
-            if median >= super::MIN_PREPROCESS_S {
-                median
-            } else {
-                0.0
+            CommonPattern {
+                requests,
+                read_rest,
+                count,
+                share: count as f64 / done.len() as f64,
+                work_s,
             }
         })
-        .collect();
-    Some(CommonPattern {
-        requests: best.clone(),
-        share,
-        work_s,
-    })
+        .collect()
+}
+
+/// The patterns that describe the openings (each opening's requests and whether it read its
+/// whole file), with how many made each: the one made by 80% or more, else the fewest, most
+/// made first, that together make 80% or more (see [`common_patterns`]); empty when none.
+/// With `several` false, only a pattern made by 80% or more.
+fn most_made(
+    openings: &[(&[PatternStep], bool)],
+    several: bool,
+) -> Vec<(Vec<PatternStep>, bool, u64)> {
+    let mut counts: HashMap<(&[PatternStep], bool), u64> = HashMap::new();
+    for &key in openings {
+        *counts.entry(key).or_default() += 1;
+    }
+    let mut by_count: Vec<((&[PatternStep], bool), u64)> = counts.into_iter().collect();
+    // Most made first; ties to the longer pattern, then a fixed order.
+    by_count.sort_by(|(a, n), (b, m)| m.cmp(n).then(b.0.len().cmp(&a.0.len())).then(a.cmp(b)));
+    let total = openings.len() as u64;
+    let mut chosen = Vec::new();
+    let mut made = 0u64;
+    for ((requests, whole), n) in by_count.into_iter().take(MAX_PATTERNS) {
+        if !chosen.is_empty() && (!several || n * 20 < total) {
+            break;
+        }
+        chosen.push((requests.to_vec(), whole, n));
+        made += n;
+        if made * 10 >= total * 8 {
+            return chosen;
+        }
+    }
+    Vec::new()
+}
+
+/// The bytes a set of stretches covers, each counted once.
+pub(super) fn union_bytes(stretches: impl Iterator<Item = (u64, u64)>) -> u64 {
+    let mut sorted: Vec<(u64, u64)> = stretches.collect();
+    sorted.sort_unstable();
+    let (mut total, mut reached) = (0u64, 0u64);
+    for (start, end) in sorted {
+        let start = start.max(reached);
+        if end > start {
+            total += end - start;
+            reached = end;
+        }
+    }
+    total
 }
 
 /// The size of a pattern's request that reads as many whole blocks as fit, the block being
@@ -500,13 +599,19 @@ fn in_whole_blocks(p: &mut [PatternStep], size: u64) {
     }
 }
 
-/// The request pattern most openings make.
-struct CommonPattern {
-    requests: Vec<PatternStep>,
+/// A request pattern that openings make.
+#[derive(Debug, Clone)]
+pub(super) struct CommonPattern {
+    pub requests: Vec<PatternStep>,
+    /// Whether the openings that make it read their whole file (the replay reads what the
+    /// requests leave) or only what the requests cover.
+    pub read_rest: bool,
+    /// The openings that make it.
+    pub count: u64,
     /// The share of openings that make it.
-    share: f64,
+    pub share: f64,
     /// The program's work after each request, seconds (0 under a few microseconds).
-    work_s: Vec<f64>,
+    pub work_s: Vec<f64>,
 }
 
 /// Where the reads land: `reader.fresh_read_share`, the share of the data reads of

@@ -3,10 +3,10 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::requests::size_shares;
+use super::requests::{CommonPattern, PatternStep, common_patterns, size_shares, union_bytes};
 use super::stream::{Columnar, Stream};
 use super::trace_view::{DataSet, burst_of};
-use super::{Activity, Found, SizeShare, Stats};
+use super::{Activity, Found, SizeShare, Stats, WHOLE_READ_LIMIT};
 use crate::ingest::Rec;
 use crate::timeline::Timeline;
 
@@ -37,6 +37,9 @@ pub(super) struct Samples<'t> {
     /// The format's own reads replay the traced ones (a stream's buffer, a row group's
     /// chunks, one read a record): no request keys are needed.
     pub format_reads: bool,
+    /// The request patterns of the openings of files read whole in one request (empty when
+    /// none describes them, or files are not read so).
+    pub patterns: Vec<CommonPattern>,
 }
 
 /// The samples section: `dataset.*` (format, files, samples per file, record length and
@@ -94,8 +97,16 @@ pub(super) fn samples<'t>(
             .filter(|r| r.bytes as u64 == dominant)
             .collect()
     };
+    // dlio replays request patterns only for files it reads whole in one go (up to
+    // `dlio_format::CHUNK_BYTES`, 4 MiB); larger files keep a distribution.
+    let patterns = if whole_files && file_sizes.max <= WHOLE_READ_LIMIT as f64 {
+        common_patterns(&activity.calls, data)
+    } else {
+        Vec::new()
+    };
+    let members = members_read_apart(&patterns, file_sizes.median as u64);
     let samples_per_file = if whole_files {
-        1
+        members.unwrap_or(1)
     } else {
         ((file_sizes.median / dominant.max(1) as f64).round() as u64).max(1)
     };
@@ -104,7 +115,7 @@ pub(super) fn samples<'t>(
     // The mean, not the median: dlio's generator draws sizes around `record_length_bytes`
     // as their mean, and a skewed set of files (lognormal sizes) loses bytes to the median.
     let record_length = if whole_files {
-        sample_bytes_for_file(format, file_sizes.mean.round() as u64, 1)
+        sample_bytes_for_file(format, file_sizes.mean.round() as u64, samples_per_file)
     } else {
         dominant
     };
@@ -132,7 +143,14 @@ pub(super) fn samples<'t>(
     found.param(
         "dataset.num_samples_per_file",
         samples_per_file.to_string(),
-        if whole_files {
+        if let Some(members) = members {
+            format!(
+                "each opening of a data file is read within one step and reads one of {members} \
+                 parts of it (its requests cover a part; the {members} kinds of opening \
+                 together cover the file): a sample is such a part, read by an opening of \
+                 its own"
+            )
+        } else if whole_files {
             "each opening of a data file is read within one step: a sample is a file".into()
         } else {
             format!(
@@ -164,7 +182,7 @@ pub(super) fn samples<'t>(
         let bins: Vec<SizeShare> = size_bins(sizes.iter().map(|&s| s as u64))
             .into_iter()
             .map(|b| SizeShare {
-                size: sample_bytes_for_file(format, b.size, 1),
+                size: sample_bytes_for_file(format, b.size, samples_per_file),
                 count: b.count,
             })
             .collect();
@@ -229,9 +247,38 @@ pub(super) fn samples<'t>(
             unit_rows: 1,
             columnar: None,
             format_reads: false,
+            patterns,
         },
         found,
     )
+}
+
+/// How many samples a file holds when each opening reads one part of it: two or more
+/// patterns, each reading less than three quarters of a file of `size` bytes and none the
+/// rest, that together cover nine tenths of it or more (an npz whose openings each read one
+/// array); `None` otherwise.
+fn members_read_apart(patterns: &[CommonPattern], size: u64) -> Option<u64> {
+    if patterns.len() < 2 || size == 0 || patterns.iter().any(|p| p.read_rest) {
+        return None;
+    }
+    let stretches = |requests: &[PatternStep]| -> Vec<(u64, u64)> {
+        requests
+            .iter()
+            .map(|&(from_end, offset, bytes)| {
+                let at = if from_end {
+                    size.saturating_sub(offset)
+                } else {
+                    offset.min(size)
+                };
+                (at, at.saturating_add(bytes).min(size))
+            })
+            .collect()
+    };
+    let each_part = patterns
+        .iter()
+        .all(|p| union_bytes(stretches(&p.requests).into_iter()) * 4 < size * 3);
+    let together = union_bytes(patterns.iter().flat_map(|p| stretches(&p.requests)));
+    (each_part && together * 10 >= size * 9).then_some(patterns.len() as u64)
 }
 
 /// The samples of record streams: each file's records, from its own framing; each file
@@ -319,6 +366,7 @@ fn stream_samples<'t>(
             unit_rows: 1,
             columnar: None,
             format_reads: true,
+            patterns: Vec::new(),
         },
         found,
     )
@@ -453,6 +501,7 @@ fn tiled_samples<'t>(
             unit_rows: 1,
             columnar: None,
             format_reads: true,
+            patterns: Vec::new(),
         },
         found,
     )
@@ -569,6 +618,7 @@ fn columnar_samples<'t>(
             unit_rows,
             columnar: Some(columnar),
             format_reads: true,
+            patterns: Vec::new(),
         },
         found,
     )

@@ -432,6 +432,64 @@ fn the_keys_characterize_writes_are_validated() {
         1,
     );
     assert_contains(&message, &["reader.sample_requests", "O_DIRECT"]);
+
+    // Several patterns: parsed with their weights and whether they read the rest; refused
+    // beside reader.sample_requests, with a weight of 0 or with no request.
+    let patterns = "  sample_request_patterns:\n    - {weight: 3, read_rest: False, requests: \
+                    [{from: end, offset: 22, size: 22}, {from: start, offset: 0, size: 100}]}\n    \
+                    - {requests: [{from: start, offset: 100, size: 100}]}\n";
+    let c = config(&format!("{PYTORCH_NPZ}reader:\n{patterns}"));
+    c.validate(1).expect("valid");
+    let read = c.sample_request_patterns();
+    assert_eq!(read.len(), 2);
+    assert_eq!((read[0].weight, read[0].read_rest), (3.0, false));
+    assert_eq!(read[0].requests[1].size, 100);
+    assert_eq!((read[1].weight, read[1].read_rest), (1.0, true));
+    let message = rejected(
+        &format!(
+            "{PYTORCH_NPZ}reader:\n{patterns}  sample_requests:\n    - {{from: start, offset: 0, size: 100}}\n"
+        ),
+        1,
+    );
+    assert_contains(
+        &message,
+        &[
+            "reader.sample_request_patterns",
+            "reader.sample_requests",
+            "keep one",
+        ],
+    );
+    let message = rejected(
+        &format!(
+            "{PYTORCH_NPZ}reader:\n  sample_request_patterns:\n    - {{weight: 0, requests: [{{size: 10}}]}}\n"
+        ),
+        1,
+    );
+    assert_contains(
+        &message,
+        &["reader.sample_request_patterns[0].weight", "positive"],
+    );
+    let message = rejected(
+        &format!("{PYTORCH_NPZ}reader:\n  sample_request_patterns:\n    - {{weight: 1}}\n"),
+        1,
+    );
+    assert_contains(
+        &message,
+        &["reader.sample_request_patterns[0].requests", "empty"],
+    );
+    let message = rejected(
+        &format!(
+            "{PYTORCH_NPZ}reader:\n  sample_request_patterns:\n    - {{requests: [{{size: 0}}]}}\n"
+        ),
+        1,
+    );
+    assert_contains(
+        &message,
+        &["reader.sample_request_patterns[0].requests[0]", "size is 0"],
+    );
+    // One pattern as reader.sample_requests reads the rest.
+    let one = config(&fine).sample_request_patterns();
+    assert!(one.len() == 1 && one[0].read_rest);
     let message = rejected(
         &format!(
             "{PYTORCH_NPZ}  side_files:\n    - {{name: ../escape.json, size_bytes: 10, every_steps: 1}}\n"
