@@ -70,7 +70,9 @@ def off(b):
     if e is None:
         return f"{b['name']} inf"
     return f"{b['name']} {100 * e:.0f}%" if b["measure"] == "relative_error" else f"{b['name']} {e:.2f}"
-failed = ", ".join(off(b) for b in f["bounds"] if not b["pass"]) or "-"
+names = {b["name"] for b in f["bounds"]}
+failed = ", ".join([off(b) for b in f["bounds"] if not b["pass"]]
+                   + [x for x in f["failed"] if x not in names]) or "-"
 print(f"{name:<24} {f['verdict']:<8} {sv:<8} {failed:<60} {sf}")
 PY
 

@@ -290,6 +290,9 @@ pub(crate) enum Op {
     Write,
     Seek,
     Meta,
+    /// A memory mapping of a file (`mmap`): the bytes read through it move by page faults,
+    /// which no call shows.
+    Map,
 }
 
 impl Op {
@@ -301,6 +304,7 @@ impl Op {
             4 => Op::Write,
             5 => Op::Seek,
             6 => Op::Meta,
+            7 => Op::Map,
             _ => Op::Span,
         }
     }
@@ -324,6 +328,7 @@ pub(crate) fn io_op(name: &str) -> Op {
             Op::Write
         }
         "lseek" | "lseek64" | "fseek" | "fseeko" => Op::Seek,
+        "mmap" | "mmap64" => Op::Map,
         _ => Op::Meta,
     }
 }

@@ -321,6 +321,16 @@ impl Worker<'_> {
                             Op::Meta => {
                                 rec.bytes = a.size.as_i64().filter(|&s| s >= 0).unwrap_or(-1)
                             }
+                            // The mapping's length and where in the file it starts.
+                            Op::Map => {
+                                rec.bytes = a
+                                    .count
+                                    .as_i64()
+                                    .or(a.size.as_i64())
+                                    .filter(|&n| n >= 0)
+                                    .unwrap_or(-1);
+                                rec.offset = a.offset.as_i64().unwrap_or(-1);
+                            }
                             _ => {}
                         }
                     }

@@ -385,7 +385,7 @@ impl Sweep<'_> {
                     }
                 }
             }
-            Op::Meta | Op::Span => {}
+            Op::Meta | Op::Map | Op::Span => {}
         }
     }
 

@@ -322,11 +322,12 @@ impl Run<'_> {
         // the dataset section at DLIO's tfrecord default).
         let needs_data = config.workflow.generate_data || !config.checkpoint_only();
         let format: Option<Arc<dyn Format>> = if needs_data {
-            Some(Arc::from(dlio_format::format_for_run(
-                &config.dataset,
-                config.semantics,
-                config.tfrecord_check_crc(),
-            )?))
+            let read = dlio_format::ReadSettings {
+                // Request patterns shape reads of whole files: each file in one request.
+                whole_reads: !config.sample_request_patterns().is_empty(),
+                ..dlio_format::ReadSettings::for_run(config.semantics, config.tfrecord_check_crc())
+            };
+            Some(Arc::from(dlio_format::format_with(&config.dataset, read)?))
         } else {
             None
         };

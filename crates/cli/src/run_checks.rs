@@ -69,8 +69,8 @@ pub(crate) fn unused_prefetch_window(
 }
 
 /// `reader.sample_requests` shapes reads of a whole file in one request, which only readers
-/// that read every file whole and decode nothing make, and those only for files of at most
-/// [`dlio_format::CHUNK_BYTES`] (larger ones are read in chunks of that size). Elsewhere the
+/// that read every file whole and decode nothing make (for files of at most
+/// [`dlio_format::WHOLE_READ_MAX_BYTES`], each read into a buffer of its size). Elsewhere the
 /// key would have no effect, so it is refused.
 pub(crate) fn check_sample_requests(config: &Config, format: Option<&dyn Format>) -> Result<()> {
     let key = if config.reader.sample_request_patterns.is_empty() {
@@ -95,13 +95,13 @@ pub(crate) fn check_sample_requests(config: &Config, format: Option<&dyn Format>
         );
     }
     if let Some(bytes) = dataset::smallest_complete_file(config)
-        && bytes > dlio_format::CHUNK_BYTES as u64
+        && bytes > dlio_format::WHOLE_READ_MAX_BYTES
     {
         bail!(
-            "{key} shapes reads of a whole file in one request, but these files \
-             ({bytes} bytes) are read in chunks of {} bytes; use \
+            "{key} shapes reads of a whole file in one request, each into a buffer of the \
+             file's size, but these files are {bytes} bytes (more than {} MiB); use \
              reader.transfer_size_distribution for files this large",
-            dlio_format::CHUNK_BYTES
+            dlio_format::WHOLE_READ_MAX_BYTES >> 20
         );
     }
     Ok(())

@@ -511,19 +511,61 @@ fn a_data_set_loaded_whole_before_training_is_one_pass_of_whole_files() {
         ("dataset.num_samples_per_file", "1"),
         ("train.epochs", "1"),
         ("reader.read_threads", "0"),
+        // One step reads the whole load, as the program read it before its first step.
+        ("reader.batch_size", "2"),
+        // It kept what it read: every large read landed in memory it had not touched.
+        ("reader.fresh_read_share", "1.00"),
     ] {
         assert_eq!(d.get(key).map(String::as_str), Some(value), "{key}: {d:?}");
     }
     let notes = r.characterization["notes"].to_string();
     assert!(notes.contains("read once, whole"), "{notes}");
-    let bytes = r.fidelity["bounds"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|b| b["name"] == "data bytes read")
-        .unwrap()
-        .clone();
-    assert_eq!(bytes["pass"], true, "{bytes}");
+    // h5py's requests of each file (its superblock, object headers, the dataset's one read),
+    // replayed as they were made, without the bytes it skipped.
+    let patterns = &d["reader.sample_request_patterns"];
+    assert!(
+        patterns.starts_with(
+            "{weight: 2, read_rest: False, requests: [{from: start, offset: 0, size: 8"
+        ),
+        "{patterns}"
+    );
+    // The training from memory after the load (64 steps of 10 ms) is the step's compute.
+    let compute = seconds(&d["train.computation_time"]);
+    assert!(compute >= 0.6, "{compute}");
+    // What was read matches at the tool's bounds; the program has no steps, so the step
+    // times do not apply.
+    assert_structure("h5_preload", &r.fidelity);
+    for b in r.fidelity["bounds"].as_array().unwrap() {
+        let steps = [
+            "I/O time per step, mean (s)",
+            "gaps between steps",
+            "loading time per step",
+        ];
+        if steps.contains(&b["name"].as_str().unwrap()) {
+            assert_eq!(
+                (&b["applies"], &b["pass"]),
+                (&false.into(), &true.into()),
+                "{b}"
+            );
+        }
+    }
+}
+
+/// A program that reads its data through memory maps moves it by page faults, which no I/O
+/// trace records: characterize says so, and `dlio fidelity` cannot pass such a program.
+#[test]
+fn data_read_through_memory_maps_is_said_to_be_unseen_and_never_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = trace_characterize_replay(dir.path(), "npy_memmap");
+    let notes = r.characterization["notes"].to_string();
+    assert!(
+        notes.contains("4 data files were mapped into memory") && notes.contains("page faults"),
+        "{notes}"
+    );
+    assert_eq!(r.fidelity["verdict"], "fail", "{}", r.fidelity);
+    assert_eq!(r.fidelity["real"]["mapped_bytes"], 4 * (256 * 16384 + 128));
+    let failed = r.fidelity["failed"].to_string();
+    assert!(failed.contains("memory maps"), "{failed}");
 }
 
 /// A scan of every file's header before training (a sampler that buckets files by shape) is

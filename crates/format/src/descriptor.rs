@@ -20,6 +20,10 @@ pub struct ReadSettings {
     pub decode: bool,
     /// Check each TFRecord record's data CRC.
     pub check_tfrecord_crc: bool,
+    /// Read each file a reader reads whole and undecoded in one request of the file's size,
+    /// not in requests of [`crate::CHUNK_BYTES`]: what request patterns
+    /// (`reader.sample_requests`) shape. Memory per reader is then the largest file.
+    pub whole_reads: bool,
 }
 
 impl ReadSettings {
@@ -27,6 +31,7 @@ impl ReadSettings {
     pub const FULL: ReadSettings = ReadSettings {
         decode: true,
         check_tfrecord_crc: true,
+        whole_reads: false,
     };
 
     /// The settings of a run under `semantics`.
@@ -34,6 +39,7 @@ impl ReadSettings {
         ReadSettings {
             decode: semantics.decodes(),
             check_tfrecord_crc,
+            whole_reads: false,
         }
     }
 }
@@ -215,7 +221,10 @@ pub fn format_with(
     let descriptor = descriptor(dataset.format);
     let format = (descriptor.build)(dataset, read)?;
     Ok(if descriptor.read_as_bytes_by_the_fork && !read.decode {
-        Box::new(crate::raw::Undecoded { inner: format })
+        Box::new(crate::raw::Undecoded {
+            inner: format,
+            whole_reads: read.whole_reads,
+        })
     } else {
         format
     })

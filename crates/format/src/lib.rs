@@ -89,7 +89,7 @@ pub use generate::{
 };
 pub use image::generated_image_bytes;
 pub use parquet_columns::{ParquetLayout, parquet_layout};
-pub use raw::CHUNK_BYTES;
+pub use raw::{CHUNK_BYTES, WHOLE_READ_MAX_BYTES};
 pub use rng::DataRng;
 pub use tfrecord::{
     BytesList, DEFAULT_TRANSFER_SIZE, Example, Feature, FeatureKind, Features, FloatList,

@@ -27,10 +27,19 @@ use crate::{FileKey, FileLayout, Format, FormatError, FormatReader};
 /// requests further beneath this reader).
 pub const CHUNK_BYTES: usize = 4 << 20;
 
+/// The largest file read whole in one request when request patterns shape whole-file reads
+/// (`reader.sample_requests`): the reader's buffer then grows to the largest file.
+pub const WHOLE_READ_MAX_BYTES: u64 = 256 << 20;
+
 /// A format whose reader reads whole files without decoding them.
 #[derive(Debug)]
 pub(crate) struct Undecoded {
     pub(crate) inner: Box<dyn Format>,
+    /// Read each file in one request of its size ([`ReadSettings::whole_reads`]) instead of
+    /// requests of [`CHUNK_BYTES`].
+    ///
+    /// [`ReadSettings::whole_reads`]: crate::ReadSettings::whole_reads
+    pub(crate) whole_reads: bool,
 }
 
 impl Format for Undecoded {
@@ -66,6 +75,11 @@ impl Format for Undecoded {
 
     fn reader(&self, layout: &FileLayout) -> Box<dyn FormatReader> {
         Box::new(UndecodedReader {
+            request_bytes: if self.whole_reads {
+                u64::MAX
+            } else {
+                CHUNK_BYTES as u64
+            },
             samples: u64::from(layout.samples.max(1)),
             open: FxHashMap::default(),
             spare: Vec::new(),
@@ -87,6 +101,8 @@ struct OpenRaw {
 }
 
 struct UndecodedReader {
+    /// The longest request of a file's read.
+    request_bytes: u64,
     samples: u64,
     open: FxHashMap<FileKey, OpenRaw>,
     spare: Vec<OpenRaw>,
@@ -117,7 +133,7 @@ impl FormatReader for UndecodedReader {
             .remove(&key)
             .or_else(|| self.spare.pop())
             .unwrap_or_default();
-        match read_through(storage, path, &mut self.chunk) {
+        match read_through(storage, path, &mut self.chunk, self.request_bytes) {
             Ok(len) => state.len = len,
             Err(error) => {
                 self.recycle(state);
@@ -172,18 +188,20 @@ impl FormatReader for UndecodedReader {
     }
 }
 
-/// Reads every byte of `path` in requests of [`CHUNK_BYTES`] into `chunk`; returns the length.
+/// Reads every byte of `path` in requests of at most `request_bytes` into `chunk`; returns
+/// the length.
 fn read_through(
     storage: &dyn Storage,
     path: &Path,
     chunk: &mut Option<IoBuffer>,
+    request_bytes: u64,
 ) -> Result<u64, FormatError> {
     let mut handle = storage.open(path)?;
     let len = handle.len();
     let alignment = storage.capabilities().alignment;
     let mut offset = 0u64;
     while offset < len {
-        let n = (len - offset).min(CHUNK_BYTES as u64) as usize;
+        let n = usize::try_from((len - offset).min(request_bytes)).unwrap_or(usize::MAX);
         read_range(&mut *handle, chunk, alignment, offset, n)?;
         offset += n as u64;
     }
@@ -210,6 +228,7 @@ mod tests {
         };
         let format = Undecoded {
             inner: format_for(FormatKind::Npz).unwrap(),
+            whole_reads: false,
         };
         let path = dir.path().join("a.npz");
         let written = format

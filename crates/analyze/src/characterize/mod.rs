@@ -67,9 +67,9 @@ const MIN_WRITTEN_BYTES: u64 = 64 << 10;
 /// Most request sizes kept in a transfer-size distribution (more are binned by quantiles).
 const MAX_SIZES: usize = 16;
 
-/// The largest file dlio reads whole in one request, and so the largest a request pattern
-/// (`reader.sample_requests`) may shape: `dlio_format::CHUNK_BYTES`.
-const WHOLE_READ_LIMIT: u64 = 4 << 20;
+/// The largest file a request pattern (`reader.sample_requests`) may shape: dlio reads such
+/// files whole in one request.
+const WHOLE_READ_LIMIT: u64 = dlio_format::WHOLE_READ_MAX_BYTES;
 
 /// How to characterise.
 #[derive(Debug, Clone, Default)]
@@ -295,6 +295,8 @@ struct Activity<'t> {
     consumer: Option<Consumer>,
     /// The data set was read once, whole, before training from memory (one burst).
     preload: bool,
+    /// The end of the program's last event, nanoseconds.
+    run_end: i64,
     /// A scan of the files' headers before training, left out of the calls above.
     scan: Option<HeaderScan>,
 }
@@ -331,8 +333,10 @@ impl<'t> Activity<'t> {
         // busy machine stretches the work between them); a training epoch that reads each
         // file once spends nearly all of it computing between its steps (HDF5 slices: 1-2%).
         let busy: i64 = bursts.iter().map(|b| b.busy).sum();
-        let preload =
-            consumer.is_none() && 4 * busy >= window.1 - window.0 && preloaded(t, data, window);
+        let run_end = t.events.iter().map(|r| r.end).max().unwrap_or(window.1);
+        let preload = consumer.is_none()
+            && 4 * busy >= window.1 - window.0
+            && preloaded(data, window, run_end);
         if preload {
             // One pass of reads before the steps: no step of the training reads.
             bursts = vec![Burst {
@@ -351,6 +355,7 @@ impl<'t> Activity<'t> {
             paused,
             consumer,
             preload,
+            run_end,
             scan,
         }
     }
@@ -407,8 +412,7 @@ fn header_scan(calls: &[&Rec], data: &DataSet) -> Option<HeaderScan> {
 /// data file opened once and read to nine tenths of its size or more, and the program ran on
 /// without a data read for at least twice as long as it read (with a data call in progress
 /// a quarter of that time or more, checked by the caller).
-fn preloaded(t: &Timeline, data: &DataSet, window: (i64, i64)) -> bool {
-    let run_end = t.events.iter().map(|r| r.end).max().unwrap_or(window.1);
+fn preloaded(data: &DataSet, window: (i64, i64), run_end: i64) -> bool {
     let reading = (window.1 - window.0).max(1);
     if run_end - window.1 < 2 * reading {
         return false;
@@ -419,6 +423,28 @@ fn preloaded(t: &Timeline, data: &DataSet, window: (i64, i64)) -> bool {
                 .get(f)
                 .is_some_and(|t| t.opens == 1 && t.bytes_read * 10 >= t.size * 9)
         })
+}
+
+/// What the trace cannot show when the program mapped its data files into memory: its reads
+/// through the mappings are page faults, which no call records, so the workload holds only
+/// the bytes its read calls moved.
+fn mapped_note(data: &DataSet) -> Option<String> {
+    let mapped: Vec<u64> = data
+        .files
+        .iter()
+        .filter_map(|f| data.totals.get(f).map(|t| t.mapped))
+        .filter(|&m| m > 0)
+        .collect();
+    (!mapped.is_empty()).then(|| {
+        format!(
+            "{} data files were mapped into memory (mmap, {} bytes in all): what the program \
+             read through the mappings came in by page faults, which no I/O trace records, so \
+             the bytes, steps and samples read that way are not in this workload; it replays \
+             only the read calls",
+            mapped.len(),
+            mapped.iter().sum::<u64>()
+        )
+    })
 }
 
 /// The characterisation of a timeline, section by section: what a sample is (and the data
@@ -433,9 +459,13 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
         found.note(format!(
             "the data set was read once, whole, in {:.3} s before the program went on without \
              reading it (it trained from memory): the workload reads each file once, in one \
-             epoch with no compute, and the steps from memory are not replayed",
+             epoch, and the time the program ran on after its last read is the compute after \
+             that step",
             secs(activity.window.1 - activity.window.0)
         ));
+    }
+    if let Some(note) = mapped_note(data) {
+        found.note(note);
     }
     let (samples, f) = samples::samples(t, data, &activity);
     found.append(f);

@@ -14,6 +14,10 @@ use crate::event::Op;
 use crate::ingest::Rec;
 use crate::timeline::{Timeline, op};
 
+/// The largest batch a load before training is replayed as: its samples are read in steps
+/// of this many.
+const MAX_PRELOAD_BATCH: u64 = 4096;
+
 /// What the readers section found.
 pub(super) struct Readers {
     /// Readers that run ahead of the program, when they do.
@@ -68,6 +72,10 @@ pub(super) fn readers(
         a.batch
     } else if paused {
         typical_count(&per_burst) * samples.unit_rows.max(1)
+    } else if activity.preload {
+        // One step reads the whole pass, as the program did before its first step: the
+        // replay has no steps of reading the program did not have.
+        (sample_events.len() as u64).clamp(1, MAX_PRELOAD_BATCH)
     } else {
         found.note(
             "no compute pauses between the data reads: the program is I/O bound (or computes \
@@ -111,6 +119,12 @@ pub(super) fn readers(
             format!(
                 "{batch} samples in most of the {} bursts of data reads ({batch_of_reads})",
                 bursts.len()
+            )
+        } else if activity.preload {
+            format!(
+                "the {} samples the program loaded before training, in one step (at most \
+                 {MAX_PRELOAD_BATCH})",
+                sample_events.len()
             )
         } else {
             "no compute pauses to group samples by".into()

@@ -166,12 +166,15 @@ pub(super) fn requests(
                 .collect::<Vec<_>>()
                 .join("\n"),
             format!(
-                "{:.0}% of the {} file openings make one of these {} request sequences (offsets \
-                 from the file's start, or from its end past the middle){}; each opening of \
-                 the replay makes one, in these shares",
+                "{:.0}% of the {} file openings make {} (offsets from the file's start, or \
+                 from its end past the middle){}; each opening of the replay makes one, in \
+                 these shares",
                 patterns.iter().map(|p| p.share).sum::<f64>() * 100.0,
                 opens.len(),
-                patterns.len(),
+                match patterns.len() {
+                    1 => "this request sequence".to_string(),
+                    n => format!("one of these {n} request sequences"),
+                },
                 if patterns.iter().any(|p| !p.read_rest) {
                     "; read_rest False: those openings read only what their requests cover"
                 } else {
@@ -446,7 +449,8 @@ pub(super) fn common_patterns(calls: &[&Rec], data: &DataSet) -> Vec<CommonPatte
     // covered is the rest too, read from where the library's parser stopped rather than where
     // its buffered reads did (np.load reads 4096 bytes, then the array from byte 128): it is
     // kept, with the size [`REST`], which the emulation cuts at each file's end.
-    for (file, o) in &mut done {
+    // An opening that read only part of its file has no rest: its requests are all it made.
+    for ((file, o), _) in done.iter_mut().zip(&whole).filter(|(_, w)| **w) {
         let p = &mut o.requests;
         let size = data.totals.get(file).map_or(0, |t| t.size);
         // A last request that ends at the file's end is the rest whatever the file's size: as
@@ -621,6 +625,27 @@ pub(super) struct CommonPattern {
 /// which reads at the pace of the fastest.
 pub(super) fn read_buffers(activity: &Activity) -> Found {
     let mut found = Found::default();
+    let large = activity
+        .reads
+        .iter()
+        .filter(|r| r.bytes as u64 >= dlio_storage::FRESH_FROM as u64)
+        .count();
+    if activity.preload && large > 0 {
+        // A program that keeps all it read (it trains from memory afterwards) read every
+        // byte into memory it had not used before: that follows from what it did, whatever
+        // the reads' times say.
+        found.param(
+            "reader.fresh_read_share",
+            "1.00".into(),
+            format!(
+                "the program kept what it read (it trained from memory after reading the data \
+                 set once): its {large} data reads of {} KiB or more all landed in memory it had \
+                 not touched, whose pages the kernel faults in as it copies",
+                dlio_storage::FRESH_FROM >> 10
+            ),
+        );
+        return found;
+    }
     let mut pace: Vec<f64> = activity
         .reads
         .iter()

@@ -97,8 +97,8 @@ pub(super) fn samples<'t>(
             .filter(|r| r.bytes as u64 == dominant)
             .collect()
     };
-    // dlio replays request patterns only for files it reads whole in one go (up to
-    // `dlio_format::CHUNK_BYTES`, 4 MiB); larger files keep a distribution.
+    // dlio replays request patterns for files it reads whole in one request (up to
+    // `dlio_format::WHOLE_READ_MAX_BYTES`, 256 MiB); larger files keep a distribution.
     let patterns = if whole_files && file_sizes.max <= WHOLE_READ_LIMIT as f64 {
         common_patterns(&activity.calls, data)
     } else {

@@ -149,6 +149,20 @@ pub(super) fn timing(
                 a.busy_share * 100.0
             ));
         }
+    } else if activity.preload {
+        // The steps from memory read nothing: their time, after the load's last read, is the
+        // compute of the load's steps (one, unless the load is larger than a batch may be).
+        let steps = (sample_events.len() as u64).div_ceil(batch.max(1)).max(1);
+        let after = secs(activity.run_end - window_end);
+        found.param(
+            "train.computation_time",
+            format!("{:.6}", after / steps as f64),
+            format!(
+                "the program ran on for {after:.3} s after its last data read, training from \
+                 memory: the compute after the load's {steps} step(s), so the replay lasts as \
+                 long"
+            ),
+        );
     } else if paused {
         // Inside a burst: each of `lanes` reading threads reads `k` samples; the time outside
         // the I/O calls between them is the loader's own work per sample (decoding, the

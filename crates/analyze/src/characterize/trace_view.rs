@@ -77,6 +77,9 @@ pub(crate) struct FileTotals {
     /// read per opening.
     pub size: u64,
     pub stat_size: bool,
+    /// Bytes of the file mapped into memory (`mmap`): what reads through the mappings moved
+    /// by page faults is not in `bytes_read`.
+    pub mapped: u64,
 }
 
 pub(crate) fn file_totals(t: &Timeline) -> HashMap<u64, FileTotals> {
@@ -96,6 +99,7 @@ pub(crate) fn file_totals(t: &Timeline) -> HashMap<u64, FileTotals> {
                 f.bytes_written += r.bytes as u64;
             }
             Op::Open => f.opens += 1,
+            Op::Map if r.bytes > 0 => f.mapped += r.bytes as u64,
             Op::Meta if r.bytes >= 0 => {
                 if !f.stat_size {
                     f.size = 0;
