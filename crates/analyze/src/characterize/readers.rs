@@ -354,6 +354,8 @@ pub(super) struct ConsumerSteps {
     pub left_out: usize,
     /// The most batches read or being read ahead of its takes.
     pub in_flight: u64,
+    /// When each of its training takes began, nanoseconds, in time order (a batch a step).
+    pub take_starts: Vec<i64>,
 }
 
 /// `reader.drop_last: False`: every sample of the data set was read in every epoch, and their
@@ -566,6 +568,7 @@ fn consumer_ahead(
             compute_s,
             left_out,
             in_flight,
+            take_starts: takes.iter().map(|&(start, _)| start).collect(),
         }),
     })
 }

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use super::eval::EvalPass;
 use super::output::yaml_string;
 use super::readers::Readers;
-use super::trace_view::{Burst, DataSet, burst_of, is_system_path};
+use super::trace_view::{DataSet, is_system_path};
 use super::{Activity, Found, MIN_WRITTEN_BYTES, SideFileRow, WrittenFile, mode};
 use crate::event::Op;
 use crate::timeline::{Timeline, op};
@@ -125,7 +125,18 @@ pub(super) fn checkpoints(
     if written.is_empty() {
         return found;
     }
-    match checkpoints_of(t, written, bursts, paused && ahead.is_none()) {
+    // Steps begin at the bursts between compute pauses, or at the training process's takes
+    // when worker processes read for it (a take a step, counted over the whole run).
+    let step_starts: Vec<i64> = match ahead {
+        Some(a) => a
+            .consumer
+            .as_ref()
+            .map(|c| c.take_starts.clone())
+            .unwrap_or_default(),
+        None if paused => bursts.iter().map(|b| b.start).collect(),
+        None => Vec::new(),
+    };
+    match checkpoints_of(t, written, &step_starts) {
         Some(ck) => {
             found.param(
                 "workflow.checkpoint",
@@ -184,24 +195,22 @@ struct Checkpoints {
     bytes: u64,
 }
 
-/// The writes to `written` grouped by the step they follow (the last burst that started before
-/// them); `None` without steps, or when they follow no regular rhythm of two or more.
+/// The writes to `written` grouped by the step they follow (the last step that started
+/// before them); `None` without steps, or when they follow no regular rhythm of two or more.
 fn checkpoints_of(
     t: &Timeline,
     written: &[WrittenFile],
-    bursts: &[Burst],
-    steps_known: bool,
+    step_starts: &[i64],
 ) -> Option<Checkpoints> {
-    if !steps_known || bursts.is_empty() {
+    if step_starts.is_empty() {
         return None;
     }
     let paths: HashSet<&str> = written.iter().map(|w| w.path.as_str()).collect();
     let mut per_step: BTreeMap<u64, u64> = BTreeMap::new();
     for r in t.io() {
         if op(r) == Op::Write && r.bytes > 0 && paths.contains(t.path(r.file)) {
-            *per_step
-                .entry(burst_of(bursts, r.start) as u64 + 1)
-                .or_default() += r.bytes as u64;
+            let step = step_starts.partition_point(|&s| s <= r.start).max(1);
+            *per_step.entry(step as u64).or_default() += r.bytes as u64;
         }
     }
     let after_steps: Vec<u64> = per_step.keys().copied().collect();
