@@ -26,6 +26,7 @@ use serde::Serialize;
 
 use crate::characterize::{
     DataSet, Stats, bursts, compute_ends, compute_starts, data_calls, find_consumer,
+    loads_before_training,
 };
 use crate::error::AnalyzeError;
 use crate::timeline::{Timeline, load};
@@ -261,6 +262,10 @@ fn measure(side: &Traced, steps_at: StepsAt) -> Result<(Measured, StepsAt), Anal
         StepsAt::ComputeStarts => (compute_starts(t), StepsAt::ComputeStarts),
     };
     let (steps, paused) = bursts(&calls, &starts);
+    // A program that loaded its data set before training from memory has no steps of
+    // reading: pauses between its loads (the library's work between files, a busy machine)
+    // are not compute.
+    let paused = paused && !(steps_at == StepsAt::Pauses && loads_before_training(t, data));
     let busy: i64 = steps.iter().map(|b| b.busy).sum();
     let io_s = busy as f64 / 1e9;
     let bytes: u64 = reads.iter().map(|r| r.bytes as u64).sum();

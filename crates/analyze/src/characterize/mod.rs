@@ -361,6 +361,13 @@ impl<'t> Activity<'t> {
     }
 }
 
+/// Whether the program read its data set once, whole, before it trained from memory, as
+/// characterisation finds it: then it has no steps of reading, whatever pauses lie between
+/// its loads (`dlio fidelity` uses this for the real side).
+pub(crate) fn loads_before_training(t: &Timeline, data: &DataSet) -> bool {
+    Activity::of(t, data).preload
+}
+
 /// A pass over the data files' first bytes before training (a sampler that groups samples by
 /// their headers: image sizes for aspect-ratio buckets).
 #[derive(Debug, Clone, Copy)]
