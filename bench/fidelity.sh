@@ -4,7 +4,8 @@
 # pools of threads and processes, ...) and the three of crates/cli/tests/programs is made,
 # traced with `dlio trace`, characterised with `dlio characterize`, replayed with
 # `dlio run --trace` (release build) and scored twice: by `dlio fidelity` (its verdict and the
-# bounds that failed) and by bench/corpus/score.py, an independent scorer written apart from
+# bounds that failed; the program is traced twice, and the second trace is its `--repeat`, how
+# far the program is from itself) and by bench/corpus/score.py, an independent scorer written apart from
 # dlio (numpy only; its own reading of both traces, its own bursts and KS).
 #
 # Usage: bash bench/fidelity.sh [DIR] [NAME...]   (DIR default /work/bench-tmp)
@@ -27,7 +28,7 @@ if [ ${#programs[@]} -eq 0 ]; then
 fi
 
 echo "== dlio $(git rev-parse --short HEAD), $(date -u '+%F %H:%M') UTC, release build"
-printf '%-24s %-8s %-8s %-60s %s\n' program dlio score.py "dlio's failed bounds" "score.py's failed bounds"
+printf '%-24s %-8s %-8s %-8s %-60s %s\n' program dlio repeat score.py "dlio's failed bounds" "score.py's failed bounds"
 for prog in "${programs[@]}"; do
   [ -f "$prog" ] || prog=bench/corpus/programs/$prog.py
   name=$(basename "$prog" .py)
@@ -45,6 +46,10 @@ for prog in "${programs[@]}"; do
   if ! "$DLIO" trace --out "$d/traces" -- "$py" "$prog" "$d/data" >"$d/trace.log" 2>&1; then
     printf '%-24s the program failed under dlio trace (%s)\n' "$name" "$d/trace.log"; continue
   fi
+  # A second run of the program, traced the same way: how far it is from itself.
+  if ! "$DLIO" trace --out "$d/traces2" -- "$py" "$prog" "$d/data" >"$d/trace2.log" 2>&1; then
+    printf '%-24s the program failed under dlio trace, second run (%s)\n' "$name" "$d/trace2.log"; continue
+  fi
   if ! "$DLIO" characterize "$d/traces" --out "$d/workload/characterized.yaml" >"$d/characterize.log" 2>&1; then
     printf '%-24s characterize failed: %s\n' "$name" "$(tail -1 "$d/characterize.log")"; continue
   fi
@@ -54,6 +59,9 @@ for prog in "${programs[@]}"; do
     printf '%-24s the replay failed: %s\n' "$name" "$(grep -m1 -i error "$d/run.log" || tail -1 "$d/run.log")"; continue
   fi
   "$DLIO" fidelity "$d/traces" "$d/run" >"$d/fidelity.txt" 2>&1 || true
+  mkdir -p "$d/repeat"
+  "$DLIO" fidelity "$d/traces" "$d/run" --repeat "$d/traces2" --out "$d/repeat" \
+    >"$d/fidelity-repeat.txt" 2>&1 || true
   python3 bench/corpus/score.py "$d/traces" "$d/run" --real-data "$d/data" \
     --emulated-data "$d/emulated" --json "$d/score.json" >"$d/score.txt" 2>&1 || true
   python3 - "$d" "$name" <<'PY' || true
@@ -73,9 +81,14 @@ def off(b):
 names = {b["name"] for b in f["bounds"]}
 failed = ", ".join([off(b) for b in f["bounds"] if not b["pass"]]
                    + [x for x in f["failed"] if x not in names]) or "-"
-print(f"{name:<24} {f['verdict']:<8} {sv:<8} {failed:<60} {sf}")
+try:
+    rv = json.load(open(os.path.join(d, "repeat", "fidelity.json")))["verdict"]
+except (OSError, ValueError, KeyError):
+    rv = "error"
+print(f"{name:<24} {f['verdict']:<8} {rv:<8} {sv:<8} {failed:<60} {sf}")
 PY
 
 done
-echo "(per program: $DIR/NAME/{fidelity.txt,score.txt,workload/characterized.yaml})"
+echo "(dlio: the verdict on the bounds alone; repeat: with the program's second run as --repeat;"
+echo " per program: $DIR/NAME/{fidelity.txt,fidelity-repeat.txt,score.txt,workload/characterized.yaml})"
 [ "${KEEP:-0}" = 1 ] || rm -rf "$DIR"/*/data "$DIR"/*/emulated "$DIR"/*/checkpoints

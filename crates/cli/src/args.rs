@@ -161,6 +161,10 @@ struct FidelityArgs {
     /// Exit with status 3 when the verdict fails (for scripts and CI).
     #[arg(long)]
     check: bool,
+    /// Traces of a second run of the real program: a bound also passes when the emulation
+    /// is no further from the program than the program's two runs are from each other.
+    #[arg(long, value_name = "REAL_TRACES_2")]
+    repeat: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -457,6 +461,7 @@ pub fn dispatch(cli: Cli, entry: Entry) -> Result<ExitCode> {
                 &dlio_analyze::FidelityOptions {
                     real_data_dir: args.real_data_dir,
                     emulated_data_dir: args.emulated_data_dir,
+                    repeat: args.repeat,
                 },
             )?;
             emit(&dlio_analyze::render_fidelity(&f))?;

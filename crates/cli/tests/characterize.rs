@@ -412,6 +412,17 @@ fn a_thread_pool_of_readers_is_characterised_and_replayed() {
             .status()
             .unwrap();
         assert_eq!(status.code(), Some(3), "{what}");
+        // Scored with the program's own trace as its second run (no difference from itself),
+        // the wrong workload fails all the same.
+        let status = dlio()
+            .args(["fidelity", "--check", "--repeat"])
+            .arg(dir.path().join("traces"))
+            .arg(dir.path().join("traces"))
+            .arg(&run)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert_eq!(status.code(), Some(3), "{what} with --repeat");
     }
 }
 
