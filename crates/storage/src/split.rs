@@ -566,6 +566,18 @@ mod tests {
         assert_eq!(requests(true), waiting);
     }
 
+    /// A request of `size` bytes at `offset` from the start (or the end), with no blocks and
+    /// no work.
+    fn req(from_end: bool, offset: u64, size: u64) -> PatternRequest {
+        PatternRequest {
+            from_end,
+            offset,
+            size,
+            blocks: 0,
+            work: std::time::Duration::ZERO,
+        }
+    }
+
     /// One pattern that reads the rest, as `reader.sample_requests` gives it.
     fn one_pattern(requests: Vec<PatternRequest>) -> RequestSizes {
         RequestSizes::Patterns(Arc::new(
@@ -587,13 +599,6 @@ mod tests {
     #[test]
     fn a_pattern_makes_its_requests_then_reads_what_they_left() {
         let (_dir, path, bytes) = file_of(10_000);
-        let req = |from_end, offset, size| PatternRequest {
-            from_end,
-            offset,
-            size,
-            blocks: 0,
-            work: std::time::Duration::ZERO,
-        };
         let pattern = vec![
             req(false, 0, 100),
             req(true, 22, 22),
@@ -658,13 +663,6 @@ mod tests {
     fn openings_take_the_patterns_in_their_shares_and_read_only_their_requests() {
         // An npz of two members: each opening reads the directory at the end and one member.
         let (_dir, path, bytes) = file_of(10_000);
-        let req = |from_end, offset, size| PatternRequest {
-            from_end,
-            offset,
-            size,
-            blocks: 0,
-            work: std::time::Duration::ZERO,
-        };
         let member = |at: u64| RequestPattern {
             requests: vec![req(true, 22, 22), req(false, at, 4000)],
             weight: 1.0,
