@@ -679,6 +679,56 @@ mod tests {
     use super::*;
 
     #[test]
+    fn openings_of_a_few_kinds_are_kept_with_their_counts_and_a_long_tail_is_not() {
+        let a: Vec<PatternStep> = vec![(true, 22, 22), (false, 0, 4000)];
+        let b: Vec<PatternStep> = vec![(true, 22, 22), (false, 5000, 4000)];
+        let c: Vec<PatternStep> = vec![(false, 0, 100)];
+        // One kind made by 80% or more: that one alone, even when several are allowed.
+        let mostly_a: Vec<(&[PatternStep], bool)> = std::iter::repeat_n((a.as_slice(), false), 9)
+            .chain([(b.as_slice(), false)])
+            .collect();
+        for several in [false, true] {
+            let got = most_made(&mostly_a, several);
+            assert_eq!(got, vec![(a.clone(), false, 9)], "{several}");
+        }
+        // Half each: none alone, both together, most made first (ties to a fixed order).
+        let halves: Vec<(&[PatternStep], bool)> = [(a.as_slice(), false), (b.as_slice(), false)]
+            .into_iter()
+            .cycle()
+            .take(20)
+            .collect();
+        assert!(most_made(&halves, false).is_empty());
+        let got = most_made(&halves, true);
+        assert_eq!(got.len(), 2);
+        assert!(
+            got.iter().all(|(_, whole, n)| !*whole && *n == 10),
+            "{got:?}"
+        );
+        // The same requests read whole and read in part are two kinds.
+        let mixed: Vec<(&[PatternStep], bool)> = [(c.as_slice(), true), (c.as_slice(), false)]
+            .into_iter()
+            .cycle()
+            .take(10)
+            .collect();
+        assert_eq!(most_made(&mixed, true).len(), 2);
+        // Twenty kinds of a twentieth each: no set of eight makes 80%.
+        let tail: Vec<Vec<PatternStep>> = (0..20).map(|i| vec![(false, i * 10, 10)]).collect();
+        let spread: Vec<(&[PatternStep], bool)> =
+            tail.iter().map(|p| (p.as_slice(), false)).collect();
+        assert!(most_made(&spread, true).is_empty());
+    }
+
+    #[test]
+    fn stretches_overlapping_or_apart_count_each_byte_once() {
+        assert_eq!(
+            union_bytes([(0, 100), (50, 150), (200, 210)].into_iter()),
+            160
+        );
+        assert_eq!(union_bytes([(10, 20), (0, 30)].into_iter()), 30);
+        assert_eq!(union_bytes(std::iter::empty()), 0);
+    }
+
+    #[test]
     fn a_buffered_streams_whole_blocks_become_one_request_for_every_file_size() {
         // PNGs of 11259, 25407 and 45194 bytes read by Python's buffered reader, the tail
         // already taken off as the rest: a block, then the whole blocks that fit.

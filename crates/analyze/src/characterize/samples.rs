@@ -810,3 +810,42 @@ fn size_bins(sizes: impl Iterator<Item = u64>) -> Vec<SizeShare> {
         .filter(|s| s.count > 0)
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn partial(requests: Vec<PatternStep>) -> CommonPattern {
+        CommonPattern {
+            work_s: vec![0.0; requests.len()],
+            requests,
+            read_rest: false,
+            count: 10,
+            share: 0.5,
+        }
+    }
+
+    #[test]
+    fn openings_that_each_read_one_part_of_a_file_make_a_sample_of_each_part() {
+        // An npz of 98,794 bytes: the directory at the end, then one of two arrays.
+        let size = 98_794;
+        let directory = [(true, 22, 22), (true, 124, 124)];
+        let first = partial([&directory[..], &[(false, 0, 49_152)]].concat());
+        let second = partial([&directory[..], &[(false, 49_335, 49_459)]].concat());
+        assert_eq!(
+            members_read_apart(&[first.clone(), second.clone()], size),
+            Some(2)
+        );
+        // One kind only, kinds that read the rest, or kinds that leave a tenth of the file
+        // unread: not parts of one file.
+        assert_eq!(members_read_apart(std::slice::from_ref(&first), size), None);
+        let mut whole = second.clone();
+        whole.read_rest = true;
+        assert_eq!(members_read_apart(&[first.clone(), whole], size), None);
+        let short = partial([&directory[..], &[(false, 49_335, 30_000)]].concat());
+        assert_eq!(members_read_apart(&[first.clone(), short], size), None);
+        // A kind that reads most of the file by itself is not a part.
+        let most = partial(vec![(false, 0, 90_000)]);
+        assert_eq!(members_read_apart(&[most, second], size), None);
+    }
+}
