@@ -336,11 +336,7 @@ fn measure(side: &Traced, steps_at: StepsAt) -> Result<(Measured, StepsAt), Anal
                 end_to_end_s: secs(end - start),
                 steps: fetch.len() as u64,
                 fetch_s: fetch_stats,
-                mapped_bytes: data
-                    .files
-                    .iter()
-                    .filter_map(|f| data.totals.get(f).map(|t| t.mapped))
-                    .sum(),
+                mapped_bytes: data.mapped().1,
             },
             features: vec![
                 ("I/O time (s)", io_s),

@@ -532,7 +532,7 @@ fn a_data_set_loaded_whole_before_training_is_one_pass_of_whole_files() {
     let notes = r.characterization["notes"].to_string();
     assert!(notes.contains("read once, whole"), "{notes}");
     // h5py's requests of each file (its superblock, object headers, the dataset's one read),
-    // replayed as they were made, without the bytes it skipped.
+    // replayed as they were made, without the bytes it left unread.
     let patterns = &d["reader.sample_request_patterns"];
     assert!(
         patterns.starts_with(

@@ -436,20 +436,13 @@ fn preloaded(data: &DataSet, window: (i64, i64), run_end: i64) -> bool {
 /// through the mappings are page faults, which no call records, so the workload holds only
 /// the bytes its read calls moved.
 fn mapped_note(data: &DataSet) -> Option<String> {
-    let mapped: Vec<u64> = data
-        .files
-        .iter()
-        .filter_map(|f| data.totals.get(f).map(|t| t.mapped))
-        .filter(|&m| m > 0)
-        .collect();
-    (!mapped.is_empty()).then(|| {
+    let (files, bytes) = data.mapped();
+    (files > 0).then(|| {
         format!(
-            "{} data files were mapped into memory (mmap, {} bytes in all): what the program \
-             read through the mappings came in by page faults, which no I/O trace records, so \
-             the bytes, steps and samples read that way are not in this workload; it replays \
-             only the read calls",
-            mapped.len(),
-            mapped.iter().sum::<u64>()
+            "{files} data files were mapped into memory (mmap, {bytes} bytes in all): what the \
+             program read through the mappings came in by page faults, which no I/O trace \
+             records, so the bytes, steps and samples read that way are not in this workload; \
+             it replays only the read calls"
         )
     })
 }

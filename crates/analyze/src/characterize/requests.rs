@@ -625,26 +625,28 @@ pub(super) struct CommonPattern {
 /// which reads at the pace of the fastest.
 pub(super) fn read_buffers(activity: &Activity) -> Found {
     let mut found = Found::default();
-    let large = activity
-        .reads
-        .iter()
-        .filter(|r| r.bytes as u64 >= dlio_storage::FRESH_FROM as u64)
-        .count();
-    if activity.preload && large > 0 {
-        // A program that keeps all it read (it trains from memory afterwards) read every
-        // byte into memory it had not used before: that follows from what it did, whatever
-        // the reads' times say.
-        found.param(
-            "reader.fresh_read_share",
-            "1.00".into(),
-            format!(
-                "the program kept what it read (it trained from memory after reading the data \
-                 set once): its {large} data reads of {} KiB or more all landed in memory it had \
-                 not touched, whose pages the kernel faults in as it copies",
-                dlio_storage::FRESH_FROM >> 10
-            ),
-        );
-        return found;
+    if activity.preload {
+        let large = activity
+            .reads
+            .iter()
+            .filter(|r| r.bytes as u64 >= dlio_storage::FRESH_FROM as u64)
+            .count();
+        if large > 0 {
+            // A program that keeps all it read (it trains from memory afterwards) read every
+            // byte into memory it had not used before: that follows from what it did, whatever
+            // the reads' times say.
+            found.param(
+                "reader.fresh_read_share",
+                "1.00".into(),
+                format!(
+                    "the program kept what it read (it trained from memory after reading the data \
+                     set once): its {large} data reads of {} KiB or more all landed in memory it had \
+                     not touched, whose pages the kernel faults in as it copies",
+                    dlio_storage::FRESH_FROM >> 10
+                ),
+            );
+            return found;
+        }
     }
     let mut pace: Vec<f64> = activity
         .reads

@@ -132,6 +132,15 @@ pub(crate) struct DataSet {
 }
 
 impl DataSet {
+    /// The data files mapped into memory (`mmap`) and the bytes of their mappings.
+    pub(crate) fn mapped(&self) -> (usize, u64) {
+        self.files
+            .iter()
+            .filter_map(|f| self.totals.get(f).map(|t| t.mapped))
+            .filter(|&m| m > 0)
+            .fold((0, 0), |(files, bytes), m| (files + 1, bytes + m))
+    }
+
     pub(crate) fn find(t: &Timeline, dir: Option<&Path>) -> Result<DataSet, AnalyzeError> {
         let totals = file_totals(t);
         let read: Vec<(u64, &FileTotals, &str)> = totals
