@@ -3,17 +3,21 @@
 //! window of `prefetch_window`, 64 by default; minio: up to 16 at a time; s3torchconnector:
 //! one), count each object's bytes and hand the loop a dummy tensor. A reader thread here does
 //! the same over the samples of its own batches, in order: it keeps `window` background reads
-//! ([`Storage::start_whole_read`]) started ahead of the sample it waits for, so the storage
-//! sees that many requests in flight per thread while the thread itself only waits. No object
-//! bytes are held: the engine counts and drops them as they arrive.
+//! ([`Storage::start_whole_read`]) running ahead of the sample it waits for, so the storage
+//! sees that many requests in flight per thread while the thread itself only waits. Where the
+//! engine says when each read finishes (S3), a read that finishes before the oldest one is
+//! replaced at once (a few windows of finished reads may wait to be consumed), so a slow
+//! request does not empty the other slots. No object bytes are held: the engine counts and
+//! drops them as they arrive.
 
 use std::collections::VecDeque;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use dlio_metrics::LatencyHistogram;
 use dlio_plan::{EpochPlan, SampleRef};
-use dlio_storage::{PathScratch, PendingRead, Storage};
+use dlio_storage::{PathScratch, PendingRead, ReadBell, Storage};
 use rustc_hash::FxHashMap;
 
 use crate::reader::{OpenPolicy, SampleReader};
@@ -115,15 +119,22 @@ impl SampleReader {
         hist: &mut LatencyHistogram,
     ) -> bool {
         let window = self.window.max(1);
+        let held = window.saturating_mul(UNCONSUMED_PER_WINDOW);
         let mut ahead = samples_of(plan, worker, u64::from(plan.reader_threads()));
         let mut issue = ReadDecider::new(self.policy);
         let mut consume = ReadDecider::new(self.policy);
         let mut pending: VecDeque<(u64, Box<dyn PendingRead>)> = VecDeque::new();
         let mut probed = false;
         let mut scratch = PathScratch::default();
+        let bell = Arc::new(ReadBell::default());
+        // Starts reads until `window` of them run (or `held` wait to be consumed).
         let mut refill =
             |pending: &mut VecDeque<(u64, Box<dyn PendingRead>)>| -> Result<bool, LoaderError> {
-                while pending.len() < window {
+                let mut running = pending
+                    .iter()
+                    .filter(|(_, read)| read.finished() != Some(true))
+                    .count();
+                while running < window && pending.len() < held {
                     let Some(sample) = ahead.next() else {
                         return Ok(true);
                     };
@@ -131,13 +142,16 @@ impl SampleReader {
                         continue;
                     }
                     let path = path_of(files, sample.file, &mut scratch)?;
-                    match storage.start_whole_read(path) {
+                    match storage.start_whole_read(path, &bell) {
                         Some(read) => pending.push_back((sample.file, read)),
                         None => return Ok(false),
                     }
+                    running += 1;
                 }
                 Ok(true)
             };
+        let stopped_mid_epoch =
+            || LoaderError::Setting("the storage stopped taking background reads mid-epoch".into());
         let samples_per_file = u64::from(self.samples_per_file.max(1));
         let mut step = worker;
         while step < plan.steps() {
@@ -153,9 +167,7 @@ impl SampleReader {
                     Ok(true) => {}
                     Ok(false) if !probed => return false,
                     Ok(false) => {
-                        failed = Some(LoaderError::Setting(
-                            "the storage stopped taking background reads mid-epoch".into(),
-                        ));
+                        failed = Some(stopped_mid_epoch());
                         break;
                     }
                     Err(e) => {
@@ -165,6 +177,25 @@ impl SampleReader {
                 }
                 probed = true;
                 let bytes = if consume.needs_read(sample.file) {
+                    // While the oldest read runs, each read that finishes makes room for
+                    // another, as a raw request loop keeps its slots full.
+                    loop {
+                        let seen = bell.rings();
+                        if pending.front().and_then(|(_, read)| read.finished()) != Some(false) {
+                            break;
+                        }
+                        match refill(&mut pending) {
+                            Ok(true) => bell.wait_past(seen),
+                            Ok(false) => failed = Some(stopped_mid_epoch()),
+                            Err(e) => failed = Some(e),
+                        }
+                        if failed.is_some() {
+                            break;
+                        }
+                    }
+                    if failed.is_some() {
+                        break;
+                    }
                     let Some((file, read)) = pending.pop_front() else {
                         failed = Some(LoaderError::Setting(
                             "the object window ran dry before the epoch's last read".into(),
@@ -220,6 +251,11 @@ impl SampleReader {
         true
     }
 }
+
+/// Reads a thread may hold unconsumed per read of its window. A finished read holds its byte
+/// count, not its bytes, so holding a few windows' worth costs nothing and lets the window's
+/// slots be refilled while the oldest read is still running.
+const UNCONSUMED_PER_WINDOW: usize = 4;
 
 fn path_of<'a>(
     files: &'a FileList,

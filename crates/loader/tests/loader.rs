@@ -364,3 +364,155 @@ fn preprocess_work_cpu_keeps_a_core_busy_where_a_sleep_does_not() {
     );
     assert!(slept < busy / 2, "slept: {slept:?}, busy: {busy:?}");
 }
+
+/// An engine whose background reads finish on their own threads and ring the bell, the
+/// first of them only once `release_after` others have finished (or after a long time).
+#[derive(Debug)]
+struct HeldFirstRead {
+    inner: PosixStorage,
+    release_after: u64,
+    started: std::sync::atomic::AtomicU64,
+    others_done: Arc<(std::sync::Mutex<u64>, std::sync::Condvar)>,
+    /// Whether the first read was let go by the others finishing (not by the time-out).
+    released_by_others: Arc<std::sync::atomic::AtomicBool>,
+    /// Reads started and not finished, and the most there were at once.
+    running: Arc<std::sync::atomic::AtomicU64>,
+    most_running: Arc<std::sync::atomic::AtomicU64>,
+}
+
+struct BackgroundRead {
+    path: std::path::PathBuf,
+    finished: Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl dlio_storage::PendingRead for BackgroundRead {
+    fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    fn wait(self: Box<Self>) -> Result<dlio_storage::WholeRead, dlio_storage::StorageError> {
+        Ok(dlio_storage::WholeRead {
+            bytes: self.thread.join().unwrap(),
+            took: std::time::Duration::ZERO,
+        })
+    }
+
+    fn finished(&self) -> Option<bool> {
+        Some(self.finished.load(std::sync::atomic::Ordering::Acquire))
+    }
+}
+
+impl dlio_storage::ForwardStorage for HeldFirstRead {
+    fn forward_to(&self) -> &dyn Storage {
+        &self.inner
+    }
+}
+
+impl Storage for HeldFirstRead {
+    fn start_whole_read(
+        &self,
+        path: &std::path::Path,
+        bell: &Arc<dlio_storage::ReadBell>,
+    ) -> Option<Box<dyn dlio_storage::PendingRead>> {
+        use std::sync::atomic::Ordering;
+        let first = self.started.fetch_add(1, Ordering::SeqCst) == 0;
+        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most_running.fetch_max(now, Ordering::SeqCst);
+        let running = Arc::clone(&self.running);
+        let bytes = std::fs::metadata(path).unwrap().len();
+        let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (done, bell) = (Arc::clone(&finished), Arc::clone(bell));
+        let (others, release_after) = (Arc::clone(&self.others_done), self.release_after);
+        let released = Arc::clone(&self.released_by_others);
+        let thread = std::thread::spawn(move || {
+            let (count, changed) = &*others;
+            if first {
+                let guard = count.lock().unwrap();
+                let (guard, waited) = changed
+                    .wait_timeout_while(guard, std::time::Duration::from_secs(20), |n| {
+                        *n < release_after
+                    })
+                    .unwrap();
+                released.store(!waited.timed_out(), Ordering::SeqCst);
+                drop(guard);
+            } else {
+                *count.lock().unwrap() += 1;
+                changed.notify_all();
+            }
+            running.fetch_sub(1, Ordering::SeqCst);
+            done.store(true, Ordering::Release);
+            bell.ring();
+            bytes
+        });
+        Some(Box::new(BackgroundRead {
+            path: path.to_path_buf(),
+            finished,
+            thread,
+        }))
+    }
+
+    dlio_storage::forward_storage!(
+        engine,
+        capabilities,
+        open,
+        create,
+        list,
+        size,
+        create_dir_all,
+        remove_file,
+        remove_dir_all,
+        partial_path,
+        drop_cache
+    );
+}
+
+/// The object window counts reads in flight, not reads waiting to be consumed: while the
+/// oldest read is held, each read that finishes is replaced at once, as a raw request loop
+/// keeps its slots full. With a window of 2, six other reads finish while the first still
+/// runs (before, the thread waited for the first with one slot empty and this timed out).
+#[test]
+fn the_object_window_refills_behind_a_slow_first_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let files = dataset(tmp.path(), 8); // 24 samples, each read whole (on demand)
+    let storage = HeldFirstRead {
+        inner: PosixStorage::new(),
+        release_after: 6,
+        started: Default::default(),
+        others_done: Default::default(),
+        released_by_others: Default::default(),
+        running: Default::default(),
+        most_running: Default::default(),
+    };
+    let released = Arc::clone(&storage.released_by_others);
+    let most_running = Arc::clone(&storage.most_running);
+    let format: Arc<dyn dlio_format::Format> = Arc::from(
+        dlio_format::format_for_run(
+            &dlio_config::DatasetConfig {
+                format: FormatKind::Npz,
+                ..Default::default()
+            },
+            dlio_config::Semantics::Mlperf,
+            false,
+        )
+        .unwrap(),
+    );
+    let spec = LoaderSpec {
+        object_window: 2,
+        ..spec(Sampler::Index, ReadType::OnDemand, 1)
+    };
+    let mut loader =
+        Loader::new(spec, Arc::new(storage), format, Arc::new(StopSignal::new())).unwrap();
+    let mut batches = loader.start_epoch(plan(8, Sampler::Index, 1, Shuffle::Off), files.clone());
+    let mut samples = 0;
+    while let Some(b) = batches.next_batch() {
+        samples += b.unwrap().samples;
+    }
+    assert_eq!(samples, 24);
+    assert!(
+        released.load(std::sync::atomic::Ordering::SeqCst),
+        "the first read was held until its time-out: the window waited on it with slots empty"
+    );
+    // Never more than the window in flight.
+    assert_eq!(most_running.load(std::sync::atomic::Ordering::SeqCst), 2);
+}

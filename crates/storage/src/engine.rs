@@ -330,8 +330,12 @@ impl<S: Storage + ?Sized> Storage for Arc<S> {
         (**self).open(path)
     }
 
-    fn start_whole_read(&self, path: &Path) -> Option<Box<dyn crate::PendingRead>> {
-        (**self).start_whole_read(path)
+    fn start_whole_read(
+        &self,
+        path: &Path,
+        bell: &std::sync::Arc<crate::ReadBell>,
+    ) -> Option<Box<dyn crate::PendingRead>> {
+        (**self).start_whole_read(path, bell)
     }
 
     fn create(&self, path: &Path) -> Result<Box<dyn WriteHandle>, StorageError> {

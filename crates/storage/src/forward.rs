@@ -134,8 +134,9 @@ macro_rules! forward_storage {
         fn start_whole_read(
             &self,
             path: &::std::path::Path,
+            bell: &::std::sync::Arc<$crate::ReadBell>,
         ) -> Option<Box<dyn $crate::PendingRead>> {
-            $crate::ForwardStorage::forward_to(self).start_whole_read(path)
+            $crate::ForwardStorage::forward_to(self).start_whole_read(path, bell)
         }
     };
     (@one drop_cache) => {

@@ -17,8 +17,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::{
-    Capabilities, Consume, Extent, ForwardStorage, PendingRead, ReadHandle, ReadRequest, Storage,
-    StorageError,
+    Capabilities, Consume, Extent, ForwardStorage, PendingRead, ReadBell, ReadHandle, ReadRequest,
+    Storage, StorageError,
 };
 
 /// The smallest read whose destination is made fresh: smaller objects come from the heap's
@@ -76,8 +76,8 @@ impl<S: Storage> Storage for FreshPages<S> {
     }
 
     /// Background whole-file reads go into the engine's own buffers, unchanged.
-    fn start_whole_read(&self, path: &Path) -> Option<Box<dyn PendingRead>> {
-        self.inner.start_whole_read(path)
+    fn start_whole_read(&self, path: &Path, bell: &Arc<ReadBell>) -> Option<Box<dyn PendingRead>> {
+        self.inner.start_whole_read(path, bell)
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -134,6 +134,7 @@ pub use throttle::Throttled;
 pub use uring::UringStorage;
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 /// What an engine can do; checked before any I/O, as fio's engine flags are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -307,10 +308,45 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// byte count (MLPerf Storage's readers, which decode nothing): the bytes are counted and
     /// dropped as they arrive, so many reads can be in flight without holding their bytes.
     /// `None` (the default) when the engine has no background reads; the caller then reads
-    /// in the foreground with [`Storage::open`].
-    fn start_whole_read(&self, path: &Path) -> Option<Box<dyn PendingRead>> {
-        let _ = path;
+    /// in the foreground with [`Storage::open`]. An engine whose reads finish on their own
+    /// (not inside [`PendingRead::wait`]) rings `bell` as each one does, so the caller can
+    /// start the next read as soon as any finishes ([`PendingRead::finished`]).
+    fn start_whole_read(&self, path: &Path, bell: &Arc<ReadBell>) -> Option<Box<dyn PendingRead>> {
+        let _ = (path, bell);
         None
+    }
+}
+
+/// Rung by background reads as they finish ([`Storage::start_whole_read`]), so that a thread
+/// keeping several reads in flight can wait for whichever finishes first and start another,
+/// instead of waiting for the oldest while the others' slots stay empty.
+#[derive(Debug, Default)]
+pub struct ReadBell {
+    rings: Mutex<u64>,
+    rung: Condvar,
+}
+
+impl ReadBell {
+    /// One more read finished.
+    pub fn ring(&self) {
+        *self.rings.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+        self.rung.notify_all();
+    }
+
+    /// How many times it has rung: pass it to [`ReadBell::wait_past`] after checking the
+    /// reads, so that a read finishing in between is not missed.
+    pub fn rings(&self) -> u64 {
+        *self.rings.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Waits until it has rung more than `seen` times.
+    pub fn wait_past(&self, seen: u64) {
+        let rings = self.rings.lock().unwrap_or_else(PoisonError::into_inner);
+        drop(
+            self.rung
+                .wait_while(rings, |rings| *rings <= seen)
+                .unwrap_or_else(PoisonError::into_inner),
+        );
     }
 }
 
@@ -330,6 +366,14 @@ pub trait PendingRead: Send {
 
     /// Waits until the last byte has arrived.
     fn wait(self: Box<Self>) -> Result<WholeRead, StorageError>;
+
+    /// `Some(true)` once the read has finished (its last byte arrived, or it failed) so that
+    /// [`PendingRead::wait`] returns at once; `Some(false)` while it runs, when the engine
+    /// rings the bell it was started with as it finishes. `None` (the default) when the read
+    /// finishes only inside `wait`: it counts as running until then.
+    fn finished(&self) -> Option<bool> {
+        None
+    }
 }
 
 /// An open file, read by offset.

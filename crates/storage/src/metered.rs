@@ -11,8 +11,8 @@ use std::time::Instant;
 
 use crate::histogram::{LatencyBuckets, LatencySnapshot};
 use crate::{
-    Consume, DirEntry, Extent, ForwardStorage, PendingRead, ReadHandle, ReadRequest, Storage,
-    StorageError, WholeRead, WriteHandle,
+    Consume, DirEntry, Extent, ForwardStorage, PendingRead, ReadBell, ReadHandle, ReadRequest,
+    Storage, StorageError, WholeRead, WriteHandle,
 };
 
 /// Live operation counters, shared by every handle of one [`Metered`] storage. Relaxed
@@ -252,8 +252,8 @@ impl<S: Storage> Storage for Metered<S> {
 
     /// Counts one open and, when it completes, one read request with its bytes and latency
     /// (unless the inner storage counts its reads itself).
-    fn start_whole_read(&self, path: &Path) -> Option<Box<dyn PendingRead>> {
-        let inner = self.inner.start_whole_read(path)?;
+    fn start_whole_read(&self, path: &Path, bell: &Arc<ReadBell>) -> Option<Box<dyn PendingRead>> {
+        let inner = self.inner.start_whole_read(path, bell)?;
         Some(Box::new(MeteredPending {
             inner,
             counters: Arc::clone(&self.counters),
@@ -284,6 +284,10 @@ struct MeteredPending {
 impl PendingRead for MeteredPending {
     fn path(&self) -> &Path {
         self.inner.path()
+    }
+
+    fn finished(&self) -> Option<bool> {
+        self.inner.finished()
     }
 
     fn wait(self: Box<Self>) -> Result<WholeRead, StorageError> {

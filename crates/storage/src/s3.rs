@@ -20,6 +20,7 @@ use std::collections::VecDeque;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use object_store::aws::{AmazonS3, AmazonS3Builder};
@@ -33,8 +34,8 @@ use tokio::task::JoinHandle;
 
 use crate::engine::{EngineInfo, EngineKind, OdirectUse};
 use crate::{
-    Capabilities, Consume, DirEntry, Extent, PendingRead, ReadHandle, ReadRequest, Storage,
-    StorageError, WholeRead, WriteHandle, check_extent, stream_slots,
+    Capabilities, Consume, DirEntry, Extent, PendingRead, ReadBell, ReadHandle, ReadRequest,
+    Storage, StorageError, WholeRead, WriteHandle, check_extent, stream_slots,
 };
 
 /// Objects larger than this are uploaded in parts of this size (S3's minimum part is 5 MiB).
@@ -603,11 +604,32 @@ struct S3PendingRead {
     key: Result<ObjectPath, StorageError>,
     task: Option<JoinHandle<object_store::Result<WholeRead>>>,
     shared: Arc<Shared>,
+    /// Set by the task's [`Ringer`] as it ends (already set when there is no task).
+    finished: Arc<AtomicBool>,
+}
+
+/// Owned by a background GET's task: when the task ends (its last byte, an error, a panic or
+/// an abort all drop it), marks the read finished and then rings the bell, in that order, so
+/// that a thread woken by the bell sees the read as finished.
+struct Ringer {
+    finished: Arc<AtomicBool>,
+    bell: Arc<ReadBell>,
+}
+
+impl Drop for Ringer {
+    fn drop(&mut self) {
+        self.finished.store(true, Ordering::Release);
+        self.bell.ring();
+    }
 }
 
 impl PendingRead for S3PendingRead {
     fn path(&self) -> &Path {
         &self.path
+    }
+
+    fn finished(&self) -> Option<bool> {
+        Some(self.finished.load(Ordering::Acquire))
     }
 
     fn wait(mut self: Box<Self>) -> Result<WholeRead, StorageError> {
@@ -775,15 +797,22 @@ impl Storage for S3Storage {
     /// No local page cache holds objects: nothing to drop.
     /// One GET of the whole object on the client's runtime; its body is counted chunk by
     /// chunk as it arrives and dropped, so a window of such reads holds no object bytes.
-    fn start_whole_read(&self, path: &Path) -> Option<Box<dyn PendingRead>> {
+    fn start_whole_read(&self, path: &Path, bell: &Arc<ReadBell>) -> Option<Box<dyn PendingRead>> {
         let started = Instant::now();
         let key = self.key_of(path);
         let shared = Arc::clone(&self.shared);
+        let finished = Arc::new(AtomicBool::new(key.is_err()));
         let task = key.as_ref().ok().map(|key| {
             let key = key.clone();
             let store = Arc::clone(&self.shared.store);
+            let ringer = Ringer {
+                finished: Arc::clone(&finished),
+                bell: Arc::clone(bell),
+            };
             self.shared.runtime.spawn(async move {
                 use futures_util::StreamExt;
+                // Rings when the read ends however it ends (done, failed, aborted).
+                let _ringer = ringer;
                 let mut body = store.get(&key).await?.into_stream();
                 let mut bytes = 0u64;
                 while let Some(chunk) = body.next().await {
@@ -800,6 +829,7 @@ impl Storage for S3Storage {
             key,
             task,
             shared,
+            finished,
         }))
     }
 

@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::{
-    Capabilities, Consume, Extent, ForwardStorage, PendingRead, ReadHandle, ReadRequest, Storage,
-    StorageError, WholeRead,
+    Capabilities, Consume, Extent, ForwardStorage, PendingRead, ReadBell, ReadHandle, ReadRequest,
+    Storage, StorageError, WholeRead,
 };
 
 /// The shared timeline reads are paced on.
@@ -85,9 +85,9 @@ impl<S: Storage> Storage for Throttled<S> {
         }))
     }
 
-    fn start_whole_read(&self, path: &Path) -> Option<Box<dyn PendingRead>> {
+    fn start_whole_read(&self, path: &Path, bell: &Arc<ReadBell>) -> Option<Box<dyn PendingRead>> {
         let issued = Instant::now();
-        let inner = self.inner.start_whole_read(path)?;
+        let inner = self.inner.start_whole_read(path, bell)?;
         Some(Box::new(ThrottledPending {
             inner,
             issued,
@@ -125,6 +125,11 @@ struct ThrottledPending {
 impl PendingRead for ThrottledPending {
     fn path(&self) -> &Path {
         self.inner.path()
+    }
+
+    /// The inner read's: the pacing happens in `wait`, after the bytes have arrived.
+    fn finished(&self) -> Option<bool> {
+        self.inner.finished()
     }
 
     fn wait(self: Box<Self>) -> Result<WholeRead, StorageError> {

@@ -36,6 +36,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use io_uring::{IoUring, opcode, types};
 
@@ -46,7 +47,7 @@ use crate::engine::{EngineInfo, EngineKind, OdirectUse};
 use crate::posix::{open_for_reading, regular_file_len};
 use crate::{
     Capabilities, Consume, DirectStorage, Extent, ForwardStorage, IoBuffer, PendingRead,
-    PosixStorage, ReadHandle, ReadRequest, Storage, StorageError, WholeRead, WriteHandle,
+    PosixStorage, ReadBell, ReadHandle, ReadRequest, Storage, StorageError, WholeRead, WriteHandle,
     check_extent, stream_slots,
 };
 
@@ -223,7 +224,9 @@ impl Storage for UringStorage {
     /// reader keeping several of these in flight keeps that many requests at the device
     /// across sample boundaries; [`PendingRead::wait`] reaps it and reads the rest of a
     /// longer file with `io_depth` requests in flight. The bytes are counted, not kept.
-    fn start_whole_read(&self, path: &Path) -> Option<Box<dyn PendingRead>> {
+    /// Its first request is reaped in `wait`, so it never rings `bell` ([`PendingRead::finished`]
+    /// is `None`).
+    fn start_whole_read(&self, path: &Path, _bell: &Arc<ReadBell>) -> Option<Box<dyn PendingRead>> {
         Some(Box::new(UringWholeRead::start(*self, path)))
     }
 
@@ -1064,7 +1067,7 @@ mod tests {
             .iter()
             .map(|p| {
                 storage
-                    .start_whole_read(p)
+                    .start_whole_read(p, &Arc::default())
                     .expect("io_uring reads in the background")
             })
             .collect();
@@ -1082,11 +1085,11 @@ mod tests {
         let path = dir.path().join("f");
         std::fs::write(&path, vec![7u8; 65536]).unwrap();
         for _ in 0..3 {
-            drop(storage.start_whole_read(&path).unwrap());
+            drop(storage.start_whole_read(&path, &Arc::default()).unwrap());
         }
         assert_eq!(
             storage
-                .start_whole_read(&path)
+                .start_whole_read(&path, &Arc::default())
                 .unwrap()
                 .wait()
                 .unwrap()
@@ -1102,7 +1105,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("missing.npz");
         let err = storage
-            .start_whole_read(&missing)
+            .start_whole_read(&missing, &Arc::default())
             .unwrap()
             .wait()
             .unwrap_err();

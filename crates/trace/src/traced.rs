@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dlio_storage::{
-    Consume, DirEntry, Extent, ForwardStorage, IoCounters, Metered, PendingRead, ReadHandle,
-    ReadRequest, Storage, StorageError, WholeRead, WriteHandle,
+    Consume, DirEntry, Extent, ForwardStorage, IoCounters, Metered, PendingRead, ReadBell,
+    ReadHandle, ReadRequest, Storage, StorageError, WholeRead, WriteHandle,
 };
 
 use crate::clock::Stamp;
@@ -206,12 +206,12 @@ impl<S: Storage> Storage for Traced<S> {
 
     /// Records the read, when it completes, as one `open` and one `GET` (or `read`) of the
     /// whole object from the moment it was started to the moment its last byte arrived.
-    fn start_whole_read(&self, path: &Path) -> Option<Box<dyn PendingRead>> {
+    fn start_whole_read(&self, path: &Path, bell: &Arc<ReadBell>) -> Option<Box<dyn PendingRead>> {
         if !self.tracer.is_enabled() {
-            return self.inner.start_whole_read(path);
+            return self.inner.start_whole_read(path, bell);
         }
         let start = self.tracer.stamp();
-        let inner = self.inner.start_whole_read(path)?;
+        let inner = self.inner.start_whole_read(path, bell)?;
         Some(Box::new(TracedPending {
             inner,
             file: self.tracer.file(path),
@@ -243,6 +243,10 @@ struct TracedPending {
 impl PendingRead for TracedPending {
     fn path(&self) -> &Path {
         self.inner.path()
+    }
+
+    fn finished(&self) -> Option<bool> {
+        self.inner.finished()
     }
 
     fn wait(self: Box<Self>) -> Result<WholeRead, StorageError> {
