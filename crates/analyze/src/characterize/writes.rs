@@ -136,7 +136,9 @@ pub(super) fn checkpoints(
         None if paused => bursts.iter().map(|b| b.start).collect(),
         None => Vec::new(),
     };
-    match checkpoints_of(t, written, &step_starts) {
+    let by_rhythm = checkpoints_of(t, written, &step_starts);
+    let named = by_rhythm.is_none();
+    match by_rhythm.or_else(|| checkpoints_named_by_step(t, written, &step_starts)) {
         Some(ck) => {
             found.param(
                 "workflow.checkpoint",
@@ -150,15 +152,31 @@ pub(super) fn checkpoints(
             found.param(
                 "checkpoint.steps_between_checkpoints",
                 ck.every_steps.to_string(),
-                format!(
-                    "writes after steps {}: one checkpoint every {} steps",
-                    ck.after_steps
-                        .iter()
-                        .map(u64::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    ck.every_steps
-                ),
+                if named {
+                    format!(
+                        "files named after steps {} (the steps the training process took \
+                         between them agree within 2x): one checkpoint every {} steps; dlio \
+                         counts steps within each epoch, as DLIO does, so it writes fewer when \
+                         an epoch's steps are not a multiple of {}",
+                        ck.after_steps
+                            .iter()
+                            .map(u64::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        ck.every_steps,
+                        ck.every_steps
+                    )
+                } else {
+                    format!(
+                        "writes after steps {}: one checkpoint every {} steps",
+                        ck.after_steps
+                            .iter()
+                            .map(u64::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        ck.every_steps
+                    )
+                },
             );
             found.param(
                 "model.model_size_bytes",
@@ -184,6 +202,98 @@ pub(super) fn checkpoints(
         )),
     }
     found
+}
+
+/// Checkpoints whose paths count steps (`ckpt_00006.pt`, `ckpt_00012.pt`, ...;
+/// `run/checkpoint-500/model.bin`, ...) when their writes fall at no rhythm of the steps found
+/// (a loader that takes batches ahead of the steps it runs, as PyTorch's does when they come
+/// out of order, moves the takes against the writes). The number is the last run of digits in
+/// each path; paths alike before it are one series, and the series must hold 3 or more
+/// numbers `d` apart (the first a multiple of `d`). The steps taken between its first and last
+/// write must be within 2x of what the numbers say, so that files numbered by epoch or by
+/// version are not taken for step counts. Paths with a later constant number
+/// (`model-00001-of-00004`) form no series: not recognised.
+fn checkpoints_named_by_step(
+    t: &Timeline,
+    written: &[WrittenFile],
+    step_starts: &[i64],
+) -> Option<Checkpoints> {
+    if step_starts.is_empty() {
+        return None;
+    }
+    let (every_steps, series) = step_series(written.iter().map(|w| w.path.as_str()))?;
+    // The first write of each checkpoint in the series, and its bytes.
+    let members: HashMap<&str, u64> = series
+        .iter()
+        .map(|&(index, number)| (written[index].path.as_str(), number))
+        .collect();
+    let mut first_write: BTreeMap<u64, i64> = BTreeMap::new();
+    for r in t.io() {
+        if op(r) == Op::Write
+            && let Some(&number) = members.get(t.path(r.file))
+        {
+            let at = first_write.entry(number).or_insert(r.start);
+            *at = (*at).min(r.start);
+        }
+    }
+    let (&first, &from) = first_write.first_key_value()?;
+    let (&last, &to) = first_write.last_key_value()?;
+    let taken = step_starts.iter().filter(|&&s| s > from && s <= to).count() as f64;
+    let said = (last - first) as f64;
+    if said <= 0.0 || taken < said / 2.0 || taken > said * 2.0 {
+        return None;
+    }
+    let mut per_number: BTreeMap<u64, u64> = BTreeMap::new();
+    for &(index, number) in &series {
+        *per_number.entry(number).or_default() += written[index].bytes;
+    }
+    let mut sizes: Vec<u64> = per_number.values().copied().collect();
+    sizes.sort_unstable();
+    Some(Checkpoints {
+        after_steps: per_number.keys().copied().collect(),
+        every_steps,
+        bytes: sizes[sizes.len() / 2],
+    })
+}
+
+/// The longest series of paths that differ only in their last run of digits, when its distinct
+/// numbers (3 or more) are `d, 2d, ...` apart by one `d` with the first a multiple of it:
+/// `d` and each member's (index, number).
+fn step_series<'a>(paths: impl Iterator<Item = &'a str>) -> Option<(u64, Vec<(usize, u64)>)> {
+    let mut by_prefix: HashMap<&str, Vec<(usize, u64)>> = HashMap::new();
+    for (index, path) in paths.enumerate() {
+        let Some(end) = path.rfind(|c: char| c.is_ascii_digit()) else {
+            continue;
+        };
+        let start = path[..=end]
+            .rfind(|c: char| !c.is_ascii_digit())
+            .map_or(0, |i| i + 1);
+        let Ok(number) = path[start..=end].parse::<u64>() else {
+            continue;
+        };
+        // The text after the number may differ between the files of one checkpoint (a folder
+        // per checkpoint); the series is named by what comes before it.
+        by_prefix
+            .entry(&path[..start])
+            .or_default()
+            .push((index, number));
+    }
+    by_prefix
+        .into_values()
+        .filter_map(|members| {
+            let mut numbers: Vec<u64> = members.iter().map(|&(_, n)| n).collect();
+            numbers.sort_unstable();
+            numbers.dedup();
+            if numbers.len() < 3 {
+                return None;
+            }
+            let d = numbers[1] - numbers[0];
+            let regular =
+                d > 0 && numbers[0].is_multiple_of(d) && numbers.windows(2).all(|w| w[1] - w[0] == d);
+            regular.then_some((numbers.len(), d, members))
+        })
+        .max_by_key(|&(count, _, _)| count)
+        .map(|(_, d, members)| (d, members))
 }
 
 /// Checkpoints read off the writes during training.
@@ -226,4 +336,50 @@ fn checkpoints_of(
         every_steps,
         bytes: sizes[sizes.len() / 2],
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn series(paths: &[&str]) -> Option<(u64, Vec<u64>)> {
+        step_series(paths.iter().copied())
+            .map(|(d, members)| (d, members.iter().map(|&(_, n)| n).collect()))
+    }
+
+    #[test]
+    fn files_numbered_every_d_steps_form_a_series() {
+        let names = [
+            "c/ckpt_00006.pt",
+            "c/ckpt_00012.pt",
+            "c/ckpt_00018.pt",
+            "c/ckpt_00024.pt",
+        ];
+        assert_eq!(series(&names), Some((6, vec![6, 12, 18, 24])));
+        // One folder per checkpoint, several files in each: one series by the folder's number.
+        let folders = [
+            "out/checkpoint-500/model.bin",
+            "out/checkpoint-500/optimizer.pt",
+            "out/checkpoint-1000/model.bin",
+            "out/checkpoint-1000/optimizer.pt",
+            "out/checkpoint-1500/model.bin",
+        ];
+        assert_eq!(series(&folders).map(|(d, _)| d), Some(500));
+    }
+
+    #[test]
+    fn irregular_short_or_unnumbered_files_form_none() {
+        // Two files are no series; numbers at uneven distances, or a first number that is not
+        // a multiple of the distance, are not a step count.
+        assert_eq!(series(&["ckpt_6.pt", "ckpt_12.pt"]), None);
+        assert_eq!(series(&["ckpt_6.pt", "ckpt_12.pt", "ckpt_20.pt"]), None);
+        assert_eq!(series(&["ckpt_7.pt", "ckpt_12.pt", "ckpt_17.pt"]), None);
+        assert_eq!(series(&["model.pt", "optimizer.pt", "state.pt"]), None);
+        // Versions 1, 2, 3 form a series of 1: the caller's check against the steps taken
+        // between the writes is what refuses it.
+        assert_eq!(
+            series(&["v1.pt", "v2.pt", "v3.pt"]).map(|(d, _)| d),
+            Some(1)
+        );
+    }
 }
