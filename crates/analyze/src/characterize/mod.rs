@@ -495,6 +495,7 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
     let (time, f) = timing::timing(&activity, &samples, &readers, &eval, work_inside);
     found.append(f);
     found.append(timing::loader_start_up(&activity, &readers, &eval));
+    found.append(timing::epoch_start_up(&activity, &samples, &readers, &eval));
     let (side_files, written, f) =
         writes::side_files_and_writes(t, data, &activity, &readers, &eval);
     found.append(f);

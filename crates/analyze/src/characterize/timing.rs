@@ -330,6 +330,105 @@ pub(super) fn loader_start_up(activity: &Activity, readers: &Readers, eval: &Eva
     found
 }
 
+/// `reader.epoch_start_time` for readers inside the training process (its main thread, or
+/// threads that run ahead: `tf.data`): a loader built again for every epoch (a new iterator,
+/// its threads and functions) holds the next epoch's first read back by a start-up that no
+/// step's compute explains. Epoch `k + 1` begins at the first sample read after the data set
+/// was read `k` times; the time from epoch `k`'s first read to it, less its steps at the step
+/// period (the stream's step, or the median period of the pauses' steps) and any evaluation
+/// pass between, is that start-up. Epochs whose last read ends after that expected end (the
+/// readers fell behind: the storage, not a start-up) are left out. Written when the median
+/// start-up exceeds two steps: shorter ones are within what the step period's error adds up
+/// to over an epoch.
+pub(super) fn epoch_start_up(
+    activity: &Activity,
+    samples: &Samples,
+    readers: &Readers,
+    eval: &EvalPass,
+) -> Found {
+    let mut found = Found::default();
+    if activity.consumer.is_some() || activity.preload || samples.epochs < 2 {
+        return found;
+    }
+    let period_s = match readers.stream_step_s {
+        Some(step) => step,
+        None if activity.paused && readers.ahead.is_none() => {
+            let periods: Vec<f64> = activity
+                .bursts
+                .windows(2)
+                .map(|w| secs(w[1].start - w[0].start))
+                .collect();
+            Stats::of(&periods).median
+        }
+        None => return found,
+    };
+    // A stream's events are its files' openings, one per file and epoch.
+    let per_epoch = match samples.stream {
+        Some(_) => samples.num_files,
+        None => samples.in_data_set,
+    } as usize;
+    if period_s <= 0.0
+        || per_epoch == 0
+        || samples.events.len() != per_epoch * samples.epochs as usize
+    {
+        return found;
+    }
+    let mut events = samples.events.clone();
+    events.sort_by_key(|r| r.start);
+    let epochs: Vec<(i64, i64)> = events
+        .chunks(per_epoch)
+        .map(|epoch| {
+            let first = epoch[0].start;
+            let last_end = epoch.iter().map(|r| r.end).max().unwrap_or(first);
+            (first, last_end)
+        })
+        .collect();
+    let steps_per_epoch = samples.in_data_set.div_ceil(readers.batch.max(1));
+    let start_ups = start_ups(&epochs, steps_per_epoch as f64 * period_s, |from, to| {
+        secs(eval.within(from, to))
+    });
+    if start_ups.is_empty() {
+        return found;
+    }
+    let start_up = Stats::of(&start_ups).median;
+    if start_up >= MIN_START_UP_S.max(2.0 * period_s) {
+        found.param(
+            "reader.epoch_start_time",
+            format!("{start_up:.6}"),
+            format!(
+                "epochs after the first began later than the previous epoch's {} steps of \
+                 {:.3} ms explain (from its first read to theirs, less any evaluation pass): \
+                 the loader's start-up for each epoch, the median of {}",
+                steps_per_epoch,
+                period_s * 1e3,
+                start_ups
+                    .iter()
+                    .map(|s| format!("{:.1} ms", s * 1e3))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        );
+    }
+    found
+}
+
+/// The start-up before each epoch after the first, seconds: `epochs` holds each epoch's first
+/// read and the end of its last; an epoch's steps take `epoch_s`; `evaluated(from, to)` is the
+/// evaluation time between. An epoch whose reads ran past its expected end is left out.
+fn start_ups(epochs: &[(i64, i64)], epoch_s: f64, evaluated: impl Fn(i64, i64) -> f64) -> Vec<f64> {
+    epochs
+        .windows(2)
+        .filter_map(|w| {
+            let ((first, last_end), (next, _)) = (w[0], w[1]);
+            let expected_end = first as f64 / 1e9 + epoch_s;
+            if last_end as f64 / 1e9 > expected_end {
+                return None;
+            }
+            Some((secs(next - first) - evaluated(first, next) - epoch_s).max(0.0))
+        })
+        .collect()
+}
+
 /// Quantiles written for a measured time distribution (`{type: quantiles, values}`).
 const QUANTILES: usize = 16;
 
@@ -422,5 +521,26 @@ mod tests {
         );
         assert!(v.ends_with(", 0.030500]}"), "{v}");
         assert_eq!(v.matches(',').count(), super::QUANTILES, "{v}");
+    }
+
+    #[test]
+    fn an_epoch_starting_later_than_its_steps_explain_has_a_start_up() {
+        const MS: i64 = 1_000_000;
+        // Epochs of 32 steps of 15.4 ms (492.8 ms); reads run ahead and end at 432 ms; the
+        // next epoch's first read at 626.5 ms: 133.7 ms of start-up. With 20 ms of evaluation
+        // between, 113.7 ms.
+        let epochs = [(0, 432 * MS), (626_500_000, 1_050 * MS)];
+        let got = super::start_ups(&epochs, 32.0 * 0.0154, |_, _| 0.0);
+        assert_eq!(got.len(), 1);
+        assert!((got[0] - 0.1337).abs() < 1e-6, "{got:?}");
+        let got = super::start_ups(&epochs, 32.0 * 0.0154, |_, _| 0.020);
+        assert!((got[0] - 0.1137).abs() < 1e-6, "{got:?}");
+        // Reads that end after the epoch's expected end: the storage held the epoch back, no
+        // start-up is claimed.
+        let behind = [(0, 600 * MS), (700 * MS, 1_200 * MS)];
+        assert!(super::start_ups(&behind, 32.0 * 0.0154, |_, _| 0.0).is_empty());
+        // Back to back: none.
+        let tight = [(0, 400 * MS), (492_800_000, 900 * MS)];
+        assert_eq!(super::start_ups(&tight, 32.0 * 0.0154, |_, _| 0.0), [0.0]);
     }
 }

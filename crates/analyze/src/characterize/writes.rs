@@ -288,8 +288,9 @@ fn step_series<'a>(paths: impl Iterator<Item = &'a str>) -> Option<(u64, Vec<(us
                 return None;
             }
             let d = numbers[1] - numbers[0];
-            let regular =
-                d > 0 && numbers[0].is_multiple_of(d) && numbers.windows(2).all(|w| w[1] - w[0] == d);
+            let regular = d > 0
+                && numbers[0].is_multiple_of(d)
+                && numbers.windows(2).all(|w| w[1] - w[0] == d);
             regular.then_some((numbers.len(), d, members))
         })
         .max_by_key(|&(count, _, _)| count)
