@@ -486,7 +486,18 @@ pub(super) fn common_patterns(calls: &[&Rec], data: &DataSet) -> Vec<CommonPatte
         chosen = keys(&done, false);
     }
     if chosen.is_empty() {
-        // Openings of a few kinds (each reads one member of its file).
+        // Openings of a few kinds (each reads one member of its file; or, as pickle through a
+        // buffered file, most in whole blocks and some with the bulk in one read between a
+        // fixed head and a fixed tail).
+        for ((file, o), _) in done.iter_mut().zip(&whole).filter(|(_, w)| **w) {
+            if o.requests.iter().any(|&(_, _, size)| size == WHOLE_BLOCKS) {
+                continue;
+            }
+            let size = data.totals.get(file).map_or(0, |t| t.size);
+            if let Some(p) = rest_in_the_middle(&o.covered, size) {
+                o.requests = p;
+            }
+        }
         chosen = keys(&done, true);
     }
     chosen
@@ -601,6 +612,35 @@ fn in_whole_blocks(p: &mut [PatternStep], size: u64) {
     {
         *last = (false, offset, WHOLE_BLOCKS);
     }
+}
+
+/// An opening that read its file in order from the start to the end in three or more
+/// requests, its largest neither the first nor the last, as its head (the requests before the
+/// largest, from the start) and its tail (those after it, from the end): the largest is the
+/// rest, whose size follows the file's, so files of different sizes share the pattern of
+/// their fixed head and tail. `None` for any other opening.
+fn rest_in_the_middle(covered: &[(u64, u64)], size: u64) -> Option<Vec<PatternStep>> {
+    if covered.len() < 3 || covered.last().map(|&(_, end)| end) != Some(size) {
+        return None;
+    }
+    let mut at = 0u64;
+    for &(start, end) in covered {
+        if start != at {
+            return None;
+        }
+        at = end;
+    }
+    let largest = (0..covered.len()).max_by_key(|&i| covered[i].1 - covered[i].0)?;
+    if largest == 0 || largest + 1 == covered.len() {
+        return None;
+    }
+    let head = covered[..largest]
+        .iter()
+        .map(|&(start, end)| (false, start, end - start));
+    let tail = covered[largest + 1..]
+        .iter()
+        .map(|&(start, end)| (true, size - start, end - start));
+    Some(head.chain(tail).collect())
 }
 
 /// A request pattern that openings make.
@@ -728,6 +768,25 @@ mod tests {
         );
         assert_eq!(union_bytes([(10, 20), (0, 30)].into_iter()), 30);
         assert_eq!(union_bytes(std::iter::empty()), 0);
+    }
+
+    #[test]
+    fn the_bulk_between_a_fixed_head_and_tail_is_the_rest() {
+        // A pickle of 89,746 bytes: a block, the array in one read, the last opcodes.
+        let got = rest_in_the_middle(&[(0, 4096), (4096, 89_652), (89_652, 89_746)], 89_746);
+        assert_eq!(got, Some(vec![(false, 0, 4096), (true, 94, 94)]));
+        // Another size, the same pattern.
+        let other = rest_in_the_middle(&[(0, 4096), (4096, 50_000), (50_000, 50_094)], 50_094);
+        assert_eq!(other, got);
+        // Two requests, a gap, a largest at an end, or short of the file's end: none.
+        for (covered, size) in [
+            (vec![(0, 4096), (4096, 9000)], 9000),
+            (vec![(0, 4096), (5000, 9000), (9000, 9100)], 9100),
+            (vec![(0, 100), (100, 200), (200, 9000)], 9000),
+            (vec![(0, 4096), (4096, 9000), (9000, 9094)], 10_000),
+        ] {
+            assert_eq!(rest_in_the_middle(&covered, size), None, "{covered:?}");
+        }
     }
 
     #[test]
