@@ -62,7 +62,13 @@ fn parent_of(path: &str) -> &str {
 
 fn extension_of(path: &str) -> &str {
     let name = path.rsplit('/').next().unwrap_or(path);
-    name.rsplit_once('.').map_or("", |(_, ext)| ext)
+    match name.rsplit_once('.') {
+        // A number after the last dot names a chunk or a part, not a kind of file: zarr's
+        // chunk keys (`0.1`, `3.7`), numbered shards (`train.00042`).
+        Some((_, ext)) if !ext.is_empty() && ext.bytes().all(|b| b.is_ascii_digit()) => "",
+        Some((_, ext)) => ext,
+        None => "",
+    }
 }
 
 /// Per-file totals.
@@ -460,4 +466,17 @@ fn pause_threshold(busy: &[(i64, i64)]) -> Option<i64> {
 /// The burst that holds time `at` (the last one starting at or before it).
 pub(super) fn burst_of(bursts: &[Burst], at: i64) -> usize {
     bursts.partition_point(|b| b.start <= at).saturating_sub(1)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_number_after_the_last_dot_is_no_extension() {
+        assert_eq!(super::extension_of("/d/img_0001.npy"), "npy");
+        assert_eq!(super::extension_of("/d/arr/3.7"), "");
+        assert_eq!(super::extension_of("/d/train.00042"), "");
+        assert_eq!(super::extension_of("/d/arr/.zarray"), "zarray");
+        assert_eq!(super::extension_of("/d/README"), "");
+        assert_eq!(super::extension_of("/d/x.tar.gz"), "gz");
+    }
 }
