@@ -694,7 +694,22 @@ fn format_of(extension: &str, sample: Option<&str>, whole_files: bool) -> (&'sta
         (None, _) => "the files are no longer there to look inside".to_string(),
     };
     match by_magic.or(by_name) {
-        Some(f) => (f, format!("extension .{extension}; {seen}")),
+        Some(f) if !sized_by_its_values(f) => (f, format!("extension .{extension}; {seen}")),
+        // Text (csv): dlio writes the values it draws as text, so its files' size follows the
+        // values, not the layout, and cannot be made the traced size; the bytes are what the
+        // storage sees, so raw bytes of the same size stand in, read the same way.
+        Some(f) if whole_files => (
+            "npy",
+            format!(
+                "extension .{extension} ({f}; {seen}): dlio's {f} files hold the values it draws                  as text, whose size it cannot match, so the traced files' bytes are emulated by                  npy files of the same size (128 bytes of header, the rest data), read whole"
+            ),
+        ),
+        Some(f) => (
+            "indexed_binary",
+            format!(
+                "extension .{extension} ({f}; {seen}): dlio's {f} files hold the values it draws                  as text, whose size it cannot match, so the traced files' bytes are emulated by                  indexed_binary files of the same size, read in the same slices"
+            ),
+        ),
         // Raw bytes: read whole, npy's reader (which reads every byte without decoding under
         // MLPerf's semantics) moves the same bytes; read in slices, indexed_binary reads each
         // sample with one positioned read.
@@ -713,6 +728,32 @@ fn format_of(extension: &str, sample: Option<&str>, whole_files: bool) -> (&'sta
             ),
         ),
     }
+}
+
+/// Whether dlio's generated files of format `name` have a size that follows the values drawn
+/// rather than the layout (text: csv), so that no layout gives a traced file's size. Images
+/// (whose size is found by encoding) and the columnar formats (sized by their own rules) are
+/// not.
+fn sized_by_its_values(name: &str) -> bool {
+    dlio_format::FORMATS
+        .iter()
+        .find(|d| d.kind.name() == name)
+        .is_some_and(|d| {
+            !d.stores_samples_as_they_are
+                && dlio_format::generated_image_bytes(d.kind, 64).is_none()
+                && !matches!(name, "parquet" | "arrow" | "synthetic")
+                && dlio_format::format_for(d.kind)
+                    .ok()
+                    .and_then(|f| {
+                        f.expected_size(&dlio_format::FileLayout {
+                            samples: 1,
+                            sample_dims: vec![64],
+                            element: dlio_config::ElementType::Uint8,
+                            compression: dlio_config::Compression::None,
+                        })
+                    })
+                    .is_none()
+        })
 }
 
 /// The sample bytes (`record_length_bytes`, or pixels for images) that make dlio generate a
@@ -814,6 +855,26 @@ fn size_bins(sizes: impl Iterator<Item = u64>) -> Vec<SizeShare> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_text_formats_are_sized_by_their_values() {
+        assert!(sized_by_its_values("csv"));
+        for exact in [
+            "npy",
+            "npz",
+            "tfrecord",
+            "png",
+            "jpeg",
+            "parquet",
+            "indexed_binary",
+        ] {
+            assert!(!sized_by_its_values(exact), "{exact}");
+        }
+        // A csv read whole or in slices is emulated by raw bytes of its size.
+        assert_eq!(format_of("csv", None, true).0, "npy");
+        assert_eq!(format_of("csv", None, false).0, "indexed_binary");
+        assert_eq!(format_of("npy", None, true).0, "npy");
+    }
 
     fn partial(requests: Vec<PatternStep>) -> CommonPattern {
         CommonPattern {
