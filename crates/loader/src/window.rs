@@ -179,21 +179,19 @@ impl SampleReader {
                 let bytes = if consume.needs_read(sample.file) {
                     // While the oldest read runs, each read that finishes makes room for
                     // another, as a raw request loop keeps its slots full.
-                    loop {
+                    let waited = loop {
                         let seen = bell.rings();
                         if pending.front().and_then(|(_, read)| read.finished()) != Some(false) {
-                            break;
+                            break Ok(());
                         }
                         match refill(&mut pending) {
                             Ok(true) => bell.wait_past(seen),
-                            Ok(false) => failed = Some(stopped_mid_epoch()),
-                            Err(e) => failed = Some(e),
+                            Ok(false) => break Err(stopped_mid_epoch()),
+                            Err(e) => break Err(e),
                         }
-                        if failed.is_some() {
-                            break;
-                        }
-                    }
-                    if failed.is_some() {
+                    };
+                    if let Err(e) = waited {
+                        failed = Some(e);
                         break;
                     }
                     let Some((file, read)) = pending.pop_front() else {

@@ -693,40 +693,38 @@ fn format_of(extension: &str, sample: Option<&str>, whole_files: bool) -> (&'sta
         (Some(_), None) => "the files' first bytes match no known format".to_string(),
         (None, _) => "the files are no longer there to look inside".to_string(),
     };
-    match by_magic.or(by_name) {
-        Some(f) if !sized_by_its_values(f) => (f, format!("extension .{extension}; {seen}")),
-        // Text (csv): dlio writes the values it draws as text, so its files' size follows the
-        // values, not the layout, and cannot be made the traced size; the bytes are what the
-        // storage sees, so raw bytes of the same size stand in, read the same way.
-        Some(f) if whole_files => (
+    let known = by_magic.or(by_name);
+    if let Some(f) = known.filter(|f| !sized_by_its_values(f)) {
+        return (f, format!("extension .{extension}; {seen}"));
+    }
+    // Raw bytes, or text (csv: dlio writes the values it draws as text, so its files' size
+    // follows the values and cannot be made the traced size) stood in for by raw bytes of the
+    // same size. Read whole, npy's reader (which reads every byte without decoding under
+    // MLPerf's semantics) moves the same bytes; read in slices, indexed_binary reads each
+    // sample with one positioned read.
+    let what = match known {
+        Some(f) => format!(
+            "extension .{extension} ({f}; {seen}): dlio's {f} files hold the values it draws as \
+             text, whose size it cannot match, so the traced files are"
+        ),
+        None => format!("extension .{extension} and {seen}: raw bytes"),
+    };
+    if whole_files {
+        (
             "npy",
             format!(
-                "extension .{extension} ({f}; {seen}): dlio's {f} files hold the values it draws                  as text, whose size it cannot match, so the traced files' bytes are emulated by                  npy files of the same size (128 bytes of header, the rest data), read whole"
+                "{what} read whole, emulated by npy files of the same size (128 bytes of \
+                 header, the rest data)"
             ),
-        ),
-        Some(f) => (
+        )
+    } else {
+        (
             "indexed_binary",
             format!(
-                "extension .{extension} ({f}; {seen}): dlio's {f} files hold the values it draws                  as text, whose size it cannot match, so the traced files' bytes are emulated by                  indexed_binary files of the same size, read in the same slices"
+                "{what} read in slices, emulated by indexed_binary (one positioned read per \
+                 sample)"
             ),
-        ),
-        // Raw bytes: read whole, npy's reader (which reads every byte without decoding under
-        // MLPerf's semantics) moves the same bytes; read in slices, indexed_binary reads each
-        // sample with one positioned read.
-        None if whole_files => (
-            "npy",
-            format!(
-                "extension .{extension} and {seen}: raw bytes read whole, emulated by npy files \
-                 of the same size (128 bytes of header, the rest data)"
-            ),
-        ),
-        None => (
-            "indexed_binary",
-            format!(
-                "extension .{extension} and {seen}: raw bytes read in slices, emulated by \
-                 indexed_binary (one positioned read per sample)"
-            ),
-        ),
+        )
     }
 }
 

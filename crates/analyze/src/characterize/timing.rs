@@ -373,13 +373,23 @@ pub(super) fn epoch_start_up(
     {
         return found;
     }
-    let mut events = samples.events.clone();
-    events.sort_by_key(|r| r.start);
-    let epochs: Vec<(i64, i64)> = events
-        .chunks(per_epoch)
-        .map(|epoch| {
-            let first = epoch[0].start;
-            let last_end = epoch.iter().map(|r| r.end).max().unwrap_or(first);
+    let mut firsts: Vec<i64> = samples.events.iter().map(|r| r.start).collect();
+    firsts.sort_unstable();
+    let firsts: Vec<i64> = firsts.into_iter().step_by(per_epoch).collect();
+    // Each epoch's first sample and the end of its last data read (a stream's events are
+    // openings: its reads go on after them), the reads before the next epoch's first sample.
+    let epochs: Vec<(i64, i64)> = firsts
+        .iter()
+        .enumerate()
+        .map(|(k, &first)| {
+            let next = firsts.get(k + 1).copied().unwrap_or(i64::MAX);
+            let last_end = activity
+                .reads
+                .iter()
+                .filter(|r| r.start >= first && r.start < next)
+                .map(|r| r.end)
+                .max()
+                .unwrap_or(first);
             (first, last_end)
         })
         .collect();

@@ -138,9 +138,9 @@ pub(super) fn checkpoints(
     };
     // Step numbers in the files' names, when the steps taken agree with them, say more than a
     // rhythm of the writes against steps that a loader's early takes can shift.
-    let by_name = checkpoints_named_by_step(t, written, &step_starts);
-    let named = by_name.is_some();
-    match by_name.or_else(|| checkpoints_of(t, written, &step_starts)) {
+    match checkpoints_named_by_step(t, written, &step_starts)
+        .or_else(|| checkpoints_of(t, written, &step_starts))
+    {
         Some(ck) => {
             found.param(
                 "workflow.checkpoint",
@@ -151,33 +151,25 @@ pub(super) fn checkpoints(
                     written.iter().map(|w| w.bytes).sum::<u64>()
                 ),
             );
+            let steps = ck
+                .after_steps
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ");
+            let every = ck.every_steps;
             found.param(
                 "checkpoint.steps_between_checkpoints",
-                ck.every_steps.to_string(),
-                if named {
+                every.to_string(),
+                if ck.named {
                     format!(
-                        "files named after steps {} (the steps the training process took \
-                         between them agree within 2x): one checkpoint every {} steps; dlio \
-                         counts steps within each epoch, as DLIO does, so it writes fewer when \
-                         an epoch's steps are not a multiple of {}",
-                        ck.after_steps
-                            .iter()
-                            .map(u64::to_string)
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                        ck.every_steps,
-                        ck.every_steps
+                        "files named after steps {steps} (the steps the training process took \
+                         between them agree within 2x): one checkpoint every {every} steps; \
+                         dlio counts steps within each epoch, as DLIO does, so it writes fewer \
+                         when an epoch's steps are not a multiple of {every}"
                     )
                 } else {
-                    format!(
-                        "writes after steps {}: one checkpoint every {} steps",
-                        ck.after_steps
-                            .iter()
-                            .map(u64::to_string)
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                        ck.every_steps
-                    )
+                    format!("writes after steps {steps}: one checkpoint every {every} steps")
                 },
             );
             found.param(
@@ -249,12 +241,11 @@ fn checkpoints_named_by_step(
     for &(index, number) in &series {
         *per_number.entry(number).or_default() += written[index].bytes;
     }
-    let mut sizes: Vec<u64> = per_number.values().copied().collect();
-    sizes.sort_unstable();
     Some(Checkpoints {
         after_steps: per_number.keys().copied().collect(),
         every_steps,
-        bytes: sizes[sizes.len() / 2],
+        bytes: median_bytes(per_number.values().copied().collect()),
+        named: true,
     })
 }
 
@@ -306,6 +297,14 @@ struct Checkpoints {
     every_steps: u64,
     /// Bytes written per checkpoint (median).
     bytes: u64,
+    /// Read off the step numbers in the files' names, not the writes' rhythm.
+    named: bool,
+}
+
+/// The median of checkpoint sizes (at least one).
+fn median_bytes(mut sizes: Vec<u64>) -> u64 {
+    sizes.sort_unstable();
+    sizes[sizes.len() / 2]
 }
 
 /// The writes to `written` grouped by the step they follow (the last step that started
@@ -334,12 +333,11 @@ fn checkpoints_of(
     if every_steps == 0 || gaps.iter().filter(|&&g| g == every_steps).count() * 2 <= gaps.len() {
         return None;
     }
-    let mut sizes: Vec<u64> = per_step.values().copied().collect();
-    sizes.sort_unstable();
     Some(Checkpoints {
         after_steps,
         every_steps,
-        bytes: sizes[sizes.len() / 2],
+        bytes: median_bytes(per_step.values().copied().collect()),
+        named: false,
     })
 }
 
