@@ -389,8 +389,8 @@ fn run_training(
     let rank = comm.rank();
     let mut compute_sleep = CompensatedSleep::default();
     let TrainingParts {
-        compute,
-        eval_time,
+        mut compute,
+        mut eval_time,
         train_spec,
         zero_steps,
         eval_spec,
@@ -466,7 +466,7 @@ fn run_training(
             batch_wait.record_duration(load);
             let step_args = [("epoch", i64::from(epoch)), ("step", done as i64 + 1)];
             tracer.complete(ai::FETCH_ITER, start_loading, loaded, &step_args);
-            emulate_compute(setup, &compute, &mut rng, &mut compute_sleep)?;
+            emulate_compute(setup, &mut compute, &mut rng, &mut compute_sleep)?;
             let computed = Instant::now();
             tracer.complete(ai::COMPUTE, loaded, computed, &step_args);
             recorder.record_step(
@@ -530,7 +530,7 @@ fn run_training(
                 &mut loader,
                 &mut eval_list,
                 epoch,
-                &eval_time,
+                &mut eval_time,
                 &mut rng,
             )?;
         }
@@ -557,7 +557,7 @@ fn epoch_count(config: &Config) -> Result<u32, TrainError> {
 /// A step's emulated compute: a drawn time asleep (Ctrl-C or a failing peer ends it).
 fn emulate_compute(
     setup: &RankSetup<'_>,
-    compute: &TimeSampler,
+    compute: &mut TimeSampler,
     rng: &mut Xoshiro256PlusPlus,
     sleep: &mut CompensatedSleep,
 ) -> Result<(), TrainError> {
@@ -768,7 +768,7 @@ fn run_eval(
     loader: &mut Loader,
     list: &mut EvalList,
     epoch: u32,
-    eval_time: &TimeSampler,
+    eval_time: &mut TimeSampler,
     rng: &mut Xoshiro256PlusPlus,
 ) -> Result<(), TrainError> {
     let rank = setup.comm.rank();

@@ -263,7 +263,7 @@ fn exercise(loaded: Result<dlio_config::Loaded, dlio_config::ConfigError>, world
         ("evaluation.eval_time", &config.evaluation.eval_time),
         ("reader.preprocess_time", &config.reader.preprocess_time),
     ] {
-        if let Ok(sampler) = TimeSampler::new(key, time) {
+        if let Ok(mut sampler) = TimeSampler::new(key, time) {
             for _ in 0..4 {
                 let _ = sampler.draw(&mut rng);
             }
