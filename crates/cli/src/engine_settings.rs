@@ -235,6 +235,7 @@ pub(crate) fn engine_settings(config: &Config, process: usize) -> (EngineSetting
                         offset: r.offset,
                         size: r.size,
                         blocks: r.blocks,
+                        until_end: r.until_end,
                         work: std::time::Duration::from_secs_f64(r.work),
                     })
                     .collect(),

@@ -592,6 +592,11 @@ pub struct SampleRequest {
     /// for more than its buffer reads whole blocks directly and the tail through its buffer.
     /// Default 0.
     pub blocks: u64,
+    /// When set, the request also stops this many bytes short of the file's end (a zip's
+    /// stored member read up to the central directory, whose length changes little from file
+    /// to file while the file's size does); nothing is read when that is at or before its
+    /// start. Default none.
+    pub until_end: Option<u64>,
     /// The reader's own work after this request, before its next, seconds, spent busy (a
     /// loader parsing the header it just read: np.load between an npy's header and its
     /// array). Default 0.
@@ -605,6 +610,7 @@ impl Default for SampleRequest {
             offset: 0,
             size: 4096,
             blocks: 0,
+            until_end: None,
             work: 0.0,
         }
     }

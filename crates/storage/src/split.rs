@@ -138,6 +138,8 @@ pub struct PatternRequest {
     /// tail through its buffer (Python's `io.BufferedReader`: 4096, then 20480, then 831 of a
     /// 25407-byte PNG).
     pub blocks: u64,
+    /// When set: the request also stops this many bytes short of the file's end.
+    pub until_end: Option<u64>,
     /// The reader's own work after the request (parsing what it read), spent busy before the
     /// next request.
     pub work: std::time::Duration,
@@ -333,6 +335,9 @@ impl SplitRead {
                 r.offset.min(len)
             };
             let mut end = at.saturating_add(r.size).min(len);
+            if let Some(short) = r.until_end {
+                end = end.min(len.saturating_sub(short)).max(at);
+            }
             if let Some(whole) = (end - at).checked_div(r.blocks) {
                 end = at + whole * r.blocks;
             }
@@ -574,6 +579,7 @@ mod tests {
             offset,
             size,
             blocks: 0,
+            until_end: None,
             work: std::time::Duration::ZERO,
         }
     }
@@ -621,6 +627,31 @@ mod tests {
         assert_eq!(counters.snapshot().read_requests, 7);
     }
 
+    #[test]
+    fn a_request_until_the_end_stops_short_of_it_by_as_much_in_every_file() {
+        // torch.load of a .pt (a zip): the header block, the central directory from the end,
+        // then the stored tensor from 4096 up to the directory, 880 bytes before the end.
+        for len in [25_349u64, 101_381] {
+            let (_dir, path, bytes) = file_of(len as usize);
+            let mut bulk = req(false, 4096, 1 << 20);
+            bulk.until_end = Some(880);
+            let pattern = vec![req(false, 0, 4096), req(true, 880, 880), bulk];
+            let (storage, counters) = counted(one_pattern(pattern));
+            assert_eq!(read_whole(&storage, &path), bytes, "{len}");
+            let s = counters.snapshot();
+            // Three requests: the bulk leaves nothing for the rest to read.
+            assert_eq!(s.read_requests, 3, "{len}");
+            assert_eq!(s.bytes_read, len, "{len}");
+        }
+        // A file shorter than its head and tail: the bulk reads nothing, the rest the gap.
+        let (_dir, path, bytes) = file_of(3000);
+        let mut bulk = req(false, 2500, 1 << 20);
+        bulk.until_end = Some(880);
+        let (storage, counters) = counted(one_pattern(vec![req(false, 0, 100), bulk]));
+        assert_eq!(read_whole(&storage, &path), bytes);
+        assert_eq!(counters.snapshot().read_requests, 2);
+    }
+
     /// Every byte of `path`, read through `storage` in one whole-file read.
     fn read_whole(storage: &dyn Storage, path: &std::path::Path) -> Vec<u8> {
         let mut handle = storage.open(path).unwrap();
@@ -641,6 +672,7 @@ mod tests {
                     offset: 0,
                     size: 4096,
                     blocks: 0,
+                    until_end: None,
                     work: std::time::Duration::ZERO,
                 },
                 PatternRequest {
@@ -648,6 +680,7 @@ mod tests {
                     offset: 4096,
                     size: 1 << 20,
                     blocks: 4096,
+                    until_end: None,
                     work: std::time::Duration::ZERO,
                 },
             ];

@@ -238,7 +238,12 @@ fn pattern_requests(common: &CommonPattern, largest_file: u64) -> String {
             };
             // The rest of every file: the emulation cuts a request at the file's end, so the
             // largest file's rest covers each file's.
-            let size = if size == REST || size == WHOLE_BLOCKS {
+            let until = if (UNTIL_END..WHOLE_BLOCKS).contains(&size) {
+                format!(", until_end: {}", size - UNTIL_END)
+            } else {
+                String::new()
+            };
+            let size = if size >= UNTIL_END {
                 largest_file.saturating_sub(offset).max(1)
             } else {
                 size
@@ -249,7 +254,7 @@ fn pattern_requests(common: &CommonPattern, largest_file: u64) -> String {
                 String::new()
             };
             format!(
-                "{{from: {}, offset: {offset}, size: {size}{blocks}{work}}}",
+                "{{from: {}, offset: {offset}, size: {size}{until}{blocks}{work}}}",
                 if from_end { "end" } else { "start" }
             )
         })
@@ -358,6 +363,93 @@ fn rest_from_covered(p: &[PatternStep], size: u64) -> Option<PatternStep> {
     }
     (offset <= covered).then_some((false, offset, REST))
 }
+
+/// Sizes at or past this stand for "up to `size - UNTIL_END` bytes before the file's end"
+/// (`until_end` of the request): far past any file's size, far from [`REST`] and
+/// [`WHOLE_BLOCKS`].
+pub(super) const UNTIL_END: u64 = 1 << 62;
+
+/// Turns the last request of an opening that read its whole file into one that reads up to a
+/// distance from the file's end ([`UNTIL_END`]) when it starts inside what the requests
+/// before it covered from the start and stops where their reads from the end began: the bulk
+/// of a zip's stored member, read after its central directory (torch.load of a .pt), whose
+/// size follows the file's while the directory's stays about the same.
+fn rest_until_the_tail(p: &mut [PatternStep], size: u64) {
+    let Some((&(false, offset, bytes), before)) = p.split_last() else {
+        return;
+    };
+    let end = offset.saturating_add(bytes);
+    if before.is_empty() || bytes >= UNTIL_END || end >= size {
+        return;
+    }
+    let stretch = |&(from_end, o, b): &PatternStep| {
+        let at = if from_end { size.saturating_sub(o) } else { o };
+        (at, at.saturating_add(b).min(size))
+    };
+    let mut stretches: Vec<(u64, u64)> = before.iter().map(stretch).collect();
+    stretches.sort_unstable();
+    // What the requests before it covered from the start, and whether they covered the rest
+    // of the file after it.
+    let mut head = 0u64;
+    for &(at, to) in &stretches {
+        if at <= head {
+            head = head.max(to);
+        }
+    }
+    let tail_covered =
+        union_bytes(stretches.iter().map(|&(at, to)| (at.max(end), to.max(end)))) >= size - end;
+    if offset <= head && tail_covered {
+        *p.last_mut().expect("not empty") = (false, offset, UNTIL_END + (size - end));
+    }
+}
+
+/// Sets each request of the openings to the median of the requests like it (the same place
+/// in openings of as many requests, read from the same end) when it lies within
+/// [`NEAR_BYTES`] (or a 32nd) of that median in offset and size: the requests that move by a
+/// few bytes from file to file become one pattern. A request far from its median is left.
+fn snap_nearly_equal(openings: &mut [&mut Vec<PatternStep>]) {
+    // A size's kind: plain bytes, up to the end, or a marker ([`REST`], [`WHOLE_BLOCKS`]).
+    let kind = |b: u64| match b {
+        b if b < UNTIL_END => 0,
+        b if b < WHOLE_BLOCKS => 1,
+        b => b,
+    };
+    let shape = |p: &[PatternStep]| -> Vec<(bool, u64)> {
+        p.iter()
+            .map(|&(from_end, _, b)| (from_end, kind(b)))
+            .collect()
+    };
+    let mut groups: HashMap<Vec<(bool, u64)>, Vec<usize>> = HashMap::new();
+    for (i, p) in openings.iter().enumerate() {
+        groups.entry(shape(p)).or_default().push(i);
+    }
+    // Bytes, or bytes before the end: markers are equal in a group or not near.
+    let amount = |b: u64| if kind(b) == 1 { b - UNTIL_END } else { b };
+    let near = |a: u64, b: u64| {
+        kind(a) < 2 && amount(a).abs_diff(amount(b)) <= NEAR_BYTES.max(amount(b) / 32)
+    };
+    for members in groups.values().filter(|m| m.len() >= 2) {
+        for step in 0..openings[members[0]].len() {
+            let median = |pick: fn(&PatternStep) -> u64| -> u64 {
+                let mut v: Vec<u64> = members.iter().map(|&i| pick(&openings[i][step])).collect();
+                v.sort_unstable();
+                v[v.len() / 2]
+            };
+            let offset = median(|r| r.1);
+            let bytes = median(|r| r.2);
+            for &i in members {
+                let r = &mut openings[i][step];
+                if near(r.1, offset) && near(r.2, bytes) {
+                    r.1 = offset;
+                    r.2 = bytes;
+                }
+            }
+        }
+    }
+}
+
+/// How far apart two requests may lie and still be one (see [`snap_nearly_equal`]).
+const NEAR_BYTES: u64 = 64;
 
 /// Whether the last request of an opening read from the start reaches its file's end: its
 /// offset and size are what is left of the file after the requests before it, read in order
@@ -498,6 +590,24 @@ pub(super) fn common_patterns(calls: &[&Rec], data: &DataSet) -> Vec<CommonPatte
                 o.requests = p;
             }
         }
+        chosen = keys(&done, true);
+    }
+    if chosen.is_empty() {
+        // Requests that move by a few bytes from file to file (a zip's directory records,
+        // whose lengths follow the names and sizes they hold; the stored member read up to
+        // them): the bulk up to the tail read from the end, then each request at the median
+        // of those like it.
+        for ((file, o), _) in done.iter_mut().zip(&whole).filter(|(_, w)| **w) {
+            let size = data.totals.get(file).map_or(0, |t| t.size);
+            rest_until_the_tail(&mut o.requests, size);
+        }
+        let mut openings: Vec<&mut Vec<PatternStep>> = done
+            .iter_mut()
+            .zip(&whole)
+            .filter(|(_, w)| **w)
+            .map(|((_, o), _)| &mut o.requests)
+            .collect();
+        snap_nearly_equal(&mut openings);
         chosen = keys(&done, true);
     }
     chosen
@@ -787,6 +897,72 @@ mod tests {
         ] {
             assert_eq!(rest_in_the_middle(&covered, size), None, "{covered:?}");
         }
+    }
+
+    #[test]
+    fn a_zips_bulk_read_up_to_its_directory_stops_short_of_the_end_by_as_much() {
+        // torch.load of a .pt of 101,381 bytes: the header block, the directory records from
+        // the end, then the stored tensor from 4096 up to 880 bytes before the end.
+        let mut p = vec![
+            (false, 0, 4096),
+            (true, 4096, 4096),
+            (true, 864, 864),
+            (false, 4096, 96_405),
+        ];
+        rest_until_the_tail(&mut p, 101_381);
+        assert_eq!(p[3], (false, 4096, UNTIL_END + 880));
+        // The bulk not reaching the tail's reads, or starting past the head's: left as it is.
+        for (mut p, size) in [
+            (
+                vec![(false, 0, 4096), (true, 500, 500), (false, 4096, 90_000)],
+                101_381,
+            ),
+            (
+                vec![(false, 0, 100), (true, 864, 864), (false, 4096, 96_405)],
+                101_381,
+            ),
+        ] {
+            let before = p.clone();
+            rest_until_the_tail(&mut p, size);
+            assert_eq!(p, before, "{size}");
+        }
+    }
+
+    #[test]
+    fn requests_a_few_bytes_apart_become_their_median_and_others_stay() {
+        let mut a = vec![
+            (true, 864, 864),
+            (false, 258, 4096),
+            (false, 4096, UNTIL_END + 880),
+        ];
+        let mut b = vec![
+            (true, 866, 866),
+            (false, 258, 4096),
+            (false, 4096, UNTIL_END + 882),
+        ];
+        let mut c = vec![
+            (true, 839, 839),
+            (false, 254, 4096),
+            (false, 4096, UNTIL_END + 855),
+        ];
+        // Another shape (one request fewer), and one far from the rest.
+        let mut d = vec![(true, 864, 864), (false, 258, 4096)];
+        let mut e = vec![
+            (true, 5000, 5000),
+            (false, 258, 4096),
+            (false, 4096, UNTIL_END + 880),
+        ];
+        snap_nearly_equal(&mut [&mut a, &mut b, &mut c, &mut d, &mut e]);
+        // The median of four is the upper of the middle two (864 and 866 of 839..5000).
+        let median = vec![
+            (true, 866, 866),
+            (false, 258, 4096),
+            (false, 4096, UNTIL_END + 880),
+        ];
+        assert_eq!((&a, &b, &c), (&median, &median, &median));
+        assert_eq!(d, vec![(true, 864, 864), (false, 258, 4096)]);
+        assert_eq!(e[0], (true, 5000, 5000));
+        assert_eq!(e[1..], median[1..]);
     }
 
     #[test]
