@@ -86,6 +86,7 @@ impl Config {
         let dist = match base {
             "computation_time" => &self.train.computation_time,
             "eval_time" => &self.evaluation.eval_time,
+            "batch_time" => &self.reader.batch_time,
             _ => &self.reader.preprocess_time,
         };
         Some(match *dist {

@@ -916,11 +916,17 @@ pub struct ReaderConfig {
     /// Default 0.
     #[serde(with = "time_value")]
     pub preprocess_time: TimeDistribution,
-    /// Ours: what `preprocess_time` is spent on: `sleep` (DLIO's) or `cpu` (the reader
+    /// Ours: what `preprocess_time` and `batch_time` are spent on: `sleep` (DLIO's) or `cpu` (the reader
     /// thread keeps its core busy, as the decoding or interpreter work the time stands for
     /// does; `dlio characterize` sets it for a traced loader's own time between its reads).
     /// Default sleep.
     pub preprocess_work: PreprocessWork,
+    /// Ours: time a reader spends per batch, after the batch's samples are read and before
+    /// it is handed over (a PyTorch worker's collate_fn and the pickling of the batch through
+    /// its pipe; `dlio characterize` measures it between a worker's batches read back to
+    /// back). Any time distribution, as `preprocess_time`. Default 0.
+    #[serde(with = "time_value")]
+    pub batch_time: TimeDistribution,
     /// Ours: the share of reads of 64 KiB and more that land in pages the process has not
     /// touched, as a program's reads into new objects fault theirs in (0: every read into
     /// the reader's warm buffer; 1: every one fresh; `dlio characterize` measures it as the
@@ -985,6 +991,7 @@ impl Default for ReaderConfig {
             read_ahead: true,
             preprocess_time: TimeDistribution::default(),
             preprocess_work: PreprocessWork::Sleep,
+            batch_time: TimeDistribution::default(),
             fresh_read_share: 0.0,
             header_scan_bytes: 0,
             epoch_start_time: 0.0,

@@ -46,6 +46,7 @@ pub(crate) const TIME_KEYS: &[(&str, &str)] = &[
     ("train", "computation_time"),
     ("evaluation", "eval_time"),
     ("reader", "preprocess_time"),
+    ("reader", "batch_time"),
 ];
 
 /// Keys that upstream DLIO parses (or that its docs and shipped workloads use) but that have

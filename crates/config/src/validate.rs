@@ -1062,7 +1062,20 @@ impl Config {
             ("train.computation_time", &self.train.computation_time),
             ("evaluation.eval_time", &self.evaluation.eval_time),
             ("reader.preprocess_time", &self.reader.preprocess_time),
+            ("reader.batch_time", &self.reader.batch_time),
         ];
+        if self.sampler() == crate::Sampler::FileShards
+            && self.reader.batch_time != TimeDistribution::default()
+        {
+            return Err(invalid(
+                "reader.batch_time",
+                "is not spent by the tf.data TFRecord pipeline (format tfrecord with the \
+                 tensorflow loader), whose batches are parsed from a stream, not read by a \
+                 reader thread."
+                    .into(),
+                "remove reader.batch_time, or read through data_loader_sampler: index",
+            ));
+        }
         for (key, dist) in times {
             let bad = match *dist {
                 TimeDistribution::Normal { stdev, .. } if stdev < 0.0 => Some("stdev"),

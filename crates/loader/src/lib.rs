@@ -77,6 +77,8 @@ pub struct LoaderSpec {
     pub preprocess_time: TimeDistribution,
     /// `reader.preprocess_work`: sleep through it, or keep the reader's core busy.
     pub preprocess_work: dlio_config::PreprocessWork,
+    /// `reader.batch_time`, slept per batch in the reader thread before handing it over.
+    pub batch_time: TimeDistribution,
     /// Seed for the preprocess-time draws of this rank.
     pub seed: u64,
     /// The dataset's nominal file layout (formats that read nothing, like `synthetic`, hand out
@@ -156,6 +158,8 @@ impl Loader {
     ) -> Result<Loader, LoaderError> {
         let preprocess = TimeSampler::new("reader.preprocess_time", &spec.preprocess_time)
             .map_err(LoaderError::Setting)?;
+        let batch_time = TimeSampler::new("reader.batch_time", &spec.batch_time)
+            .map_err(LoaderError::Setting)?;
         let mut workers = Vec::new();
         // One reader per thread (the inline reader when there is none), from the format at
         // once, so that they may share what they fetched.
@@ -174,7 +178,7 @@ impl Loader {
                 &spec,
                 &*format,
                 next_reader(),
-                preprocess.clone(),
+                (preprocess.clone(), batch_time.clone()),
                 seed,
                 w,
                 Arc::clone(&stop),
@@ -201,7 +205,7 @@ impl Loader {
                 &spec,
                 &*format,
                 next_reader(),
-                preprocess.clone(),
+                (preprocess.clone(), batch_time.clone()),
                 spec.seed,
                 0,
                 Arc::clone(&stop),

@@ -33,6 +33,10 @@ pub(crate) struct SampleReader {
     preprocess_sleep: CompensatedSleep,
     /// `reader.preprocess_work: cpu`: the preprocess time keeps the core busy instead.
     preprocess_busy: bool,
+    /// `reader.batch_time`, slept after each batch's samples are read.
+    batch_time: TimeSampler,
+    /// The batch-time sleeps, kept to their drawn length on average.
+    batch_sleep: CompensatedSleep,
     rng: Xoshiro256PlusPlus,
     /// Records `data.item` / `data.preprocess` spans.
     tracer: Tracer,
@@ -87,7 +91,7 @@ impl SampleReader {
         spec: &LoaderSpec,
         format: &dyn Format,
         reader: Box<dyn dlio_format::FormatReader>,
-        preprocess: TimeSampler,
+        (preprocess, batch_time): (TimeSampler, TimeSampler),
         seed: u64,
         worker: u32,
         stop: Arc<StopSignal>,
@@ -110,6 +114,8 @@ impl SampleReader {
             preprocess,
             preprocess_sleep: CompensatedSleep::default(),
             preprocess_busy: spec.preprocess_work == dlio_config::PreprocessWork::Cpu,
+            batch_time,
+            batch_sleep: CompensatedSleep::default(),
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
             tracer: spec.tracer.clone(),
             item_span: PreparedSpan::new(ai::DATA_ITEM, ["epoch", "image_idx"]),
@@ -212,8 +218,23 @@ impl SampleReader {
     }
 
     /// Reads the samples of batch `step`, or with `share` `(i, n)` the `i`-th of every `n` of
-    /// them (`(0, 1)`: all).
+    /// them (`(0, 1)`: all), then spends the batch's time (`reader.batch_time`).
     pub(crate) fn read_batch(
+        &mut self,
+        storage: &dyn Storage,
+        plan: &EpochPlan,
+        files: &FileList,
+        step: u64,
+        share: (u64, u64),
+        hist: &mut LatencyHistogram,
+    ) -> Result<LoadedBatch, LoaderError> {
+        let batch = self.read_batch_samples(storage, plan, files, step, share, hist)?;
+        self.batch_done();
+        Ok(batch)
+    }
+
+    /// The reads of [`read_batch`](Self::read_batch).
+    fn read_batch_samples(
         &mut self,
         storage: &dyn Storage,
         plan: &EpochPlan,
@@ -402,6 +423,19 @@ impl SampleReader {
         );
         let read_end = started + took;
         (!self.preprocess_sleep(epoch, global, read_end)).then_some(read_end)
+    }
+
+    /// A batch's own time once its samples are read (collating them, handing the batch over),
+    /// slept: `reader.batch_time`.
+    pub(crate) fn batch_done(&mut self) {
+        if let Some(d) = self.batch_time.draw(&mut self.rng) {
+            // A stop ends the wait; the epoch loop then sees it.
+            let _ = if self.preprocess_busy {
+                self.stop.busy(d)
+            } else {
+                self.batch_sleep.sleep(&self.stop, d)
+            };
+        }
     }
 
     /// The fork's `stagger_workers`: thread `i` waits `i` times the mean computation time

@@ -230,6 +230,9 @@ impl SampleReader {
                 samples += 1;
                 sample_bytes += len as u64;
             }
+            if failed.is_none() {
+                self.batch_done();
+            }
             let result = match failed {
                 Some(e) => Err(e),
                 None => Ok(LoadedBatch {

@@ -40,6 +40,7 @@ fn spec(sampler: Sampler, read_type: ReadType, threads: u32) -> LoaderSpec {
         sampler,
         preprocess_time: TimeDistribution::default(),
         preprocess_work: Default::default(),
+        batch_time: Default::default(),
         seed: 5,
         layout: layout(),
         tracer: dlio_trace::Tracer::disabled(),
@@ -155,6 +156,34 @@ fn each_step_is_read_by_the_thread_the_plan_names_and_a_plan_for_other_threads_i
         "{refused}"
     );
     assert!(batches.next_batch().is_none());
+}
+
+#[test]
+fn each_reader_spends_the_batch_time_after_every_batch_it_reads() {
+    // 12 steps of 2 samples; 15 ms a batch. A thread reads its batches one after the other,
+    // so its epoch lasts at least its batches' time, however fast the reads (a lower bound:
+    // a busy machine only lengthens it).
+    let tmp = tempfile::tempdir().unwrap();
+    let files = dataset(tmp.path(), 8);
+    for threads in [1u32, 3] {
+        let spec = LoaderSpec {
+            batch_time: TimeDistribution::Constant { value: 0.015 },
+            ..spec(Sampler::Index, ReadType::OnDemand, threads)
+        };
+        let started = std::time::Instant::now();
+        let out = read_epoch(
+            &files,
+            spec,
+            plan(8, Sampler::Index, threads, Shuffle::Seed),
+        );
+        let took = started.elapsed();
+        assert_eq!(out.steps, (0..12).collect::<Vec<_>>(), "threads {threads}");
+        let per_thread = 12 / u64::from(threads);
+        assert!(
+            took >= std::time::Duration::from_millis(15 * per_thread),
+            "{threads} threads read 12 batches in {took:?}"
+        );
+    }
 }
 
 #[test]

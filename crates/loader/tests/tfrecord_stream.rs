@@ -72,6 +72,7 @@ fn resizing_loader(
         sampler: Sampler::FileShards,
         preprocess_time: Default::default(),
         preprocess_work: Default::default(),
+        batch_time: Default::default(),
         seed: 5,
         layout: layout(),
         tracer: dlio_trace::Tracer::disabled(),

@@ -356,6 +356,9 @@ pub(super) struct ConsumerSteps {
     pub in_flight: u64,
     /// When each of its training takes began, nanoseconds, in time order (a batch a step).
     pub take_starts: Vec<i64>,
+    /// A worker's own time per batch beyond its samples' (collating, handing the batch over),
+    /// seconds, and the back-to-back batches it was measured on (see [`batch_work`]).
+    pub batch_work: (f64, usize),
 }
 
 /// `reader.drop_last: False`: every sample of the data set was read in every epoch, and their
@@ -553,6 +556,7 @@ fn consumer_ahead(
         .sum::<f64>()
         / events.len() as f64;
     let working: f64 = gaps.iter().filter(|&&g| g <= 2.0 * gap).sum();
+    let batch_work = batch_work(&activity.reads, events, per_take, compute_s.mean);
     let window = secs(activity.window.1 - activity.window.0).max(1e-9);
     Some(Ahead {
         readers,
@@ -569,8 +573,65 @@ fn consumer_ahead(
             left_out,
             in_flight,
             take_starts: takes.iter().map(|&(start, _)| start).collect(),
+            batch_work,
         }),
     })
+}
+
+/// A worker process's own time per batch beyond its samples': each worker's samples, in
+/// order, cut into batches of `batch`; between two batches it read back to back (the next
+/// began less than half a step, `step_s`, after the last read of the one before: the second
+/// was already asked for, as a DataLoader's first `prefetch_factor` batches of each worker
+/// are), the pause from the last read to the next batch's first call, less the median pause
+/// between two samples of one batch (the loader's time per sample, replayed as the
+/// preprocess time). The mean over those (they spread from a fraction of a millisecond to
+/// several as the workers share the cores, and what they add up to sets how long the
+/// prefetch at an epoch's start lasts), with their count; (0, 0) under three.
+fn batch_work(reads: &[&Rec], events: &[&Rec], batch: u64, step_s: f64) -> (f64, usize) {
+    let batch = batch.max(1) as usize;
+    let mut last_read_end: HashMap<u32, Vec<(i64, i64)>> = HashMap::new();
+    for r in reads {
+        last_read_end
+            .entry(r.rank)
+            .or_default()
+            .push((r.start, r.end));
+    }
+    for v in last_read_end.values_mut() {
+        v.sort_unstable();
+    }
+    let mut by_worker: HashMap<u32, Vec<i64>> = HashMap::new();
+    for e in events {
+        by_worker.entry(e.rank).or_default().push(e.start);
+    }
+    // The end of the worker's last read that began before `t`.
+    let end_before = |rank: u32, t: i64| -> Option<i64> {
+        let v = last_read_end.get(&rank)?;
+        let i = v.partition_point(|&(s, _)| s < t);
+        v[..i].iter().map(|&(_, e)| e).max()
+    };
+    let (mut within, mut between) = (Vec::new(), Vec::new());
+    for (&rank, starts) in by_worker.iter_mut() {
+        starts.sort_unstable();
+        for (i, w) in starts.windows(2).enumerate() {
+            let Some(end) = end_before(rank, w[1]) else {
+                continue;
+            };
+            let pause = secs(w[1] - end);
+            if (i + 1) % batch != 0 {
+                within.push(pause.max(0.0));
+            } else if pause < 0.5 * step_s {
+                between.push(pause.max(0.0));
+            }
+        }
+    }
+    if between.len() < 3 {
+        return (0.0, 0);
+    }
+    let per_sample = Stats::of(&within).median;
+    (
+        (Stats::of(&between).mean - per_sample).max(0.0),
+        between.len(),
+    )
 }
 
 /// [`Ahead`] when two or more readers each read whole batches in bursts of their own. When all

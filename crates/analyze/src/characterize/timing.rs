@@ -142,6 +142,22 @@ pub(super) fn timing(
                 ),
             );
         }
+        if let Some(c) = &a.consumer
+            && c.batch_work.0 >= MIN_BATCH_WORK_S
+        {
+            found.param(
+                "reader.batch_time",
+                format!("{:.6}", c.batch_work.0),
+                format!(
+                    "between {} pairs of batches a worker process read back to back (the second \
+                     already asked for), it paused {:.3} ms (mean) more than between two \
+                     samples of a batch: its own time per batch (collating it, handing it over \
+                     through its pipe)",
+                    c.batch_work.1,
+                    c.batch_work.0 * 1e3
+                ),
+            );
+        }
         if a.busy_share > 0.9 {
             found.note(format!(
                 "the readers were busy {:.0}% of the time: the program may be I/O bound, and \
@@ -282,6 +298,9 @@ pub(super) fn timing(
         found,
     )
 }
+
+/// The shortest per-batch time written (`reader.batch_time`): under it, a sleep's slack.
+const MIN_BATCH_WORK_S: f64 = 100e-6;
 
 /// The shortest loader start-up written (`reader.epoch_start_time`): under it, the handover
 /// of one batch more.
@@ -508,7 +527,7 @@ fn loader_work(found: &mut Found, seconds: f64, lanes: u64, evidence: String) {
             "cpu".into(),
             if lanes <= 1 {
                 "one thread reads: its time between reads is its own work on a core, which the \
-                 emulation spends busy"
+                 emulation spends busy (and its batch time too)"
                     .into()
             } else {
                 format!(

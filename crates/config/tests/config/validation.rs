@@ -529,3 +529,22 @@ fn the_keys_characterize_writes_are_validated() {
         &["unknown key `dataset.side_files.nme`"],
     );
 }
+
+#[test]
+fn a_batch_time_is_read_by_reader_threads_and_refused_with_the_tfrecord_stream() {
+    let c = config(&format!(
+        "{PYTORCH_NPZ}reader:\n  batch_time: {{type: quantiles, values: [0.001, 0.003]}}\n"
+    ));
+    assert!((c.reader.batch_time.mean() - 0.002).abs() < 1e-12);
+    assert!(c.validate(1).is_ok());
+    let err = rejected(
+        "framework: tensorflow\ndataset:\n  format: tfrecord\nreader:\n  batch_time: 0.002\n",
+        1,
+    );
+    assert_contains(&err, &["reader.batch_time", "data_loader_sampler: index"]);
+    let negative = rejected(
+        &format!("{PYTORCH_NPZ}reader:\n  batch_time: {{mean: 0.001, stdev: -1}}\n"),
+        1,
+    );
+    assert_contains(&negative, &["reader.batch_time", "stdev"]);
+}
