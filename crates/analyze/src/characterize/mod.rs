@@ -492,7 +492,7 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
     found.append(f);
     found.append(requests::read_buffers(&activity));
     found.append(eval_found);
-    let (time, f) = timing::timing(&activity, &samples, &readers, &eval, work_inside);
+    let (time, f) = timing::timing(t, data, &activity, &samples, &readers, &eval, work_inside);
     found.append(f);
     found.append(timing::loader_start_up(&activity, &readers, &eval));
     found.append(timing::epoch_start_up(&activity, &samples, &readers, &eval));

@@ -4,7 +4,10 @@
 use super::eval::EvalPass;
 use super::readers::{Ahead, Readers, STEP_CLUSTER_RATIO};
 use super::samples::Samples;
-use super::{Activity, Found, MIN_GAP_RATIO, MIN_PREPROCESS_S, Stats, secs};
+use super::trace_view::DataSet;
+use super::{Activity, Found, MIN_GAP_RATIO, MIN_PREPROCESS_S, MIN_WRITTEN_BYTES, Stats, secs};
+use crate::event::Op;
+use crate::timeline::{Timeline, op};
 
 /// What the timing section found.
 pub(super) struct Timing {
@@ -24,6 +27,8 @@ pub(super) struct Timing {
 /// sample and the preprocess time are read off the same pauses and bursts in turn, each
 /// correcting the next, and end in one `Timing` and its reasons.
 pub(super) fn timing(
+    t: &Timeline,
+    data: &DataSet,
     activity: &Activity,
     samples: &Samples,
     readers: &Readers,
@@ -62,8 +67,25 @@ pub(super) fn timing(
     // The compute between steps: the pauses without an evaluation pass in them, less the few
     // far from the rest (a garbage collection, a checkpoint), which a normal law's stdev
     // would spread over every step.
+    // Pauses that held a checkpoint's writes are left out too: the replay writes its own
+    // checkpoint at that step, in its own time, besides the compute.
+    let written = writes_outside_the_data(t, data);
+    let with_checkpoint = |from: i64, to: i64| {
+        let first = written.partition_point(|&(end, _)| end < from);
+        written[first..]
+            .iter()
+            .take_while(|&&(end, _)| end <= to)
+            .map(|&(_, bytes)| bytes)
+            .sum::<u64>()
+            >= MIN_WRITTEN_BYTES
+    };
+    let checkpointed = bursts
+        .windows(2)
+        .filter(|w| with_checkpoint(w[0].end, w[1].start))
+        .count();
     let training_pauses: Vec<f64> = bursts
         .windows(2)
+        .filter(|w| !with_checkpoint(w[0].end, w[1].start))
         .map(|w| secs(w[1].start - w[0].end - eval.within(w[0].end, w[1].start)))
         .collect();
     let with_eval = bursts
@@ -213,6 +235,14 @@ pub(super) fn timing(
         // replay's extra steps pause 0, so that its pauses add up to the program's.
         let replay_steps = (sample_events.len() as u64 * unit_rows) / batch.max(1);
         let merged = replay_steps.saturating_sub(bursts.len() as u64) as usize;
+        let checkpoint_said = if checkpointed > 0 {
+            format!(
+                "; {checkpointed} pauses that held a checkpoint's writes are left out (the \
+                 replay writes its own)"
+            )
+        } else {
+            String::new()
+        };
         let recurring = recurring || merged > 0;
         let pauses: Vec<f64> = training_pauses
             .iter()
@@ -248,8 +278,9 @@ pub(super) fn timing(
             "train.computation_time",
             value,
             format!(
-                "{} pauses without data I/O between bursts{}: mean {:.3} ms, stdev {:.3} ms (the \
-                 median pause inside a burst is shorter by {MIN_GAP_RATIO}x or more){outliers_said}{}",
+                "{} pauses without data I/O between bursts{}{checkpoint_said}: mean {:.3} ms, \
+                 stdev {:.3} ms (the median pause inside a burst is shorter by {MIN_GAP_RATIO}x \
+                 or more){outliers_said}{}",
                 compute_s.count,
                 match (with_eval, if recurring { 0 } else { outliers }) {
                     (0, 0) => String::new(),
@@ -539,6 +570,18 @@ fn loader_work(found: &mut Found, seconds: f64, lanes: u64, evidence: String) {
             },
         );
     }
+}
+
+/// The end and bytes of every write of the program to a file outside the data set (a
+/// checkpoint, a log), in the order they ended.
+fn writes_outside_the_data(t: &Timeline, data: &DataSet) -> Vec<(i64, u64)> {
+    let mut written: Vec<(i64, u64)> = t
+        .io()
+        .filter(|r| op(r) == Op::Write && r.bytes > 0 && !data.holds(r.file))
+        .map(|r| (r.end, r.bytes as u64))
+        .collect();
+    written.sort_unstable();
+    written
 }
 
 /// About the shortest sleep that lasts what was asked on Linux (the timer's slack and the
