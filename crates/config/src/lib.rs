@@ -96,7 +96,7 @@ pub use schema::{
 };
 pub use validate::check_columns;
 pub use vocab::{
-    Compression, DataLoaderKind, ElementType, FormatKind, Framework, MAX_SECONDS, PreprocessWork,
-    ReadType, Sampler, Semantics, Shuffle, TimeDistribution, duration_from_seconds,
+    Compression, DataLoaderKind, ElementType, FormatKind, Framework, LabelRead, MAX_SECONDS,
+    PreprocessWork, ReadType, Sampler, Semantics, Shuffle, TimeDistribution, duration_from_seconds,
     register_engine_names, register_format_names,
 };

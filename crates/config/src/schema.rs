@@ -9,8 +9,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::vocab::{
-    Compression, DataLoaderKind, ElementType, FormatKind, Framework, PreprocessWork, ReadType,
-    Sampler, Semantics, Shuffle, TimeDistribution,
+    Compression, DataLoaderKind, ElementType, FormatKind, Framework, LabelRead, PreprocessWork,
+    ReadType, Sampler, Semantics, Shuffle, TimeDistribution,
 };
 
 /// The whole resolved workload, in DLIO's section order.
@@ -833,6 +833,11 @@ pub struct Hdf5Config {
     pub chunk_dims: Vec<u64>,
     /// h5py `maxshape`; `null` entries mean unlimited. Default empty.
     pub max_shape: Vec<Option<u64>>,
+    /// Ours: what each sample's read also takes of the `labels` dataset: `none` (DLIO's),
+    /// `element` (its label) or `to_end` (from its label to the end of the labels, at most
+    /// 64 KiB, as h5py reads `labels[i]` of a dataset opened for each access; `dlio
+    /// characterize` finds it). Default none.
+    pub label_read: LabelRead,
 }
 
 impl Default for Hdf5Config {
@@ -841,6 +846,7 @@ impl Default for Hdf5Config {
             num_dset_per_record: 1,
             chunk_dims: Vec::new(),
             max_shape: Vec::new(),
+            label_read: LabelRead::None,
         }
     }
 }

@@ -39,6 +39,19 @@ impl Config {
     /// The keys `dlio characterize` writes: `reader.transfer_size_distribution` and
     /// `dataset.side_files`.
     fn validate_characterized(&self) -> Result<(), ConfigError> {
+        if self.dataset.hdf5.label_read != crate::LabelRead::None
+            && (self.dataset.format != FormatKind::Hdf5
+                || self.semantics != crate::Semantics::Upstream)
+        {
+            return Err(invalid(
+                "dataset.hdf5.label_read",
+                "reads the labels of each sample through dlio's HDF5 reader, which reads \
+                 samples as h5py does only with format hdf5 under upstream semantics (MLPerf's \
+                 fork, the default, reads each file whole as bytes)."
+                    .into(),
+                "set format: hdf5 and semantics: upstream, or remove dataset.hdf5.label_read",
+            ));
+        }
         if !self.reader.read_ahead && self.sampler() == crate::Sampler::FileShards {
             return Err(invalid(
                 "reader.read_ahead",

@@ -353,6 +353,21 @@ pub enum PreprocessWork {
     Cpu,
 }
 
+/// `dataset.hdf5.label_read` (ours): what a sample's read takes of the `labels` dataset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum LabelRead {
+    /// Nothing (DLIO's readers write the labels and never read them).
+    #[default]
+    None,
+    /// The sample's label alone, one element.
+    Element,
+    /// From the sample's label to the end of the labels (at most 64 KiB): h5py reading
+    /// `labels[i]` of a contiguous dataset it opened for that access fills its sieve buffer
+    /// that way.
+    ToEnd,
+}
+
 /// `framework`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]

@@ -28,7 +28,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use dlio_config::{Compression, DatasetConfig, ElementType, FormatKind};
+use dlio_config::{Compression, DatasetConfig, ElementType, FormatKind, LabelRead};
 use dlio_storage::{IoBuffer, ReadHandle, Storage};
 use hdf5::types::{FloatSize, IntSize, TypeDescriptor};
 use hdf5_sys::h5::{HADDR_UNDEF, haddr_t, hsize_t};
@@ -63,6 +63,7 @@ pub(crate) struct Hdf5Format {
     chunk_dims: Vec<u64>,
     max_shape: Vec<Option<u64>>,
     compression_level: u32,
+    label_read: LabelRead,
 }
 
 impl Hdf5Format {
@@ -72,6 +73,7 @@ impl Hdf5Format {
             chunk_dims: dataset.hdf5.chunk_dims.clone(),
             max_shape: dataset.hdf5.max_shape.clone(),
             compression_level: dataset.compression_level,
+            label_read: dataset.hdf5.label_read,
         }
     }
 }
@@ -152,6 +154,7 @@ impl Format for Hdf5Format {
 
     fn reader(&self, _layout: &FileLayout) -> Box<dyn FormatReader> {
         Box::new(Hdf5Reader {
+            label_read: self.label_read,
             open: rustc_hash::FxHashMap::default(),
             buffer: None,
             chunk: Vec::new(),
@@ -399,19 +402,27 @@ struct OpenHdf5 {
     handle: Box<dyn ReadHandle>,
     records: Vec<RecordDataset>,
     samples: u64,
+    /// The `labels` dataset's file address and element count, when its labels are read.
+    labels: Option<(u64, u64)>,
     /// Decoded chunks: (dataset, chunk start coords) -> bytes; bounded by CHUNK_CACHE_BYTES.
     cache: VecDeque<(usize, Vec<u64>, Vec<u8>)>,
     cached_bytes: usize,
 }
 
 struct Hdf5Reader {
+    /// What each sample's read also takes of the `labels` dataset.
+    label_read: LabelRead,
     open: rustc_hash::FxHashMap<FileKey, OpenHdf5>,
     buffer: Option<IoBuffer>,
     chunk: Vec<u8>,
     sample: Vec<u8>,
 }
 
-fn open_file(storage: &dyn Storage, path: &Path) -> Result<OpenHdf5, FormatError> {
+fn open_file(
+    storage: &dyn Storage,
+    path: &Path,
+    label_read: LabelRead,
+) -> Result<OpenHdf5, FormatError> {
     let handle = storage.open(path)?;
     let file = hdf5::File::open(path)
         .map_err(|e| h5_error(path, "not a readable HDF5 file (damaged or truncated?)", e))?;
@@ -490,16 +501,57 @@ fn open_file(storage: &dyn Storage, path: &Path) -> Result<OpenHdf5, FormatError
             placement,
         });
     }
+    let labels = if label_read == LabelRead::None {
+        None
+    } else {
+        Some(labels_of(&file, path)?)
+    };
     Ok(OpenHdf5 {
         path: path.to_path_buf(),
         _file: file,
         handle,
         records,
         samples,
+        labels,
         cache: VecDeque::new(),
         cached_bytes: 0,
     })
 }
+
+/// The file address and element count of the `labels` dataset of int64 labels, which must be
+/// contiguous (as dlio writes it) for `dataset.hdf5.label_read` to read it by address.
+fn labels_of(file: &hdf5::File, path: &Path) -> Result<(u64, u64), FormatError> {
+    let fix = "generate the data set with dlio (its labels are a contiguous int64 dataset), or \
+               set dataset.hdf5.label_read: none";
+    let dataset = file.dataset("labels").map_err(|_| {
+        FormatError::unsupported(
+            format!(
+                "{} has no `labels` dataset, which dataset.hdf5.label_read reads",
+                path.display()
+            ),
+            fix,
+        )
+    })?;
+    let itemsize = dataset.dtype().map(|t| t.size()).unwrap_or(0);
+    match (dataset.chunk(), dataset.offset(), itemsize) {
+        (None, Some(offset), LABEL_BYTES) => Ok((offset, dataset.size() as u64)),
+        _ => Err(FormatError::unsupported(
+            format!(
+                "{}: `labels` is not a contiguous dataset of 8-byte labels, which \
+                 dataset.hdf5.label_read reads by address",
+                path.display()
+            ),
+            fix,
+        )),
+    }
+}
+
+/// Bytes of one label (int64).
+const LABEL_BYTES: usize = 8;
+
+/// The most h5py's sieve buffer holds (its default size): a read of `labels[i]` through a
+/// dataset opened for that access fills it from the label on, up to the dataset's end.
+const SIEVE_BUFFER_BYTES: u64 = 64 << 10;
 
 /// File address and stored size of the chunk starting at `coords`, or `None` when the chunk
 /// was never written (it reads as fill value zeros).
@@ -532,7 +584,7 @@ impl FormatReader for Hdf5Reader {
         key: FileKey,
         path: &Path,
     ) -> Result<(), FormatError> {
-        let file = open_file(storage, path)?;
+        let file = open_file(storage, path, self.label_read)?;
         self.open.insert(key, file);
         Ok(())
     }
@@ -590,6 +642,23 @@ impl FormatReader for Hdf5Reader {
                     )?;
                 }
             }
+        }
+        if let Some((base, count)) = file.labels
+            && sample < count
+        {
+            // What the reader takes of the labels; the sample it hands out stays the records'.
+            let left = (count - sample) * LABEL_BYTES as u64;
+            let len = match self.label_read {
+                LabelRead::ToEnd => left.min(SIEVE_BUFFER_BYTES),
+                _ => LABEL_BYTES as u64,
+            };
+            read_range(
+                &mut *file.handle,
+                &mut self.buffer,
+                alignment,
+                base + sample * LABEL_BYTES as u64,
+                len as usize,
+            )?;
         }
         Ok(&self.sample)
     }
@@ -791,6 +860,7 @@ mod tests {
             chunk_dims: chunks,
             max_shape,
             compression_level: 4,
+            label_read: LabelRead::None,
         }
     }
 
@@ -842,6 +912,41 @@ mod tests {
         assert_eq!(reader.read_sample(&storage, 0, 3).unwrap(), &want[3][..]);
         let delta = storage.counters().snapshot() - before;
         assert_eq!((delta.read_requests, delta.bytes_read), (1, 192));
+    }
+
+    #[test]
+    fn a_samples_label_is_read_after_it_alone_or_to_the_labels_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Metered::new(PosixStorage::new());
+        let l = layout(vec![6, 8], ElementType::Float32, Compression::None);
+        let path = dir.path().join("l.hdf5");
+        format(1, vec![], vec![])
+            .generate(&storage, &path, &l, &mut DataRng::for_file(9, 0, 0))
+            .unwrap();
+        let want = expected(&l, 9, 1);
+        // 5 samples: sample 1's label alone is 8 bytes, from it to the end 4 labels.
+        for (label_read, label_bytes) in [
+            (LabelRead::None, 0),
+            (LabelRead::Element, 8),
+            (LabelRead::ToEnd, 32),
+        ] {
+            let f = Hdf5Format {
+                label_read,
+                ..format(1, vec![], vec![])
+            };
+            let mut reader = f.reader(&l);
+            reader.open(&storage, 0, &path).unwrap();
+            let before = storage.counters().snapshot();
+            // The sample handed out is the records' alone.
+            assert_eq!(reader.read_sample(&storage, 0, 1).unwrap(), &want[1][..]);
+            let delta = storage.counters().snapshot() - before;
+            let requests = if label_bytes > 0 { 2 } else { 1 };
+            assert_eq!(
+                (delta.read_requests, delta.bytes_read),
+                (requests, 192 + label_bytes),
+                "{label_read:?}"
+            );
+        }
     }
 
     #[test]

@@ -80,15 +80,28 @@ pub(super) fn workload_yaml(c: &Characterization) -> String {
             .position(|s| *s == sec)
             .unwrap_or(SECTIONS.len())
     });
+    // The sub-section open under the section (`hdf5` of `dataset.hdf5.label_read`).
+    let mut subsection = "";
     for p in ordered {
         let (sec, key) = p.key.split_once('.').unwrap_or(("", &p.key));
         if sec != section {
             let _ = writeln!(out, "{sec}:");
             section = sec;
+            subsection = "";
             if let Some(i) = extra.iter().position(|(s, _)| *s == sec) {
                 out.push_str(&extra.remove(i).1);
             }
         }
+        if let Some((sub, inner)) = key.split_once('.') {
+            if sub != subsection {
+                let _ = writeln!(out, "  {sub}:");
+                subsection = sub;
+            }
+            let _ = writeln!(out, "    # {}", p.evidence.replace('\n', " "));
+            let _ = writeln!(out, "    {inner}: {}", yaml_1_1_safe(&p.value));
+            continue;
+        }
+        subsection = "";
         let _ = writeln!(out, "  # {}", p.evidence.replace('\n', " "));
         if matches!(
             p.key.as_str(),

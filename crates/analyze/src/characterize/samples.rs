@@ -105,11 +105,33 @@ pub(super) fn samples<'t>(
         Vec::new()
     };
     let members = members_read_apart(&patterns, file_sizes.median as u64);
+    // An HDF5 sample's read followed by a read of its label (an images dataset and a labels
+    // dataset): the label reads are the format's, not requests of the sample's.
+    let labels = if !whole_files && format == "hdf5" {
+        label_reads(reads, &sample_events)
+    } else {
+        None
+    };
+    let shares = match &labels {
+        Some(l) => size_shares(
+            &reads
+                .iter()
+                .copied()
+                .filter(|r| !l.reads.contains(&(r.rank, r.tid, r.start)))
+                .collect::<Vec<_>>(),
+        ),
+        None => shares,
+    };
     let samples_per_file = if whole_files {
         members.unwrap_or(1)
+    } else if let Some(count) = labels.as_ref().and_then(|l| l.per_file) {
+        count
     } else {
         ((file_sizes.median / dominant.max(1) as f64).round() as u64).max(1)
     };
+    if let Some(l) = &labels {
+        found.param("dataset.hdf5.label_read", l.kind.into(), l.evidence.clone());
+    }
     let samples_in_data_set = (num_files * samples_per_file).max(1);
     let epochs = ((sample_events.len() as f64 / samples_in_data_set as f64).round() as u64).max(1);
     // The mean, not the median: dlio's generator draws sizes around `record_length_bytes`
@@ -251,6 +273,110 @@ pub(super) fn samples<'t>(
         },
         found,
     )
+}
+
+/// A read by its process, thread and start.
+type ReadKey = (u32, u32, i64);
+
+/// The reads of samples' labels that follow their samples' reads (see [`label_reads`]).
+struct LabelReads {
+    /// `element` or `to_end`.
+    kind: &'static str,
+    /// The label reads.
+    reads: std::collections::HashSet<ReadKey>,
+    /// Labels per file, when the reads that run to the labels' end tell.
+    per_file: Option<u64>,
+    evidence: String,
+}
+
+/// The reads of each sample's label in an HDF5 file: 80% or more of the sample reads (the
+/// dominant size) followed on their thread, before its next sample read, by one read of the
+/// same file elsewhere whose size is a multiple of 8 (int64 labels), each either 8 bytes
+/// (`element`) or running to one end per file with a size that changes (`to_end`: h5py
+/// reading `labels[i]` of a dataset opened for that access fills its sieve buffer from the
+/// label to the dataset's end). With `to_end`, the file's labels are its samples: the longest
+/// such read over 8, when under h5py's 64 KiB buffer.
+fn label_reads(reads: &[&Rec], sample_events: &[&Rec]) -> Option<LabelReads> {
+    if sample_events.len() < 8 {
+        return None;
+    }
+    let dominant = sample_events[0].bytes;
+    let mut by_thread: HashMap<(u32, u32), Vec<&Rec>> = HashMap::new();
+    for r in reads {
+        by_thread.entry((r.rank, r.tid)).or_default().push(r);
+    }
+    // (file, offset, bytes, key) of the read after each sample read, on its thread.
+    let mut followers: Vec<(u64, i64, i64, ReadKey)> = Vec::new();
+    for thread in by_thread.values_mut() {
+        thread.sort_by_key(|r| r.start);
+        for w in thread.windows(2) {
+            let (sample, next) = (w[0], w[1]);
+            if sample.bytes == dominant
+                && next.bytes != dominant
+                && next.file == sample.file
+                && next.offset >= 0
+                && next.bytes > 0
+                && next.bytes % 8 == 0
+            {
+                followers.push((
+                    next.file,
+                    next.offset,
+                    next.bytes,
+                    (next.rank, next.tid, next.start),
+                ));
+            }
+        }
+    }
+    if followers.len() * 10 < sample_events.len() * 8 {
+        return None;
+    }
+    let n = followers.len();
+    let element = followers.iter().filter(|f| f.2 == 8).count();
+    let mut ends: HashMap<u64, HashMap<i64, usize>> = HashMap::new();
+    for &(file, offset, bytes, _) in &followers {
+        *ends
+            .entry(file)
+            .or_default()
+            .entry(offset + bytes)
+            .or_default() += 1;
+    }
+    let at_one_end: usize = ends.values().map(|e| e.values().max().unwrap_or(&0)).sum();
+    let sizes: std::collections::HashSet<i64> = followers.iter().map(|f| f.2).collect();
+    let reads = followers.iter().map(|f| f.3).collect();
+    if element * 10 >= n * 9 {
+        return Some(LabelReads {
+            kind: "element",
+            reads,
+            per_file: None,
+            evidence: format!(
+                "{element} of the {} sample reads are followed by a read of 8 bytes elsewhere in \
+                 the file: the sample's label",
+                sample_events.len()
+            ),
+        });
+    }
+    if at_one_end * 10 >= n * 9 && sizes.len() > 2 {
+        let longest = followers.iter().map(|f| f.2).max().unwrap_or(0) as u64;
+        let per_file = (longest < 64 << 10).then_some(longest / 8);
+        return Some(LabelReads {
+            kind: "to_end",
+            reads,
+            per_file,
+            evidence: format!(
+                "{n} of the {} sample reads are followed by a read elsewhere in the file that \
+                 runs to one end per file ({} sizes, 8 to {longest} bytes): h5py reading the \
+                 sample's label from a labels dataset opened for the access, which fills its \
+                 sieve buffer from the label to the dataset's end{}",
+                sample_events.len(),
+                sizes.len(),
+                match per_file {
+                    Some(k) => format!("; the longest holds all {k} labels of a file"),
+                    None => String::new(),
+                }
+            ),
+        });
+    }
+    None
 }
 
 /// How many samples a file holds when each opening reads one part of it: two or more

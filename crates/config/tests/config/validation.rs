@@ -548,3 +548,18 @@ fn a_batch_time_is_read_by_reader_threads_and_refused_with_the_tfrecord_stream()
     );
     assert_contains(&negative, &["reader.batch_time", "stdev"]);
 }
+
+#[test]
+fn hdf5_label_reads_need_the_hdf5_reader_of_upstream_semantics() {
+    let ok = config(
+        "framework: pytorch\nsemantics: upstream\ndataset:\n  format: hdf5\n  hdf5:\n    label_read: to_end\n",
+    );
+    assert_eq!(ok.dataset.hdf5.label_read, dlio_config::LabelRead::ToEnd);
+    assert!(ok.validate(1).is_ok());
+    // The fork's semantics (the default) read each hdf5 file whole as bytes.
+    let err = rejected(
+        "framework: pytorch\ndataset:\n  format: hdf5\n  hdf5:\n    label_read: element\n",
+        1,
+    );
+    assert_contains(&err, &["dataset.hdf5.label_read", "semantics: upstream"]);
+}
