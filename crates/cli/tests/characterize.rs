@@ -633,6 +633,31 @@ fn records_read_through_an_index_are_samples_of_their_own_sizes() {
     assert_scores("indexed_records_pread", &r.fidelity);
 }
 
+/// Windows read at random offsets of large files (random crops) are samples of their own:
+/// the files keep their size, each holds as many windows as fit, and the steps the program
+/// took cap the epoch, so that the replay reads as many windows as the program did, not every
+/// file whole at each sample.
+#[test]
+fn random_windows_of_large_files_are_samples_and_the_steps_cap_the_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = trace_characterize_replay(dir.path(), "random_windows");
+    let d = &r.derived;
+    for (key, value) in [
+        ("dataset.num_files_train", "12"),
+        ("dataset.record_length_bytes", "16384"),
+        ("reader.batch_size", "6"),
+        ("reader.sample_shuffle", "random"),
+        ("train.epochs", "1"),
+        ("train.total_training_steps", "30"),
+    ] {
+        assert_eq!(d.get(key).map(String::as_str), Some(value), "{key}: {d:?}");
+    }
+    // As many windows as fit in the median file (192 to 416 KiB).
+    let per_file: u64 = d["dataset.num_samples_per_file"].parse().unwrap();
+    assert!((12..=26).contains(&per_file), "{per_file}");
+    assert_scores("random_windows", &r.fidelity);
+}
+
 /// An evaluation split read between epochs is an evaluation pass, not side files; the
 /// checkpoints written between steps stay checkpoints.
 #[test]

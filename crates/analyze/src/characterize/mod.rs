@@ -485,6 +485,20 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
     let (readers, f) = readers::readers(t, &activity, &samples, &eval);
     found.append(f);
     found.append(readers::last_batch(&samples, &readers));
+    if let Some(per_epoch) = samples.epoch_samples {
+        let batch = readers.batch.max(1);
+        found.param(
+            "train.total_training_steps",
+            (per_epoch / batch).max(1).to_string(),
+            format!(
+                "{} windows read over {} epochs, {per_epoch} an epoch, in batches of {batch}: \
+                 the data set holds {} windows, of which each epoch reads its share",
+                samples.events.len(),
+                samples.epochs,
+                samples.in_data_set
+            ),
+        );
+    }
     found.append(samples::read_type(&activity, &samples));
     found.append(requests::order(t, &samples));
     let (transfer_sizes, work_inside, f) =

@@ -21,6 +21,13 @@ pub(super) fn order(t: &Timeline, samples: &Samples) -> Found {
         ..
     } = samples;
     let (epochs, whole_files) = (*epochs, *whole_files);
+    if samples.windows {
+        let why = "each sample is a window read at an offset of its own, in a file and at a \
+                   place drawn at random";
+        found.param("reader.file_shuffle", "random".into(), why.into());
+        found.param("reader.sample_shuffle", "random".into(), why.into());
+        return found;
+    }
     // Order.
     let per_epoch = (sample_events.len() as u64).div_ceil(epochs).max(1) as usize;
     let epoch_orders: Vec<Vec<(u64, i64)>> = sample_events

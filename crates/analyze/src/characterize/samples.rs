@@ -37,6 +37,11 @@ pub(super) struct Samples<'t> {
     /// The format's own reads replay the traced ones (a stream's buffer, a row group's
     /// chunks, one read a record): no request keys are needed.
     pub format_reads: bool,
+    /// Samples each epoch reads when fewer than the data set holds (windows drawn at random
+    /// from files that hold more): `train.total_training_steps` caps the epoch.
+    pub epoch_samples: Option<u64>,
+    /// Each sample is a window an opening read at an offset of its own (a random crop).
+    pub windows: bool,
     /// The request patterns of the openings of files read whole in one request (empty when
     /// none describes them, or files are not read so).
     pub patterns: Vec<CommonPattern>,
@@ -57,6 +62,14 @@ pub(super) fn samples<'t>(
     let mut found = Found::default();
     let (reads, opens) = (&activity.reads, &activity.opens);
     let whole_files = whole_files_read(data, activity);
+    // Openings that each read a small window of a large file (a random crop of an audio or
+    // video file): a sample is the window, not the file.
+    let crop = if whole_files {
+        crops(data, activity)
+    } else {
+        None
+    };
+    let whole_files = whole_files && crop.is_none();
 
     let sizes: Vec<f64> = data
         .files
@@ -67,7 +80,10 @@ pub(super) fn samples<'t>(
     let num_files = data.files.len() as u64;
     let dataset_bytes: f64 = sizes.iter().sum();
     let shares = size_shares(reads);
-    let dominant = shares.first().map_or(0, |s| s.size);
+    let dominant = match &crop {
+        Some(c) => c.bytes,
+        None => shares.first().map_or(0, |s| s.size),
+    };
     let sample_file = data.files.iter().next().map(|f| t.path(*f));
     let (format, format_evidence) = format_of(&data.extension, sample_file, whole_files);
     if format == "tfrecord"
@@ -88,7 +104,7 @@ pub(super) fn samples<'t>(
     }
 
     // Per sample: which burst, which thread; and the epochs' visiting orders.
-    let sample_events: Vec<&Rec> = if whole_files {
+    let sample_events: Vec<&Rec> = if whole_files || crop.is_some() {
         opens.clone()
     } else {
         reads
@@ -133,7 +149,27 @@ pub(super) fn samples<'t>(
         found.param("dataset.hdf5.label_read", l.kind.into(), l.evidence.clone());
     }
     let samples_in_data_set = (num_files * samples_per_file).max(1);
-    let epochs = ((sample_events.len() as f64 / samples_in_data_set as f64).round() as u64).max(1);
+    let epochs = if crop.is_some() {
+        // Windows drawn at random: as many epochs as it takes to hold them (or as the
+        // generations of worker processes started again for each epoch, when the data set
+        // holds each one's windows), each reading its share, which
+        // `train.total_training_steps` caps.
+        let least = (sample_events.len() as u64).div_ceil(samples_in_data_set);
+        let generations = process_generations(reads);
+        // More generations than the least epochs: each then reads fewer windows than the
+        // data set holds.
+        if generations > least && generations <= sample_events.len() as u64 {
+            generations
+        } else {
+            least.max(1)
+        }
+    } else {
+        ((sample_events.len() as f64 / samples_in_data_set as f64).round() as u64).max(1)
+    };
+    let epoch_samples = crop
+        .is_some()
+        .then(|| sample_events.len() as u64 / epochs)
+        .filter(|&n| n < samples_in_data_set);
     // The mean, not the median: dlio's generator draws sizes around `record_length_bytes`
     // as their mean, and a skewed set of files (lognormal sizes) loses bytes to the median.
     let record_length = if whole_files {
@@ -174,6 +210,13 @@ pub(super) fn samples<'t>(
             )
         } else if whole_files {
             "each opening of a data file is read within one step: a sample is a file".into()
+        } else if let Some(c) = &crop {
+            format!(
+                "each opening of a data file reads a window of {dominant} bytes (median) at an \
+                 offset of its own, {:.0}% of its file at most for most openings: a sample is such \
+                 a window (a random crop), the file holds as many as fit",
+                c.share * 100.0
+            )
         } else {
             format!(
                 "files of {} bytes (median) read in requests of {dominant} bytes across many \
@@ -192,6 +235,8 @@ pub(super) fn samples<'t>(
                 file_sizes.median as u64,
                 size_note(format)
             )
+        } else if crop.is_some() {
+            format!("the bytes an opening read (median): {dominant}")
         } else {
             format!(
                 "the most frequent data read is {dominant} bytes ({} of {} reads)",
@@ -270,9 +315,90 @@ pub(super) fn samples<'t>(
             columnar: None,
             format_reads: false,
             patterns,
+            epoch_samples,
+            windows: crop.is_some(),
         },
         found,
     )
+}
+
+/// How many generations of reading processes there were: a process whose first data read
+/// comes after every earlier one's last begins a new one (a PyTorch DataLoader's workers,
+/// started again for each epoch). 1 when one process reads.
+pub(super) fn process_generations(reads: &[&Rec]) -> u64 {
+    let mut spans: HashMap<u32, (i64, i64)> = HashMap::new();
+    for r in reads {
+        let span = spans.entry(r.rank).or_insert((r.start, r.end));
+        span.0 = span.0.min(r.start);
+        span.1 = span.1.max(r.end);
+    }
+    let mut processes: Vec<(i64, i64)> = spans.into_values().collect();
+    processes.sort_unstable();
+    let mut generations = 0u64;
+    let mut last_end = i64::MIN;
+    for (first, last) in processes {
+        if first > last_end {
+            generations += 1;
+        }
+        last_end = last_end.max(last);
+    }
+    generations.max(1)
+}
+
+/// Openings that read windows of their files: each opening's reads cover less than half its
+/// file (the median opening), at offsets that are not the same for every opening of a file.
+struct Crop {
+    /// Bytes an opening read, the median.
+    bytes: u64,
+    /// The median opening's share of its file.
+    share: f64,
+}
+
+/// [`Crop`] when eight or more openings read windows of their files.
+fn crops(data: &DataSet, activity: &Activity) -> Option<Crop> {
+    let mut openings: HashMap<(u32, u32, u64), Vec<(u64, u64)>> = HashMap::new();
+    let mut done: Vec<(u64, Vec<(u64, u64)>)> = Vec::new();
+    for r in &activity.calls {
+        let key = (r.rank, r.tid, r.file);
+        match super::op(r) {
+            crate::event::Op::Open if r.fd >= 0 => {
+                if let Some(o) = openings.insert(key, Vec::new()) {
+                    done.push((r.file, o));
+                }
+            }
+            crate::event::Op::Read if r.bytes > 0 && r.offset >= 0 => {
+                if let Some(o) = openings.get_mut(&key) {
+                    o.push((r.offset as u64, (r.offset + r.bytes) as u64));
+                }
+            }
+            _ => {}
+        }
+    }
+    done.extend(openings.into_iter().map(|((_, _, f), o)| (f, o)));
+    done.retain(|(_, o)| !o.is_empty());
+    if done.len() < 8 {
+        return None;
+    }
+    let mut bytes: Vec<f64> = Vec::new();
+    let mut shares: Vec<f64> = Vec::new();
+    // The furthest stretch each file's openings read: windows move, a header does not.
+    let mut last_start: HashMap<u64, HashSet<u64>> = HashMap::new();
+    for (file, o) in &done {
+        let size = data.totals.get(file).map_or(0, |t| t.size).max(1);
+        let read = super::requests::union_bytes(o.iter().copied());
+        bytes.push(read as f64);
+        shares.push(read as f64 / size as f64);
+        if let Some(&(start, _)) = o.iter().max_by_key(|s| s.1 - s.0) {
+            last_start.entry(*file).or_default().insert(start);
+        }
+    }
+    let share = Stats::of(&shares).median;
+    // Most files' openings read their largest stretch at different offsets.
+    let moving = last_start.values().filter(|s| s.len() > 1).count();
+    (share < 0.5 && moving * 2 >= last_start.len()).then(|| Crop {
+        bytes: Stats::of(&bytes).median.round() as u64,
+        share,
+    })
 }
 
 /// A read by its process, thread and start.
@@ -492,6 +618,8 @@ fn stream_samples<'t>(
             unit_rows: 1,
             columnar: None,
             format_reads: true,
+            epoch_samples: None,
+            windows: false,
             patterns: Vec::new(),
         },
         found,
@@ -627,6 +755,8 @@ fn tiled_samples<'t>(
             unit_rows: 1,
             columnar: None,
             format_reads: true,
+            epoch_samples: None,
+            windows: false,
             patterns: Vec::new(),
         },
         found,
@@ -744,6 +874,8 @@ fn columnar_samples<'t>(
             unit_rows,
             columnar: Some(columnar),
             format_reads: true,
+            epoch_samples: None,
+            windows: false,
             patterns: Vec::new(),
         },
         found,
