@@ -83,9 +83,26 @@ pub(super) fn timing(
         .windows(2)
         .filter(|w| with_checkpoint(w[0].end, w[1].start))
         .count();
+    // The pauses before an epoch's first sample are left out as well: they hold the loader's
+    // start-up for the epoch, which `reader.epoch_start_time` replays where it is long.
+    let epoch_firsts: Vec<i64> = {
+        let per_epoch = (*samples_in_data_set).max(1) as usize;
+        if samples.stream.is_none()
+            && *epochs >= 2
+            && sample_events.len() == per_epoch * *epochs as usize
+        {
+            let mut starts: Vec<i64> = sample_events.iter().map(|r| r.start).collect();
+            starts.sort_unstable();
+            starts.into_iter().step_by(per_epoch).skip(1).collect()
+        } else {
+            Vec::new()
+        }
+    };
+    let opens_an_epoch =
+        |b: &super::trace_view::Burst| epoch_firsts.iter().any(|&f| f >= b.start && f <= b.end);
     let training_pauses: Vec<f64> = bursts
         .windows(2)
-        .filter(|w| !with_checkpoint(w[0].end, w[1].start))
+        .filter(|w| !with_checkpoint(w[0].end, w[1].start) && !opens_an_epoch(&w[1]))
         .map(|w| secs(w[1].start - w[0].end - eval.within(w[0].end, w[1].start)))
         .collect();
     let with_eval = bursts
