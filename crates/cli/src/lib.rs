@@ -91,6 +91,8 @@ pub fn main_with(argv: Vec<OsString>, entry: Entry) -> ExitCode {
     dlio_format::register_format_names();
     dlio_config::register_engine_names(dlio_storage::engine_names());
     limits::raise_open_file_limit();
+    // Before any thread starts: they inherit it.
+    dlio_loader::precise_timers();
     let argv = args::normalise(argv, entry);
     let cli = match args::Cli::try_parse_from(argv) {
         Ok(cli) => cli,

@@ -39,6 +39,7 @@ mod stream;
 mod window;
 
 pub use error::LoaderError;
+pub use priority::precise_timers;
 pub use sleep::TimeSampler;
 pub use stop::{CompensatedSleep, StopCause, StopSignal, Stopped};
 pub use stream::StreamOptions;
