@@ -23,17 +23,16 @@ pub(super) struct Timing {
 
 /// The timing section: `train.epochs`, `train.computation_time` and `reader.preprocess_time`.
 ///
-/// One piece (about 190 lines) on purpose: compute between steps, the loader's time per
+/// One piece (about 320 lines) on purpose: compute between steps, the loader's time per
 /// sample and the preprocess time are read off the same pauses and bursts in turn, each
 /// correcting the next, and end in one `Timing` and its reasons.
 pub(super) fn timing(
     t: &Timeline,
     data: &DataSet,
     activity: &Activity,
-    samples: &Samples,
-    readers: &Readers,
-    eval: &EvalPass,
+    (samples, readers, eval): (&Samples, &Readers, &EvalPass),
     work_inside_s: f64,
+    epochs_start_up: bool,
 ) -> (Timing, Found) {
     let mut found = Found::default();
     let Activity {
@@ -83,11 +82,12 @@ pub(super) fn timing(
         .windows(2)
         .filter(|w| with_checkpoint(w[0].end, w[1].start))
         .count();
-    // The pauses before an epoch's first sample are left out as well: they hold the loader's
-    // start-up for the epoch, which `reader.epoch_start_time` replays where it is long.
+    // Where `reader.epoch_start_time` replays the loader's start-up for each epoch, the
+    // pauses before an epoch's first sample, which hold it, are left out as well.
     let epoch_firsts: Vec<i64> = {
         let per_epoch = (*samples_in_data_set).max(1) as usize;
-        if samples.stream.is_none()
+        if epochs_start_up
+            && samples.stream.is_none()
             && *epochs >= 2
             && sample_events.len() == per_epoch * *epochs as usize
         {
@@ -249,9 +249,15 @@ pub(super) fn timing(
         let recurring = outliers > 0 && outliers * 10 >= training_pauses.len();
         // Bursts that held more than one batch (a file's short last read and the next file's
         // first, read back to back) are steps of the replay with no pause between them: the
-        // replay's extra steps pause 0, so that its pauses add up to the program's.
+        // replay's extra steps pause 0, so that its pauses add up to the program's. A few of
+        // them: when most bursts would hold several batches, the batch is what is wrong.
         let replay_steps = (sample_events.len() as u64 * unit_rows) / batch.max(1);
         let merged = replay_steps.saturating_sub(bursts.len() as u64) as usize;
+        let merged = if merged * 4 <= bursts.len() {
+            merged
+        } else {
+            0
+        };
         let checkpoint_said = if checkpointed > 0 {
             format!(
                 "; {checkpointed} pauses that held a checkpoint's writes are left out (the \
