@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Characterisation on programs it has never seen (#30): every program of bench/corpus/programs
-# (41 training-style programs: PyTorch DataLoader, tf.data, h5py, numpy memmap, PIL, pyarrow,
+# (47 training-style programs: PyTorch DataLoader, tf.data, h5py, numpy memmap, PIL, pyarrow,
 # pickle, torch.load, json lines, pandas csv, zarr-like chunks, webdataset tars, random crops,
 # pools of threads and processes, ...) and the seven of crates/cli/tests/programs is made,
 # traced with `dlio trace`, characterised with `dlio characterize`, replayed with

@@ -658,6 +658,32 @@ fn random_windows_of_large_files_are_samples_and_the_steps_cap_the_epoch() {
     assert_scores("random_windows", &r.fidelity);
 }
 
+/// Parquet files read whole by pandas (pyarrow reads the footer on the calling thread and the
+/// whole data region in one request on its own): each read is three row groups fetched
+/// together, by one reader, twice over.
+#[test]
+fn whole_parquet_files_are_their_row_groups_fetched_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = trace_characterize_replay(dir.path(), "parquet_full_files_pandas");
+    let d = &r.derived;
+    for (key, value) in [
+        ("dataset.format", "parquet"),
+        ("dataset.num_files_train", "6"),
+        ("dataset.num_samples_per_file", "1536"),
+        ("reader.read_threads", "1"),
+        ("reader.batch_size", "1536"),
+        ("train.epochs", "2"),
+    ] {
+        assert_eq!(d.get(key).map(String::as_str), Some(value), "{key}: {d:?}");
+    }
+    assert!(
+        d["dataset.parquet"].contains("coalesce_row_groups: 3"),
+        "{}",
+        d["dataset.parquet"]
+    );
+    assert_structure("parquet_full_files_pandas", &r.fidelity);
+}
+
 /// An evaluation split read between epochs is an evaluation pass, not side files; the
 /// checkpoints written between steps stay checkpoints.
 #[test]

@@ -95,7 +95,13 @@ pub(super) fn readers(
         processes,
         only_main,
         read_threads,
-    } = census(reads);
+    } = census(if samples.columnar.is_some() {
+        // Row-group reads only: a thread that reads nothing but footers opens the files for
+        // the readers (pyarrow reads a footer on the calling thread, the data on its own).
+        &samples.events
+    } else {
+        reads
+    });
     let batch_of_reads = "the samples opened between two compute pauses";
     found.param(
         "reader.batch_size",

@@ -833,10 +833,15 @@ fn columnar_samples<'t>(
     found.param(
         "dataset.parquet",
         format!(
-            "{{row_group_size: {}, footer_read_size: {}, metadata_cache: {}, columns: [{columns}]}}",
+            "{{row_group_size: {}, footer_read_size: {}, metadata_cache: {}, {}columns: [{columns}]}}",
             columnar.group_rows,
             columnar.footer_read_size,
-            if columnar.metadata_cache { "True" } else { "False" }
+            if columnar.metadata_cache { "True" } else { "False" },
+            if columnar.coalesce_row_groups > 1 {
+                format!("coalesce_row_groups: {}, ", columnar.coalesce_row_groups)
+            } else {
+                String::new()
+            }
         ),
         format!(
             "the footers: row groups of {} rows; the traced reads cover the chunks of {} of {} \
@@ -857,7 +862,14 @@ fn columnar_samples<'t>(
             } else {
                 "footers are read again every epoch"
             }
-        ),
+        ) + &if columnar.coalesce_row_groups > 1 {
+            format!(
+                "; a read takes {} row groups at once (the median read): fetched together",
+                columnar.coalesce_row_groups
+            )
+        } else {
+            String::new()
+        },
     );
     let unit_rows = columnar.group_rows;
     (

@@ -223,6 +223,9 @@ pub(super) struct Columnar {
     pub footer_read_size: u64,
     /// Footers read once per file in the run while the files were read over several epochs.
     pub metadata_cache: bool,
+    /// Consecutive row groups one request fetched (the median over the row-group reads):
+    /// pyarrow's read of a whole file takes its data region in one.
+    pub coalesce_row_groups: u64,
 }
 
 /// The row-group reads of parquet files read by unit, with what the files' footers say; `None`
@@ -243,6 +246,7 @@ pub(super) fn columnar_of<'t>(
     let mut footer_reads: Vec<u64> = Vec::new();
     let mut visits: Vec<&Rec> = Vec::new();
     let mut last_visit: HashMap<(u32, u32), (u64, usize)> = HashMap::new();
+    let mut groups_per_read: Vec<f64> = Vec::new();
     for r in &activity.reads {
         let Some(layout) = layouts.get(&r.file) else {
             continue;
@@ -253,23 +257,34 @@ pub(super) fn columnar_of<'t>(
             footer_reads.push(r.bytes as u64);
             continue;
         }
-        let group = layout.chunks.iter().position(|chunks| {
-            let start = chunks.iter().map(|c| c.0).min().unwrap_or(0);
-            let stop = chunks.iter().map(|c| c.0 + c.1).max().unwrap_or(0);
-            offset >= start && offset < stop
-        });
-        let Some(group) = group else {
+        // The row groups the read falls on: the one it starts in, and those it runs into (a
+        // read of a whole file's data region takes every one).
+        let groups: Vec<usize> = layout
+            .chunks
+            .iter()
+            .enumerate()
+            .filter(|(_, chunks)| {
+                let start = chunks.iter().map(|c| c.0).min().unwrap_or(0);
+                let stop = chunks.iter().map(|c| c.0 + c.1).max().unwrap_or(0);
+                (offset >= start && offset < stop) || (start >= offset && start < end)
+            })
+            .map(|(g, _)| g)
+            .collect();
+        if groups.is_empty() {
             continue;
-        };
-        for (i, &(start, len)) in layout.chunks[group].iter().enumerate() {
-            if start >= offset && start + len <= end && i < read.len() {
-                read[i] = true;
-            }
         }
-        // A visit of a row group: its first read by a thread (several requests when the
-        // selected columns are not adjacent).
-        if last_visit.insert((r.rank, r.tid), (r.file, group)) != Some((r.file, group)) {
-            visits.push(r);
+        groups_per_read.push(groups.len() as f64);
+        for &group in &groups {
+            for (i, &(start, len)) in layout.chunks[group].iter().enumerate() {
+                if start >= offset && start + len <= end && i < read.len() {
+                    read[i] = true;
+                }
+            }
+            // A visit of a row group: its first read by a thread (several requests when the
+            // selected columns are not adjacent).
+            if last_visit.insert((r.rank, r.tid), (r.file, group)) != Some((r.file, group)) {
+                visits.push(r);
+            }
         }
     }
     if visits.is_empty() || !read.iter().any(|&r| r) {
@@ -300,6 +315,7 @@ pub(super) fn columnar_of<'t>(
                 0
             },
             metadata_cache: opens_per_file <= 1.0 && epochs > 1.5,
+            coalesce_row_groups: (Stats::of(&groups_per_read).median.round() as u64).max(1),
         },
         visits,
     ))

@@ -238,6 +238,9 @@ pub(super) fn timing(
         } else {
             0.0
         };
+        // The replay spends the preprocess time once per sample, a row where an event stands
+        // for a row group's rows: the time between two events is spread over their rows.
+        let per_sample = per_sample / unit_rows as f64;
         let per_sample = if per_sample >= MIN_PREPROCESS_S {
             per_sample
         } else {
