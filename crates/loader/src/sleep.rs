@@ -50,7 +50,8 @@ impl Strata {
     /// A variate on [0, 1) from the next stratum of `n`, starting a new run when one ends.
     fn next<R: Rng + ?Sized>(&mut self, n: usize, rng: &mut R) -> f64 {
         if self.deck.is_empty() {
-            self.deck = (0..n.max(1) as u32).collect();
+            // Refilled in place: after the first run, no allocation per draw.
+            self.deck.extend(0..n.max(1) as u32);
             self.deck.shuffle(rng);
         }
         let stratum = self.deck.pop().unwrap_or(0);

@@ -453,11 +453,12 @@ pub(super) fn step_pauses(
     (per_step, left_out)
 }
 
-/// The training process's writes to files (not pipes): their ends and sizes, sorted by end.
-fn consumer_writes(t: &Timeline, pid: u32) -> Vec<(i64, u64)> {
+/// The writes that moved bytes among those `keep` keeps (the training process's, the
+/// program's outside the data set): their ends and sizes, sorted by end.
+pub(super) fn writes_where(t: &Timeline, keep: impl Fn(&Rec) -> bool) -> Vec<(i64, u64)> {
     let mut written: Vec<(i64, u64)> = t
         .io()
-        .filter(|r| r.rank == pid && op(r) == Op::Write && r.bytes > 0)
+        .filter(|r| op(r) == Op::Write && r.bytes > 0 && keep(r))
         .map(|r| (r.end, r.bytes as u64))
         .collect();
     written.sort_unstable();
@@ -465,7 +466,7 @@ fn consumer_writes(t: &Timeline, pid: u32) -> Vec<(i64, u64)> {
 }
 
 /// Bytes of `written` whose calls ended between `from` and `to`.
-fn written_between(written: &[(i64, u64)], from: i64, to: i64) -> u64 {
+pub(super) fn written_between(written: &[(i64, u64)], from: i64, to: i64) -> u64 {
     let first = written.partition_point(|&(end, _)| end < from);
     written[first..]
         .iter()
@@ -524,7 +525,7 @@ fn consumer_ahead(
         .unwrap_or(1)
         .max(1);
     let readers = (concurrent_processes(&activity.reads) as u64).max(1);
-    let written = consumer_writes(t, consumer.pid);
+    let written = writes_where(t, |r| r.rank == consumer.pid);
     let (per_step, left_out) = step_pauses(
         &takes,
         |from, to| {
@@ -595,6 +596,7 @@ fn consumer_ahead(
 /// prefetch at an epoch's start lasts), with their count; (0, 0) under three.
 fn batch_work(reads: &[&Rec], events: &[&Rec], batch: u64, step_s: f64) -> (f64, usize) {
     let batch = batch.max(1) as usize;
+    // Each worker's reads by start, with the furthest end reached so far at each.
     let mut last_read_end: HashMap<u32, Vec<(i64, i64)>> = HashMap::new();
     for r in reads {
         last_read_end
@@ -604,16 +606,21 @@ fn batch_work(reads: &[&Rec], events: &[&Rec], batch: u64, step_s: f64) -> (f64,
     }
     for v in last_read_end.values_mut() {
         v.sort_unstable();
+        let mut furthest = i64::MIN;
+        for read in v.iter_mut() {
+            furthest = furthest.max(read.1);
+            read.1 = furthest;
+        }
     }
     let mut by_worker: HashMap<u32, Vec<i64>> = HashMap::new();
     for e in events {
         by_worker.entry(e.rank).or_default().push(e.start);
     }
-    // The end of the worker's last read that began before `t`.
+    // The furthest end of the worker's reads that began before `t`.
     let end_before = |rank: u32, t: i64| -> Option<i64> {
         let v = last_read_end.get(&rank)?;
         let i = v.partition_point(|&(s, _)| s < t);
-        v[..i].iter().map(|&(_, e)| e).max()
+        i.checked_sub(1).map(|i| v[i].1)
     };
     let (mut within, mut between) = (Vec::new(), Vec::new());
     for (&rank, starts) in by_worker.iter_mut() {

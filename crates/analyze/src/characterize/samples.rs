@@ -155,7 +155,7 @@ pub(super) fn samples<'t>(
         // holds each one's windows), each reading its share, which
         // `train.total_training_steps` caps.
         let least = (sample_events.len() as u64).div_ceil(samples_in_data_set);
-        let generations = process_generations(reads);
+        let generations = (generation_starts(reads).len() as u64).max(1);
         // More generations than the least epochs: each then reads fewer windows than the
         // data set holds.
         if generations > least && generations <= sample_events.len() as u64 {
@@ -322,10 +322,10 @@ pub(super) fn samples<'t>(
     )
 }
 
-/// How many generations of reading processes there were: a process whose first data read
-/// comes after every earlier one's last begins a new one (a PyTorch DataLoader's workers,
-/// started again for each epoch). 1 when one process reads.
-pub(super) fn process_generations(reads: &[&Rec]) -> u64 {
+/// When each generation of reading processes began, in order: a process whose first data
+/// read comes after every earlier one's last begins a new one (a PyTorch DataLoader's workers,
+/// started again for each epoch). One start when one process reads; none without reads.
+pub(super) fn generation_starts(reads: &[&Rec]) -> Vec<i64> {
     let mut spans: HashMap<u32, (i64, i64)> = HashMap::new();
     for r in reads {
         let span = spans.entry(r.rank).or_insert((r.start, r.end));
@@ -334,15 +334,15 @@ pub(super) fn process_generations(reads: &[&Rec]) -> u64 {
     }
     let mut processes: Vec<(i64, i64)> = spans.into_values().collect();
     processes.sort_unstable();
-    let mut generations = 0u64;
+    let mut starts = Vec::new();
     let mut last_end = i64::MIN;
     for (first, last) in processes {
         if first > last_end {
-            generations += 1;
+            starts.push(first);
         }
         last_end = last_end.max(last);
     }
-    generations.max(1)
+    starts
 }
 
 /// Openings that read windows of their files: each opening's reads cover less than half its

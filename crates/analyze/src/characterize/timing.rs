@@ -2,12 +2,12 @@
 //! readers that run ahead), and the loader's own time per sample inside a step's loading.
 
 use super::eval::EvalPass;
-use super::readers::{Ahead, Readers, STEP_CLUSTER_RATIO};
-use super::samples::Samples;
+use super::readers::{Ahead, Readers, STEP_CLUSTER_RATIO, writes_where, written_between};
+use super::samples::{Samples, generation_starts};
 use super::trace_view::DataSet;
 use super::{Activity, Found, MIN_GAP_RATIO, MIN_PREPROCESS_S, MIN_WRITTEN_BYTES, Stats, secs};
-use crate::event::Op;
-use crate::timeline::{Timeline, op};
+use crate::ingest::Rec;
+use crate::timeline::Timeline;
 
 /// What the timing section found.
 pub(super) struct Timing {
@@ -68,16 +68,9 @@ pub(super) fn timing(
     // would spread over every step.
     // Pauses that held a checkpoint's writes are left out too: the replay writes its own
     // checkpoint at that step, in its own time, besides the compute.
-    let written = writes_outside_the_data(t, data);
-    let with_checkpoint = |from: i64, to: i64| {
-        let first = written.partition_point(|&(end, _)| end < from);
-        written[first..]
-            .iter()
-            .take_while(|&&(end, _)| end <= to)
-            .map(|&(_, bytes)| bytes)
-            .sum::<u64>()
-            >= MIN_WRITTEN_BYTES
-    };
+    let written = writes_where(t, |r| !data.holds(r.file));
+    let with_checkpoint =
+        |from: i64, to: i64| written_between(&written, from, to) >= MIN_WRITTEN_BYTES;
     let checkpointed = bursts
         .windows(2)
         .filter(|w| with_checkpoint(w[0].end, w[1].start))
@@ -91,9 +84,10 @@ pub(super) fn timing(
             && *epochs >= 2
             && sample_events.len() == per_epoch * *epochs as usize
         {
-            let mut starts: Vec<i64> = sample_events.iter().map(|r| r.start).collect();
-            starts.sort_unstable();
-            starts.into_iter().step_by(per_epoch).skip(1).collect()
+            epoch_firsts(sample_events, per_epoch)
+                .into_iter()
+                .skip(1)
+                .collect()
         } else {
             Vec::new()
         }
@@ -356,6 +350,13 @@ pub(super) fn timing(
     )
 }
 
+/// When each epoch's first sample began: the samples in time order, `per_epoch` an epoch.
+fn epoch_firsts(events: &[&Rec], per_epoch: usize) -> Vec<i64> {
+    let mut starts: Vec<i64> = events.iter().map(|r| r.start).collect();
+    starts.sort_unstable();
+    starts.into_iter().step_by(per_epoch.max(1)).collect()
+}
+
 /// The shortest per-batch time written (`reader.batch_time`): under it, a sleep's slack.
 const MIN_BATCH_WORK_S: f64 = 100e-6;
 
@@ -378,22 +379,11 @@ pub(super) fn loader_start_up(activity: &Activity, readers: &Readers, eval: &Eva
     ) else {
         return found;
     };
-    let mut spans: std::collections::HashMap<u32, (i64, i64)> = Default::default();
-    for r in &activity.reads {
-        let span = spans.entry(r.rank).or_insert((r.start, r.end));
-        span.0 = span.0.min(r.start);
-        span.1 = span.1.max(r.end);
-    }
-    let mut processes: Vec<(i64, i64)> = spans.into_values().collect();
-    processes.sort_unstable();
-    let mut group_starts = Vec::new();
-    let mut last_end = i64::MIN;
-    for (i, &(first, last)) in processes.iter().enumerate() {
-        if i > 0 && first > last_end {
-            group_starts.push(first);
-        }
-        last_end = last_end.max(last);
-    }
+    // Each generation after the first: workers started again.
+    let group_starts: Vec<i64> = generation_starts(&activity.reads)
+        .into_iter()
+        .skip(1)
+        .collect();
     let takes = consumer.step_starts();
     let delays: Vec<f64> = group_starts
         .iter()
@@ -468,9 +458,7 @@ pub(super) fn epoch_start_up(
     {
         return found;
     }
-    let mut firsts: Vec<i64> = samples.events.iter().map(|r| r.start).collect();
-    firsts.sort_unstable();
-    let firsts: Vec<i64> = firsts.into_iter().step_by(per_epoch).collect();
+    let firsts = epoch_firsts(&samples.events, per_epoch);
     // Each epoch's first sample and the end of its last data read (a stream's events are
     // openings: its reads go on after them), the reads before the next epoch's first sample.
     let epochs: Vec<(i64, i64)> = firsts
@@ -596,18 +584,6 @@ fn loader_work(found: &mut Found, seconds: f64, lanes: u64, evidence: String) {
             },
         );
     }
-}
-
-/// The end and bytes of every write of the program to a file outside the data set (a
-/// checkpoint, a log), in the order they ended.
-fn writes_outside_the_data(t: &Timeline, data: &DataSet) -> Vec<(i64, u64)> {
-    let mut written: Vec<(i64, u64)> = t
-        .io()
-        .filter(|r| op(r) == Op::Write && r.bytes > 0 && !data.holds(r.file))
-        .map(|r| (r.end, r.bytes as u64))
-        .collect();
-    written.sort_unstable();
-    written
 }
 
 /// About the shortest sleep that lasts what was asked on Linux (the timer's slack and the
