@@ -171,15 +171,13 @@ pub(super) fn eval_pass(
     found.param(
         "dataset.num_files_eval",
         files.len().to_string(),
-        format!(
-            "the evaluation split: {}",
-            files
-                .iter()
-                .take(3)
-                .map(|f| t.path(*f))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        format!("the evaluation split: {}", {
+            // In name order: the set's own order changes from run to run.
+            let mut names: Vec<&str> = files.iter().map(|f| t.path(*f)).collect();
+            names.sort_unstable();
+            names.truncate(3);
+            names.join(", ")
+        }),
     );
     found.param("reader.batch_size_eval", batch.to_string(), step_evidence);
     found.param(
