@@ -658,6 +658,29 @@ fn random_windows_of_large_files_are_samples_and_the_steps_cap_the_epoch() {
     assert_scores("random_windows", &r.fidelity);
 }
 
+/// Files drawn with replacement (a weighted sampler balancing three classes): samples come
+/// again within an epoch, so the epoch is the draws, not the files seen, and the data set is
+/// larger than the files read.
+#[test]
+fn draws_with_replacement_are_replayed_as_draws_from_a_larger_data_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = trace_characterize_replay(dir.path(), "weighted_draws_npy");
+    let d = &r.derived;
+    for (key, value) in [
+        ("reader.sample_replacement", "True"),
+        ("reader.sample_shuffle", "seed"),
+        ("reader.batch_size", "8"),
+        ("train.epochs", "2"),
+        ("train.total_training_steps", "12"),
+    ] {
+        assert_eq!(d.get(key).map(String::as_str), Some(value), "{key}: {d:?}");
+    }
+    // 95 distinct files of 120 for 192 draws: uniform draws find that many in about 118.
+    let files: u64 = d["dataset.num_files_train"].parse().unwrap();
+    assert!((100..=140).contains(&files), "{files}");
+    assert_scores("weighted_draws_npy", &r.fidelity);
+}
+
 /// Parquet files read whole by pandas (pyarrow reads the footer on the calling thread and the
 /// whole data region in one request on its own): each read is three row groups fetched
 /// together, by one reader, twice over.

@@ -615,6 +615,7 @@ fn four_rank_plan() -> PlanSpec {
         read_threads: 1,
         file_shuffle: Shuffle::Seed,
         sample_shuffle: Shuffle::Seed,
+        sample_replacement: false,
         seed: 123,
         seed_change_epoch: true,
         random_seed: 0,

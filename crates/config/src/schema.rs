@@ -887,6 +887,12 @@ pub struct ReaderConfig {
     pub file_shuffle: Shuffle,
     /// Sample-order shuffle. Default off.
     pub sample_shuffle: Shuffle,
+    /// Ours: each sample of a rank's epoch is an independent, uniform draw of the rank's
+    /// shard, so samples repeat within an epoch and others are not read in it (PyTorch's
+    /// `RandomSampler(replacement=True)`, the weighted samplers of imbalanced data sets); the
+    /// draws are keyed by `sample_shuffle`'s seed and epoch rule, which must not be off.
+    /// Default false (each sample once per epoch).
+    pub sample_replacement: bool,
     /// Shuffle buffer (TF) / initial fill (DALI). Default 1024.
     pub shuffle_size: u64,
     /// Open-read-close per sample (`on_demand`) or keep files open (`memory`). Default
@@ -988,6 +994,7 @@ impl Default for ReaderConfig {
             prefetch_size: 2,
             file_shuffle: Shuffle::Off,
             sample_shuffle: Shuffle::Off,
+            sample_replacement: false,
             shuffle_size: 1024,
             read_type: ReadType::OnDemand,
             transfer_size: None,

@@ -61,6 +61,23 @@ impl Config {
                 "keep reader.read_ahead True, or read with another data_loader (pytorch)",
             ));
         }
+        if self.reader.sample_replacement && self.reader.sample_shuffle == crate::Shuffle::Off {
+            return Err(invalid(
+                "reader.sample_replacement",
+                "draws samples at random, keyed by reader.sample_shuffle's seed, which is off."
+                    .into(),
+                "set reader.sample_shuffle to seed (the same draws in every run) or random",
+            ));
+        }
+        if self.reader.sample_replacement && self.sampler() == crate::Sampler::FileShards {
+            return Err(invalid(
+                "reader.sample_replacement",
+                "cannot draw a record twice from the tf.data TFRecord pipeline (format tfrecord \
+                 with the tensorflow loader), which streams whole files."
+                    .into(),
+                "remove reader.sample_replacement, or read through data_loader_sampler: index",
+            ));
+        }
         let share = self.reader.fresh_read_share;
         if !(0.0..=1.0).contains(&share) {
             return Err(invalid(

@@ -60,6 +60,7 @@ fn plan(files: u64, sampler: Sampler, threads: u32, shuffle: Shuffle) -> EpochPl
         read_threads: threads,
         file_shuffle: shuffle,
         sample_shuffle: shuffle,
+        sample_replacement: false,
         seed: 9,
         seed_change_epoch: true,
         random_seed: 0,

@@ -45,6 +45,7 @@ fn plan_spec(files: u64, world: u32, threads: u32, batch: u64) -> PlanSpec {
         read_threads: threads,
         file_shuffle: Shuffle::Off,
         sample_shuffle: Shuffle::Off,
+        sample_replacement: false,
         seed: 9,
         seed_change_epoch: true,
         random_seed: 0,

@@ -34,10 +34,34 @@ struct ShardMap {
     /// First position of this rank in the epoch's global order: `rank * samples_per_rank`.
     rank_start: u64,
     samples_per_file: u64,
-    /// Permutes offsets inside the rank's shard (`reader.sample_shuffle`).
-    sample_order: Option<KeyedPermutation>,
+    /// Maps offsets into the rank's shard (`reader.sample_shuffle`, `sample_replacement`).
+    sample_order: Option<SampleOrder>,
     /// Permutes the file list (`reader.file_shuffle`); the same on every rank.
     file_order: Option<KeyedPermutation>,
+}
+
+/// How a rank's read-order offsets map onto positions in its shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum SampleOrder {
+    /// Every position once, in a keyed order (`reader.sample_shuffle`).
+    Permuted(KeyedPermutation),
+    /// Every offset an independent, uniform draw of the `len` positions
+    /// (`reader.sample_replacement`): a keyed hash of the offset, scaled to the range by a
+    /// 128-bit multiply, which is unbiased to within `len / 2^64`.
+    Drawn { len: u64, key: u64 },
+}
+
+impl SampleOrder {
+    fn apply(&self, offset: u64) -> u64 {
+        match *self {
+            SampleOrder::Permuted(order) => order.apply(offset),
+            SampleOrder::Drawn { len, key } => {
+                let scaled = (u128::from(mix(key, offset)) * u128::from(len)) >> 64;
+                // Below `len`, a u64, so the conversion cannot fail.
+                u64::try_from(scaled).unwrap_or(0)
+            }
+        }
+    }
 }
 
 /// The record stream of one rank under [`Sampler::FileShards`] (tf.data's TFRecord pipeline):
@@ -191,13 +215,28 @@ impl EpochPlan {
         let file_shards = spec.sampler == Sampler::FileShards;
         // File shards: the sample shuffle is tf.data's shuffle buffer, which the loader applies
         // to the stream (it is sequential, not a permutation of the shard).
+        // Draws with replacement come from the rank's share of the whole data set, the
+        // samples trimming left out included (a sampler draws from all of its data set); the
+        // epoch still makes as many draws as the trimmed shard holds.
+        let share = if spec.sample_replacement {
+            trim.total_samples / u64::from(spec.world.max(1))
+        } else {
+            samples_per_rank
+        };
         let sample_order = shuffle_key(spec, spec.sample_shuffle, epoch, SAMPLE_SHUFFLE_PURPOSE)
             .filter(|_| !file_shards)
-            .map(|key| KeyedPermutation::new(samples_per_rank, mix(key, u64::from(rank))));
+            .map(|key| {
+                let key = mix(key, u64::from(rank));
+                if spec.sample_replacement {
+                    SampleOrder::Drawn { len: share, key }
+                } else {
+                    SampleOrder::Permuted(KeyedPermutation::new(samples_per_rank, key))
+                }
+            });
         Ok(EpochPlan {
             map: ShardMap {
                 stream: file_shards.then(|| StreamShape::new(spec, rank)),
-                rank_start: u64::from(rank) * samples_per_rank,
+                rank_start: u64::from(rank) * share,
                 samples_per_file: spec.samples_per_file,
                 sample_order,
                 file_order,

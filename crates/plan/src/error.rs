@@ -33,6 +33,23 @@ pub enum PlanError {
     )]
     ZeroStepCap,
 
+    /// `reader.sample_replacement` without a sample shuffle to key its draws.
+    #[error(
+        "reader.sample_replacement is True but reader.sample_shuffle is off: draws with \
+         replacement are random; set reader.sample_shuffle to seed (the same draws every run) \
+         or random (new draws every run)"
+    )]
+    ReplacementWithoutShuffle,
+
+    /// `reader.sample_replacement` with tf.data's record streams, which read files in order.
+    #[error(
+        "reader.sample_replacement is True with the tf.data TFRecord pipeline \
+         (data_loader_sampler: file_shards), which streams whole files and cannot draw a \
+         record twice; remove reader.sample_replacement or read through \
+         data_loader_sampler: index"
+    )]
+    ReplacementInFileShards,
+
     /// `num_files * samples_per_file` does not fit in 64 bits.
     #[error(
         "{num_files} files x {samples_per_file} samples per file is more than 2^64 samples; \

@@ -51,6 +51,10 @@
 //!   across ranks, as upstream). The key also mixes in the rank, so ranks do not all follow
 //!   the same pattern. Upstream's PyTorch sampler reads in ascending order whatever the
 //!   shuffle (bug B4).
+//! - **sample_replacement** (ours) draws each offset of the rank's epoch uniformly from its
+//!   own shard instead of permuting it, so samples repeat within an epoch, as PyTorch's
+//!   `RandomSampler(replacement=True)`; the draw is a keyed hash of the offset (O(1), and the
+//!   same on every machine).
 //! - **Index sampler** (PyTorch, DALI): step `s` is offsets `s*b .. s*b+b` of the shard.
 //! - **Iterative sampler** (tf.data): reader thread `t` of `n` owns the steps with
 //!   `s % n == t` and walks its own contiguous chunk of the shard (chunks in thread order), so
@@ -87,6 +91,7 @@
 //!     read_threads: 2,
 //!     file_shuffle: Shuffle::Off,
 //!     sample_shuffle: Shuffle::Off,
+//!     sample_replacement: false,
 //!     seed: 123,
 //!     seed_change_epoch: true,
 //!     random_seed: 0,

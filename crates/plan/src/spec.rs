@@ -28,6 +28,12 @@ pub struct PlanSpec {
     pub file_shuffle: Shuffle,
     /// `reader.sample_shuffle`.
     pub sample_shuffle: Shuffle,
+    /// `reader.sample_replacement` (ours): each offset of a rank's epoch draws its sample
+    /// uniformly from the rank's shard, independently of the others, so a sample can come
+    /// several times in one epoch and others not at all (PyTorch's
+    /// `RandomSampler(replacement=True)`). Needs a `sample_shuffle` (its seed and epoch rule
+    /// key the draws) and an index sampler.
+    pub sample_replacement: bool,
     /// `train.seed` (DLIO's default is 123): the seed of [`Shuffle::Seed`].
     pub seed: u64,
     /// `train.seed_change_epoch`: the shuffle seed of epoch `e` is `seed + e` when true.
@@ -59,6 +65,12 @@ impl PlanSpec {
         }
         if self.total_training_steps == Some(0) {
             return Err(PlanError::ZeroStepCap);
+        }
+        if self.sample_replacement && self.sample_shuffle == Shuffle::Off {
+            return Err(PlanError::ReplacementWithoutShuffle);
+        }
+        if self.sample_replacement && self.sampler == Sampler::FileShards {
+            return Err(PlanError::ReplacementInFileShards);
         }
         let Some(total_samples) = self.num_files.checked_mul(self.samples_per_file) else {
             return Err(PlanError::TooManySamples {
@@ -196,6 +208,7 @@ mod tests {
             read_threads: 1,
             file_shuffle: Shuffle::Off,
             sample_shuffle: Shuffle::Off,
+            sample_replacement: false,
             seed: 123,
             seed_change_epoch: true,
             random_seed: 0,

@@ -52,6 +52,7 @@ fn spec(num_files: u64, samples_per_file: u64, batch_size: u64, world: u32) -> P
         read_threads: 1,
         file_shuffle: Shuffle::Off,
         sample_shuffle: Shuffle::Off,
+        sample_replacement: false,
         seed: 123,
         seed_change_epoch: true,
         random_seed: 987_654_321,
@@ -434,6 +435,55 @@ fn sample_shuffle_reorders_a_rank_s_shard_without_leaving_it() {
         let set = |v: &[SampleRef]| v.iter().copied().collect::<BTreeSet<_>>();
         assert_eq!(set(&ordered), set(&shuffled));
     }
+}
+
+#[test]
+fn draws_with_replacement_repeat_samples_inside_each_rank_s_shard() {
+    // 100 single-sample files, batches of 6, 2 ranks: 48 draws per rank and epoch (the
+    // trimmed shard), from shares of 50 (trimming leaves no sample out of the draws).
+    let spec = PlanSpec {
+        sample_shuffle: Shuffle::Seed,
+        sample_replacement: true,
+        drop_last: true,
+        ..spec(100, 1, 6, 2)
+    };
+    let mut distinct_per_epoch = Vec::new();
+    for epoch in 1..=40 {
+        for rank in 0..2 {
+            let plan = plan(&spec, epoch, rank);
+            assert_eq!(plan.steps(), 8);
+            let drawn = rank_samples(&spec, epoch, rank);
+            assert_eq!(drawn.len(), 48);
+            // Draws never leave the rank's shard, and they are reproducible.
+            let shard = u64::from(rank) * 50..u64::from(rank + 1) * 50;
+            assert!(drawn.iter().all(|s| shard.contains(&s.global)), "{drawn:?}");
+            assert_eq!(drawn, rank_samples(&spec, epoch, rank));
+            distinct_per_epoch.push(drawn.iter().collect::<BTreeSet<_>>().len() as f64);
+        }
+    }
+    // 48 uniform draws of 50 positions: 50 * (1 - (49/50)^48) = 31.0 distinct on average
+    // (a permutation would give 48 every time).
+    let mean = distinct_per_epoch.iter().sum::<f64>() / distinct_per_epoch.len() as f64;
+    assert!((29.5..32.5).contains(&mean), "{mean}");
+    // The draws change from epoch to epoch (seed_change_epoch).
+    assert_ne!(rank_samples(&spec, 1, 0), rank_samples(&spec, 2, 0));
+    // Without a shuffle to key them, or with tf.data's streams, draws are refused.
+    let unkeyed = PlanSpec {
+        sample_shuffle: Shuffle::Off,
+        ..spec
+    };
+    assert_eq!(
+        EpochPlan::new(&unkeyed, 1, 0).err(),
+        Some(PlanError::ReplacementWithoutShuffle)
+    );
+    let streamed = PlanSpec {
+        sampler: Sampler::FileShards,
+        ..spec
+    };
+    assert_eq!(
+        EpochPlan::new(&streamed, 1, 0).err(),
+        Some(PlanError::ReplacementInFileShards)
+    );
 }
 
 #[test]

@@ -218,6 +218,7 @@ pub fn train_plan_spec(config: &Config, world: u32, num_files: u64, random_seed:
         read_threads: config.reader.read_threads,
         file_shuffle: config.reader.file_shuffle,
         sample_shuffle: config.reader.sample_shuffle,
+        sample_replacement: config.reader.sample_replacement,
         seed: config.train.seed,
         seed_change_epoch: config.train.seed_change_epoch,
         random_seed,

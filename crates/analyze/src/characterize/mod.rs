@@ -496,9 +496,14 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
             "train.total_training_steps",
             (per_epoch / batch).max(1).to_string(),
             format!(
-                "{} windows read over {} epochs, {per_epoch} an epoch, in batches of {batch}: \
-                 the data set holds {} windows, of which each epoch reads its share",
+                "{} {} read over {} epochs, {per_epoch} an epoch, in batches of {batch}: \
+                 the data set holds {} of them, of which each epoch reads its share",
                 samples.events.len(),
+                if samples.windows {
+                    "windows"
+                } else {
+                    "samples drawn"
+                },
                 samples.epochs,
                 samples.in_data_set
             ),

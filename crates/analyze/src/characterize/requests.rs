@@ -28,6 +28,26 @@ pub(super) fn order(t: &Timeline, samples: &Samples) -> Found {
         found.param("reader.sample_shuffle", "random".into(), why.into());
         return found;
     }
+    if let Some(draws) = &samples.draws {
+        found.param(
+            "reader.file_shuffle",
+            "off".into(),
+            "files are drawn one by one".into(),
+        );
+        found.param(
+            "reader.sample_shuffle",
+            "seed".into(),
+            "the draws differ from epoch to epoch; keyed by train.seed, so that the replay's \
+             draws, and the files they find, are the same in every run"
+                .into(),
+        );
+        found.param(
+            "reader.sample_replacement",
+            "True".into(),
+            draws.evidence.clone(),
+        );
+        return found;
+    }
     // Order.
     let per_epoch = (sample_events.len() as u64).div_ceil(epochs).max(1) as usize;
     let epoch_orders: Vec<Vec<(u64, i64)>> = sample_events

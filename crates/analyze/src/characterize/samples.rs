@@ -42,6 +42,8 @@ pub(super) struct Samples<'t> {
     pub epoch_samples: Option<u64>,
     /// Each sample is a window an opening read at an offset of its own (a random crop).
     pub windows: bool,
+    /// Each epoch's samples are drawn with replacement, when they are.
+    pub draws: Option<Draws>,
     /// The request patterns of the openings of files read whole in one request (empty when
     /// none describes them, or files are not read so).
     pub patterns: Vec<CommonPattern>,
@@ -148,8 +150,18 @@ pub(super) fn samples<'t>(
     if let Some(l) = &labels {
         found.param("dataset.hdf5.label_read", l.kind.into(), l.evidence.clone());
     }
-    let samples_in_data_set = (num_files * samples_per_file).max(1);
-    let epochs = if crop.is_some() {
+    // Files that come again within an epoch, some several times and others not at all: draws
+    // with replacement, from a data set larger than the files seen.
+    let draws = (whole_files && members.is_none())
+        .then(|| drawn_with_replacement(&sample_events, generation_starts(reads).len() as u64))
+        .flatten();
+    let samples_in_data_set = match &draws {
+        Some(d) => d.data_set,
+        None => (num_files * samples_per_file).max(1),
+    };
+    let epochs = if let Some(d) = &draws {
+        d.epochs
+    } else if crop.is_some() {
         // Windows drawn at random: as many epochs as it takes to hold them (or as the
         // generations of worker processes started again for each epoch, when the data set
         // holds each one's windows), each reading its share, which
@@ -166,8 +178,7 @@ pub(super) fn samples<'t>(
     } else {
         ((sample_events.len() as f64 / samples_in_data_set as f64).round() as u64).max(1)
     };
-    let epoch_samples = crop
-        .is_some()
+    let epoch_samples = (crop.is_some() || draws.is_some())
         .then(|| sample_events.len() as u64 / epochs)
         .filter(|&n| n < samples_in_data_set);
     // The mean, not the median: dlio's generator draws sizes around `record_length_bytes`
@@ -182,11 +193,25 @@ pub(super) fn samples<'t>(
     found.param("dataset.format", format.into(), format_evidence);
     found.param(
         "dataset.num_files_train",
-        num_files.to_string(),
-        format!(
-            "{num_files} files of .{} under {} were read ({} bytes in all)",
-            data.extension, data.dir, dataset_bytes as u64
-        ),
+        draws
+            .as_ref()
+            .map_or(num_files, |d| d.data_set.max(num_files))
+            .to_string(),
+        match &draws {
+            Some(d) => format!(
+                "{num_files} files of .{} under {} were read ({} bytes in all), {} times in \
+                 all; {}",
+                data.extension,
+                data.dir,
+                dataset_bytes as u64,
+                sample_events.len(),
+                d.evidence
+            ),
+            None => format!(
+                "{num_files} files of .{} under {} were read ({} bytes in all)",
+                data.extension, data.dir, dataset_bytes as u64
+            ),
+        },
     );
     if data.subfolders > 1 {
         found.param(
@@ -317,9 +342,96 @@ pub(super) fn samples<'t>(
             patterns,
             epoch_samples,
             windows: crop.is_some(),
+            draws,
         },
         found,
     )
+}
+
+/// An epoch of samples drawn with replacement (PyTorch's `RandomSampler(replacement=True)`, a
+/// weighted sampler balancing classes).
+#[derive(Debug, Clone)]
+pub(super) struct Draws {
+    /// The data set the draws come from, as many samples as uniform draws need to give the
+    /// distinct samples seen (at least those).
+    pub data_set: u64,
+    /// Epochs: the generations of worker processes when they start again for each, else as
+    /// many as the draws fill at one data set each (a sampler's default epoch length).
+    pub epochs: u64,
+    /// Why: the repeats and their counts.
+    pub evidence: String,
+}
+
+/// The draws of an epoch with replacement, if the sample reads are that: some samples come
+/// more than once, at counts that differ from one sample to the next (three or more counts),
+/// and a tenth or more of the repeats come soon after the sample's previous read (within a
+/// quarter of the distinct samples). Epochs of a permutation read every sample once each
+/// (counts of E or E + 1 under a step cap), their repeats a whole epoch apart; a sample read
+/// twice in a row (opened twice) repeats at once, every time.
+pub(super) fn drawn_with_replacement(events: &[&Rec], generations: u64) -> Option<Draws> {
+    let draws = events.len();
+    if draws < 16 {
+        return None;
+    }
+    let mut last: HashMap<u64, usize> = HashMap::new();
+    let mut counts: HashMap<u64, u64> = HashMap::new();
+    let mut gaps = Vec::new();
+    for (i, r) in events.iter().enumerate() {
+        *counts.entry(r.file).or_default() += 1;
+        if let Some(previous) = last.insert(r.file, i) {
+            gaps.push(i - previous);
+        }
+    }
+    let distinct = last.len();
+    let repeats = gaps.len();
+    let soon = gaps.iter().filter(|&&g| g * 4 < distinct).count();
+    let at_once = gaps.iter().filter(|&&g| g == 1).count();
+    let kinds: HashSet<u64> = counts.values().copied().collect();
+    if repeats * 10 < draws || soon * 10 < repeats || at_once * 2 > repeats || kinds.len() < 3 {
+        return None;
+    }
+    let data_set = population_of(distinct as u64, draws as u64);
+    let epochs = if generations > 1 && generations <= draws as u64 {
+        generations
+    } else {
+        ((draws as f64 / data_set as f64).round() as u64).max(1)
+    };
+    // An epoch of more draws than the data set (a sampler's num_samples above its length)
+    // needs as many samples: dlio's epoch reads at most its data set.
+    let data_set = data_set.max(draws as u64 / epochs);
+    let most = kinds.iter().max().copied().unwrap_or(0);
+    Some(Draws {
+        data_set,
+        epochs,
+        evidence: format!(
+            "{distinct} distinct files for {draws} reads, read 1 to {most} times each, {soon} \
+             of the {repeats} repeats within {} reads of the previous one: draws with \
+             replacement (reader.sample_replacement), from about {data_set} files, as many as \
+             {draws} uniform draws need to find {distinct}",
+            distinct / 4
+        ),
+    })
+}
+
+/// The size `n` of a data set from which `draws` uniform draws with replacement find
+/// `distinct` different samples on average: `n (1 - (1 - 1/n)^draws) = distinct`, solved by
+/// bisection (the left side grows with `n`, from `distinct` or less at `n = distinct`).
+fn population_of(distinct: u64, draws: u64) -> u64 {
+    let found = |n: f64| n * (1.0 - (1.0 - 1.0 / n).powf(draws as f64));
+    let target = distinct as f64;
+    let (mut low, mut high) = (distinct.max(1) as f64, (distinct.max(1) * 64) as f64);
+    if found(high) < target {
+        return high as u64;
+    }
+    for _ in 0..64 {
+        let middle = (low + high) / 2.0;
+        if found(middle) < target {
+            low = middle;
+        } else {
+            high = middle;
+        }
+    }
+    (high.round() as u64).max(distinct)
 }
 
 /// When each generation of reading processes began, in order: a process whose first data
@@ -619,6 +731,7 @@ fn stream_samples<'t>(
             columnar: None,
             format_reads: true,
             epoch_samples: None,
+            draws: None,
             windows: false,
             patterns: Vec::new(),
         },
@@ -756,6 +869,7 @@ fn tiled_samples<'t>(
             columnar: None,
             format_reads: true,
             epoch_samples: None,
+            draws: None,
             windows: false,
             patterns: Vec::new(),
         },
@@ -887,6 +1001,7 @@ fn columnar_samples<'t>(
             columnar: Some(columnar),
             format_reads: true,
             epoch_samples: None,
+            draws: None,
             windows: false,
             patterns: Vec::new(),
         },
@@ -1176,5 +1291,72 @@ mod tests {
         // A kind that reads most of the file by itself is not a part.
         let most = partial(vec![(false, 0, 90_000)]);
         assert_eq!(members_read_apart(&[most, second], size), None);
+    }
+
+    fn openings(files: &[u64]) -> Vec<Rec> {
+        files
+            .iter()
+            .enumerate()
+            .map(|(i, &file)| Rec {
+                rank: 1,
+                tid: 1,
+                start: i as i64 * 1000,
+                end: i as i64 * 1000 + 10,
+                layer: 0,
+                op: 0,
+                item: false,
+                fd: 5,
+                file,
+                offset: 0,
+                bytes: 100,
+            })
+            .collect()
+    }
+
+    /// A small generator for the test's draws (SplitMix64), so the test needs no crate.
+    fn draws(n: u64, count: usize, mut state: u64) -> Vec<u64> {
+        (0..count)
+            .map(|_| {
+                state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                let mut z = state;
+                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                ((u128::from(z ^ (z >> 31)) * u128::from(n)) >> 64) as u64
+            })
+            .collect()
+    }
+
+    #[test]
+    fn draws_with_replacement_are_told_from_epochs_of_a_permutation() {
+        // Two epochs of 96 uniform draws from 100 files: found, sized near 100, 2 epochs.
+        let drawn = openings(&draws(100, 192, 7));
+        let refs: Vec<&Rec> = drawn.iter().collect();
+        let d = drawn_with_replacement(&refs, 1).expect("draws with replacement");
+        assert!((85..=118).contains(&d.data_set), "{}", d.data_set);
+        assert_eq!(d.epochs, 2);
+        // Two epochs and a half of a permutation (a step cap cut the third): not draws.
+        let mut epochs: Vec<u64> = (0..100).rev().collect();
+        epochs.extend((0..100).map(|i| (i * 37) % 100));
+        epochs.extend(0..50);
+        let permuted = openings(&epochs);
+        let refs: Vec<&Rec> = permuted.iter().collect();
+        assert!(drawn_with_replacement(&refs, 1).is_none());
+        // Every file opened twice in a row (a header read, then the data), in shuffled
+        // epochs: not draws either.
+        let twice: Vec<u64> = epochs.iter().flat_map(|&f| [f, f]).collect();
+        let twice = openings(&twice);
+        let refs: Vec<&Rec> = twice.iter().collect();
+        assert!(drawn_with_replacement(&refs, 1).is_none());
+    }
+
+    #[test]
+    fn the_population_is_what_uniform_draws_need_to_find_the_distinct_ones() {
+        // 100 files, 192 draws: 100 (1 - 0.99^192) = 85.5 distinct on average.
+        let n = population_of(85, 192);
+        assert!((98..=102).contains(&n), "{n}");
+        // Every draw distinct: no repeat says nothing, so the search stops at its top.
+        assert_eq!(population_of(10, 10), 640);
+        // Never fewer than the distinct ones.
+        assert!(population_of(50, 51) >= 50);
     }
 }

@@ -450,7 +450,7 @@ pub(super) fn epoch_start_up(
     // A stream's events are its files' openings, one per file and epoch.
     let per_epoch = match samples.stream {
         Some(_) => samples.num_files,
-        None => samples.in_data_set,
+        None => samples.epoch_samples.unwrap_or(samples.in_data_set),
     } as usize;
     if period_s <= 0.0
         || per_epoch == 0

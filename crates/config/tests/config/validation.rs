@@ -563,3 +563,28 @@ fn hdf5_label_reads_need_the_hdf5_reader_of_upstream_semantics() {
     );
     assert_contains(&err, &["dataset.hdf5.label_read", "semantics: upstream"]);
 }
+
+#[test]
+fn draws_with_replacement_need_a_keyed_shuffle_and_an_index_sampler() {
+    let ok = config(&format!(
+        "{PYTORCH_NPZ}reader:\n  sample_shuffle: seed\n  sample_replacement: True\n"
+    ));
+    assert!(ok.reader.sample_replacement);
+    assert!(ok.validate(1).is_ok());
+    let unkeyed = rejected(
+        &format!("{PYTORCH_NPZ}reader:\n  sample_replacement: True\n"),
+        1,
+    );
+    assert_contains(
+        &unkeyed,
+        &["reader.sample_replacement", "sample_shuffle to seed"],
+    );
+    let streamed = rejected(
+        "framework: tensorflow\ndataset:\n  format: tfrecord\nreader:\n  sample_shuffle: seed\n  sample_replacement: True\n",
+        1,
+    );
+    assert_contains(
+        &streamed,
+        &["reader.sample_replacement", "data_loader_sampler: index"],
+    );
+}
