@@ -954,6 +954,12 @@ pub struct ReaderConfig {
     /// the training loop waits for its first batch meanwhile; `dlio characterize` measures
     /// it). Counted in the epoch's first wait for a batch. Default 0.
     pub epoch_start_time: f64,
+    /// Ours: seconds between the starts of two reader threads: thread `i` begins reading
+    /// `i` times this after the epoch's start, in the first epoch, and in every epoch when
+    /// `epoch_start_time` is above 0 (a loader started again each epoch), as a PyTorch
+    /// DataLoader forks its worker processes one after another (`dlio characterize`
+    /// measures it). Default 0.
+    pub worker_start_interval: f64,
     /// Ours: false reads each pass's last, short batch as a PyTorch DataLoader does by default
     /// (`drop_last=False`), so the pass has one step more; true drops it, as DLIO's loaders
     /// do. DLIO's throughput (steps times the batch) counts the short batch as a whole one.
@@ -1008,6 +1014,7 @@ impl Default for ReaderConfig {
             fresh_read_share: 0.0,
             header_scan_bytes: 0,
             epoch_start_time: 0.0,
+            worker_start_interval: 0.0,
             drop_last: true,
             pin_memory: true,
             multiprocessing_context: MultiprocessingContext::Fork,

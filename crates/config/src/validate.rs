@@ -95,6 +95,24 @@ impl Config {
                  or 0",
             ));
         }
+        let interval = self.reader.worker_start_interval;
+        if !(0.0..=MAX_SECONDS).contains(&interval) {
+            return Err(invalid(
+                "reader.worker_start_interval",
+                format!("is {interval}; a time in seconds goes from 0 to {MAX_SECONDS:e}."),
+                "set ++workload.reader.worker_start_interval to the seconds between two \
+                 readers' starts, or 0",
+            ));
+        }
+        if interval > 0.0 && self.sampler() == crate::Sampler::FileShards {
+            return Err(invalid(
+                "reader.worker_start_interval",
+                "staggers reader threads, which the tf.data TFRecord pipeline (format \
+                 tfrecord with the tensorflow loader) does not have."
+                    .into(),
+                "remove reader.worker_start_interval, or read through data_loader_sampler: index",
+            ));
+        }
         let sizes = &self.reader.transfer_size_distribution;
         if !sizes.is_empty() && self.reader.transfer_size.is_some() {
             return Err(invalid(

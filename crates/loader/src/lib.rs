@@ -103,6 +103,14 @@ pub struct LoaderSpec {
     /// Reader thread `i` waits `i` times this before its first read of each epoch (the
     /// fork's `stagger_workers`: the mean computation time). Zero: no stagger.
     pub stagger: std::time::Duration,
+    /// Reader thread `i` begins its first read `i` times this after the epoch's start, in
+    /// the first epoch and, with `start_interval_every_epoch`, in every one (ours:
+    /// `reader.worker_start_interval`, a framework forking its worker processes one after
+    /// another). Zero: all begin at once.
+    pub start_interval: std::time::Duration,
+    /// The readers start again in every epoch (`reader.epoch_start_time` above 0), so the
+    /// start interval holds in every epoch.
+    pub start_interval_every_epoch: bool,
 }
 
 /// One batch as the trainer sees it.

@@ -56,6 +56,11 @@ pub(crate) struct SampleReader {
     /// How long this thread waits before its first read of an epoch (`LoaderSpec::stagger`
     /// times its index).
     stagger: std::time::Duration,
+    /// How much later than the first thread this one begins an epoch
+    /// (`LoaderSpec::start_interval` times its index), in the first epoch, or in every one
+    /// with `start_every_epoch`.
+    start_delay: std::time::Duration,
+    start_every_epoch: bool,
     /// The storage turned out to have no background reads: read in the foreground.
     window_unsupported: bool,
     /// Ends the stagger and preprocess sleeps and the epoch's loop when the run stops.
@@ -132,6 +137,8 @@ impl SampleReader {
             },
             samples_per_file: spec.layout.samples,
             stagger: spec.stagger * worker,
+            start_delay: spec.start_interval * worker,
+            start_every_epoch: spec.start_interval_every_epoch,
             window_unsupported: false,
             stop,
         }
@@ -154,7 +161,7 @@ impl SampleReader {
         // `reader_threads`-th, from its own number.
         let threads = u64::from(plan.reader_threads());
         let mut step = u64::from(worker);
-        self.stagger_start();
+        self.stagger_start(plan.epoch());
         if let Some(asks) = demand {
             // Without read-ahead: this thread's share of each step, when the trainer asks.
             while let Ok(asked) = asks.recv() {
@@ -439,10 +446,16 @@ impl SampleReader {
     }
 
     /// The fork's `stagger_workers`: thread `i` waits `i` times the mean computation time
-    /// before its first read of the epoch, so the threads' reads do not all start at once.
-    fn stagger_start(&self) {
+    /// before its first read of the epoch, so the threads' reads do not all start at once;
+    /// and `reader.worker_start_interval`'s delay, where the readers start in `epoch`.
+    fn stagger_start(&self, epoch: u32) {
+        let start = if epoch <= 1 || self.start_every_epoch {
+            self.start_delay
+        } else {
+            std::time::Duration::ZERO
+        };
         // A stop ends the wait; the epoch loop then sees it.
-        let _ = self.stop.sleep(self.stagger);
+        let _ = self.stop.sleep(self.stagger + start);
     }
 
     /// The preprocess sleep of sample `global`, whose read ended at `read_end`, and its span

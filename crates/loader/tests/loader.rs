@@ -47,6 +47,8 @@ fn spec(sampler: Sampler, read_type: ReadType, threads: u32) -> LoaderSpec {
         sample_out_bytes: None,
         object_window: 0,
         stagger: std::time::Duration::ZERO,
+        start_interval: std::time::Duration::ZERO,
+        start_interval_every_epoch: false,
     }
 }
 
@@ -183,6 +185,57 @@ fn each_reader_spends_the_batch_time_after_every_batch_it_reads() {
         assert!(
             took >= std::time::Duration::from_millis(15 * per_thread),
             "{threads} threads read 12 batches in {took:?}"
+        );
+    }
+}
+
+#[test]
+fn readers_start_one_interval_apart_in_the_epochs_where_they_start() {
+    // 2 threads, 1.5 s apart: the second thread's batches (every other step) come after it
+    // began, so an epoch where the readers start lasts at least the interval. In an epoch
+    // where they do not start again (persistent workers), no thread waits: the 12 small
+    // batches take far less than the interval, even on a busy machine.
+    let tmp = tempfile::tempdir().unwrap();
+    let files = dataset(tmp.path(), 8);
+    let interval = std::time::Duration::from_millis(1500);
+    let epoch_plan = |epoch: u32| {
+        let first = plan(8, Sampler::Index, 2, Shuffle::Seed);
+        let spec = PlanSpec {
+            num_files: 8,
+            samples_per_file: u64::from(SPF),
+            batch_size: 2,
+            world: 1,
+            sampler: Sampler::Index,
+            read_threads: 2,
+            file_shuffle: Shuffle::Seed,
+            sample_shuffle: Shuffle::Seed,
+            sample_replacement: false,
+            seed: 9,
+            seed_change_epoch: true,
+            random_seed: 0,
+            total_training_steps: None,
+            drop_last: true,
+        };
+        if epoch == 1 {
+            first
+        } else {
+            EpochPlan::new(&spec, epoch, 0).unwrap()
+        }
+    };
+    for (every_epoch, epoch, waits) in [(false, 1, true), (false, 2, false), (true, 2, true)] {
+        let spec = LoaderSpec {
+            start_interval: interval,
+            start_interval_every_epoch: every_epoch,
+            ..spec(Sampler::Index, ReadType::OnDemand, 2)
+        };
+        let started = std::time::Instant::now();
+        let out = read_epoch(&files, spec, epoch_plan(epoch));
+        let took = started.elapsed();
+        assert_eq!(out.steps, (0..12).collect::<Vec<_>>());
+        assert_eq!(
+            took >= interval,
+            waits,
+            "epoch {epoch}, every epoch {every_epoch}: {took:?}"
         );
     }
 }

@@ -80,6 +80,8 @@ fn resizing_loader(
         sample_out_bytes,
         object_window: 0,
         stagger: std::time::Duration::ZERO,
+        start_interval: std::time::Duration::ZERO,
+        start_interval_every_epoch: false,
     };
     let format = Arc::from(dlio_format::format_for(FormatKind::Tfrecord).unwrap());
     let mut loader = Loader::new(spec, storage, format, Arc::new(StopSignal::new())).unwrap();

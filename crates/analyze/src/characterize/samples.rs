@@ -438,6 +438,12 @@ fn population_of(distinct: u64, draws: u64) -> u64 {
 /// read comes after every earlier one's last begins a new one (a PyTorch DataLoader's workers,
 /// started again for each epoch). One start when one process reads; none without reads.
 pub(super) fn generation_starts(reads: &[&Rec]) -> Vec<i64> {
+    generations(reads).into_iter().map(|g| g[0]).collect()
+}
+
+/// The generations of reading processes (see [`generation_starts`]), each as its processes'
+/// first data reads, in time order (never empty).
+pub(super) fn generations(reads: &[&Rec]) -> Vec<Vec<i64>> {
     let mut spans: HashMap<u32, (i64, i64)> = HashMap::new();
     for r in reads {
         let span = spans.entry(r.rank).or_insert((r.start, r.end));
@@ -446,15 +452,16 @@ pub(super) fn generation_starts(reads: &[&Rec]) -> Vec<i64> {
     }
     let mut processes: Vec<(i64, i64)> = spans.into_values().collect();
     processes.sort_unstable();
-    let mut starts = Vec::new();
+    let mut generations: Vec<Vec<i64>> = Vec::new();
     let mut last_end = i64::MIN;
     for (first, last) in processes {
-        if first > last_end {
-            starts.push(first);
+        match generations.last_mut() {
+            Some(current) if first <= last_end => current.push(first),
+            _ => generations.push(vec![first]),
         }
         last_end = last_end.max(last);
     }
-    starts
+    generations
 }
 
 /// Openings that read windows of their files: each opening's reads cover less than half its
@@ -1358,5 +1365,32 @@ mod tests {
         assert_eq!(population_of(10, 10), 640);
         // Never fewer than the distinct ones.
         assert!(population_of(50, 51) >= 50);
+    }
+
+    #[test]
+    fn generations_group_the_processes_that_read_at_the_same_time() {
+        // Processes 1, 2 and 3 read together (begun 0, 10 and 21 ms in), then 4 and 5 after
+        // every one of them stopped.
+        let ms = 1_000_000;
+        let read = |rank: u32, start: i64, end: i64| Rec {
+            rank,
+            start: start * ms,
+            end: end * ms,
+            ..openings(&[0])[0]
+        };
+        let reads = [
+            read(1, 0, 100),
+            read(2, 10, 120),
+            read(3, 21, 90),
+            read(1, 50, 60),
+            read(4, 130, 200),
+            read(5, 138, 210),
+        ];
+        let refs: Vec<&Rec> = reads.iter().collect();
+        assert_eq!(
+            generations(&refs),
+            vec![vec![0, 10 * ms, 21 * ms], vec![130 * ms, 138 * ms]]
+        );
+        assert_eq!(generation_starts(&refs), vec![0, 130 * ms]);
     }
 }

@@ -3,7 +3,7 @@
 
 use super::eval::EvalPass;
 use super::readers::{Ahead, Readers, STEP_CLUSTER_RATIO, writes_where, written_between};
-use super::samples::{Samples, generation_starts};
+use super::samples::{Samples, generation_starts, generations};
 use super::trace_view::DataSet;
 use super::{Activity, Found, MIN_GAP_RATIO, MIN_PREPROCESS_S, MIN_WRITTEN_BYTES, Stats, secs};
 use crate::ingest::Rec;
@@ -168,6 +168,7 @@ pub(super) fn timing(
                 &mut found,
                 a.per_sample_s,
                 a.readers,
+                a.consumer.is_some(),
                 format!(
                     "a reader's burst of {batch} samples holds {:.3} ms between two samples \
                      outside the I/O calls: the loader's own work (decoding, the interpreter)",
@@ -326,6 +327,7 @@ pub(super) fn timing(
                 &mut found,
                 per_sample,
                 lanes as u64,
+                false,
                 format!(
                     "bursts last {:.3} ms (median) for {k} samples on each of {} reading threads, \
                      {:.3} ms of I/O calls per sample: {:.3} ms between two samples is the \
@@ -415,6 +417,46 @@ pub(super) fn loader_start_up(activity: &Activity, readers: &Readers, eval: &Eva
     found
 }
 
+/// `reader.worker_start_interval`: the worker processes of a generation (see
+/// [`generations`]) that read for a training process began reading one after another, as a
+/// framework that forks them in turn starts them: the median interval between two
+/// consecutive processes' first reads, over every generation. Written from 1 ms.
+pub(super) fn worker_start_interval(activity: &Activity, readers: &Readers) -> Found {
+    let mut found = Found::default();
+    if readers
+        .ahead
+        .as_ref()
+        .and_then(|a| a.consumer.as_ref())
+        .is_none()
+    {
+        return found;
+    }
+    let generations = generations(&activity.reads);
+    let intervals: Vec<f64> = generations
+        .iter()
+        .flat_map(|g| g.windows(2).map(|w| secs(w[1] - w[0])))
+        .collect();
+    if intervals.is_empty() {
+        return found;
+    }
+    let interval = Stats::of(&intervals).median;
+    if interval >= MIN_START_UP_S {
+        found.param(
+            "reader.worker_start_interval",
+            format!("{interval:.6}"),
+            format!(
+                "in {} generation(s) of worker processes, each began reading {:.3} ms (median \
+                 of {} intervals) after the one before it: the workers are started one after \
+                 another",
+                generations.len(),
+                interval * 1e3,
+                intervals.len()
+            ),
+        );
+    }
+    found
+}
+
 /// `reader.epoch_start_time` for readers inside the training process (its main thread, or
 /// threads that run ahead: `tf.data`): a loader built again for every epoch (a new iterator,
 /// its threads and functions) holds the next epoch's first read back by a start-up that no
@@ -476,7 +518,10 @@ pub(super) fn epoch_start_up(
             (first, last_end)
         })
         .collect();
-    let steps_per_epoch = samples.in_data_set.div_ceil(readers.batch.max(1));
+    let steps_per_epoch = samples
+        .epoch_samples
+        .unwrap_or(samples.in_data_set)
+        .div_ceil(readers.batch.max(1));
     let start_ups = start_ups(&epochs, steps_per_epoch as f64 * period_s, |from, to| {
         secs(eval.within(from, to))
     });
@@ -555,35 +600,41 @@ fn stats_value(s: &Stats) -> String {
     }
 }
 
-/// `reader.preprocess_time` of `seconds` per sample, for `lanes` threads reading at once.
+/// `reader.preprocess_time` of `seconds` per sample, for `lanes` threads reading at once, or
+/// `lanes` worker processes when `processes`.
 ///
 /// The time a traced loader spends between its reads is its own work (decoding, the
 /// interpreter). One reading thread's work is spent busy on a core
-/// (`reader.preprocess_work: cpu`), which keeps times far shorter than a sleep's slack. The
-/// work of several threads is slept: a Python pool's threads take turns on one interpreter
-/// (the GIL), so their stretches overlap in time without each taking a core, and busy waits
-/// on more threads than cores would stretch every one of them. Under a sleep's slack it is
-/// spent busy whatever the threads.
-fn loader_work(found: &mut Found, seconds: f64, lanes: u64, evidence: String) {
+/// (`reader.preprocess_work: cpu`), which keeps times far shorter than a sleep's slack; so is
+/// the work of worker processes, each with an interpreter of its own, which take a core each
+/// and slow each other down when they are more than the cores. The work of several threads
+/// is slept: a Python pool's threads take turns on one interpreter (the GIL), so their
+/// stretches overlap in time without each taking a core, and busy waits on more threads than
+/// cores would stretch every one of them. Under a sleep's slack it is spent busy whatever the
+/// threads.
+fn loader_work(found: &mut Found, seconds: f64, lanes: u64, processes: bool, evidence: String) {
     found.param("reader.preprocess_time", format!("{seconds:.6}"), evidence);
-    if lanes <= 1 || seconds < SLEEP_SLACK_S {
-        found.param(
-            "reader.preprocess_work",
-            "cpu".into(),
-            if lanes <= 1 {
-                "one thread reads: its time between reads is its own work on a core, which the \
-                 emulation spends busy (and its batch time too)"
-                    .into()
-            } else {
-                format!(
-                    "{:.0} us is shorter than a sleep can keep (about {:.0} us): the emulation \
-                     spends it busy on a core",
-                    seconds * 1e6,
-                    SLEEP_SLACK_S * 1e6
-                )
-            },
-        );
-    }
+    let why = if processes {
+        format!(
+            "{lanes} worker processes read, each with an interpreter of its own: their time \
+             between reads is work on a core each, which the emulation's reader threads spend \
+             busy (and their batch time too)"
+        )
+    } else if lanes <= 1 {
+        "one thread reads: its time between reads is its own work on a core, which the \
+         emulation spends busy (and its batch time too)"
+            .into()
+    } else if seconds < SLEEP_SLACK_S {
+        format!(
+            "{:.0} us is shorter than a sleep can keep (about {:.0} us): the emulation spends it \
+             busy on a core",
+            seconds * 1e6,
+            SLEEP_SLACK_S * 1e6
+        )
+    } else {
+        return;
+    };
+    found.param("reader.preprocess_work", "cpu".into(), why);
 }
 
 /// About the shortest sleep that lasts what was asked on Linux (the timer's slack and the
