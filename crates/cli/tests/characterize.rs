@@ -728,6 +728,28 @@ fn an_evaluation_split_read_between_epochs_is_an_evaluation_pass() {
     assert_scores("npy_shards_ckpt_eval", &r.fidelity);
 }
 
+/// An evaluation every 10 training steps, counted over the run, with 20 steps an epoch:
+/// passes inside epochs as well as at their ends are one evaluation every 10 steps, not side
+/// files and not an evaluation per epoch.
+#[test]
+fn evaluations_every_few_steps_are_replayed_between_those_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = trace_characterize_replay(dir.path(), "eval_every_n_steps");
+    let d = &r.derived;
+    for (key, value) in [
+        ("workflow.evaluation", "True"),
+        ("dataset.num_files_eval", "48"),
+        ("reader.batch_size_eval", "16"),
+        ("evaluation.steps_between_evals", "10"),
+        ("train.epochs", "2"),
+    ] {
+        assert_eq!(d.get(key).map(String::as_str), Some(value), "{key}: {d:?}");
+    }
+    assert!(!d.contains_key("dataset.side_files"), "{d:?}");
+    assert!(!d.contains_key("evaluation.epochs_between_evals"), "{d:?}");
+    assert_scores("eval_every_n_steps", &r.fidelity);
+}
+
 /// Parquet files read by row group with column selection: the files' own columns, those whose
 /// chunks the reads cover marked read, the footer read as pyarrow reads it.
 #[test]

@@ -438,6 +438,49 @@ fn read_threads_zero_one_two_and_evaluation_run() {
 }
 
 #[test]
+fn evaluations_every_few_steps_fall_inside_epochs_and_split_the_blocks() {
+    // 8 files in batches of 2: 4 steps an epoch; an evaluation (4 files, 2 steps) after every
+    // 2 steps of the run: two passes in each epoch, one of them mid-epoch.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args = small(tmp.path(), 8, 2);
+    args.retain(|a| !a.contains("evaluation=False") && !a.contains("num_files_eval"));
+    args.push("++workload.workflow.generate_data=True".into());
+    args.push("++workload.workflow.evaluation=True".into());
+    args.push("++workload.dataset.num_files_eval=4".into());
+    args.push("++workload.reader.batch_size_eval=2".into());
+    args.push("++workload.evaluation.eval_time=0.001".into());
+    args.push("++workload.evaluation.steps_between_evals=2".into());
+    args.push("++workload.train.epochs=2".into());
+    run_ok(dlio().arg("run").args(&args));
+    let o = json(&tmp.path().join("out/0_output.json"));
+    for epoch in ["1", "2"] {
+        let compute = &o[epoch]["compute"];
+        assert_eq!(
+            compute["eval"].as_array().unwrap().len(),
+            4,
+            "{epoch}: {compute}"
+        );
+        assert_eq!(
+            compute["block1"].as_array().unwrap().len(),
+            2,
+            "{epoch}: {compute}"
+        );
+        assert_eq!(
+            compute["block2"].as_array().unwrap().len(),
+            2,
+            "{epoch}: {compute}"
+        );
+    }
+    let stats = json(&tmp.path().join("out/per_epoch_stats.json"));
+    assert!(stats["2"]["eval"]["duration"].is_string(), "{stats}");
+    // Without workflow.evaluation, the key would do nothing: refused.
+    let mut off = small(tmp.path(), 8, 2);
+    off.push("++workload.evaluation.steps_between_evals=2".into());
+    let err = run_err(dlio().arg("run").args(&off));
+    assert!(err.contains("evaluation.steps_between_evals"), "{err}");
+}
+
+#[test]
 fn dlio_benchmark_behaves_like_dlio_run() {
     let tmp = tempfile::tempdir().unwrap();
     let mut args = small(tmp.path(), 4, 2);

@@ -1089,6 +1089,11 @@ pub struct EvaluationConfig {
     pub eval_after_epoch: u64,
     /// Epochs between evaluations. Default 1.
     pub epochs_between_evals: u64,
+    /// Ours: an evaluation pass after every this many training steps, counted over the run
+    /// (a training loop's `eval_steps` or `eval_interval`), in place of the epoch rule
+    /// (`eval_after_epoch`, `epochs_between_evals`); a pass may fall inside an epoch. 0 (the
+    /// default): evaluations follow epochs, as DLIO's.
+    pub steps_between_evals: u64,
 }
 
 impl Default for EvaluationConfig {
@@ -1097,6 +1102,7 @@ impl Default for EvaluationConfig {
             eval_time: TimeDistribution::default(),
             eval_after_epoch: 1,
             epochs_between_evals: 1,
+            steps_between_evals: 0,
         }
     }
 }

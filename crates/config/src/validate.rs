@@ -95,6 +95,16 @@ impl Config {
                  or 0",
             ));
         }
+        if self.evaluation.steps_between_evals > 0 && !self.workflow.evaluation {
+            return Err(invalid(
+                "evaluation.steps_between_evals",
+                format!(
+                    "is {}, but workflow.evaluation is False: no evaluation pass runs.",
+                    self.evaluation.steps_between_evals
+                ),
+                "set workflow.evaluation: True, or remove evaluation.steps_between_evals",
+            ));
+        }
         let interval = self.reader.worker_start_interval;
         if !(0.0..=MAX_SECONDS).contains(&interval) {
             return Err(invalid(

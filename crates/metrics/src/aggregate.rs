@@ -571,7 +571,7 @@ fn measured_phase(reports: &[RankReport], phase: PhaseKind) -> MeasuredPhase {
                 }
                 PhaseKind::Eval => (
                     record.eval_io.bytes_read,
-                    record.eval.as_ref().and_then(|e| e.span.seconds()),
+                    record.eval.as_ref().and_then(|e| e.seconds()),
                 ),
             };
             bytes_read = bytes_read.saturating_add(bytes);

@@ -105,12 +105,14 @@ pub fn block_metrics(block: &BlockRecord, params: &MetricParams) -> Option<Block
 /// AU uses the same window with `eval_steps_per_epoch`; throughput counts every step over the
 /// whole evaluation time (no exclusion), as DLIO does.
 pub fn eval_metrics(eval: &EvalRecord, params: &MetricParams) -> Option<BlockMetrics> {
-    let wall_seconds = eval.span.seconds()?;
+    let wall_seconds = eval.seconds()?;
+    // Several passes in the epoch (an evaluation every few steps): the window spans them.
+    let passes = u64::from(eval.passes.max(1));
     let mut metrics = window_metrics(
         &eval.steps,
         wall_seconds,
         params.exclude_start_steps,
-        params.eval_steps_per_epoch,
+        params.eval_steps_per_epoch.saturating_mul(passes),
         params.exclude_end_steps,
     );
     metrics.throughput_samples_per_second = rate(

@@ -435,7 +435,7 @@ fn per_epoch_stats(report: &RankReport, checkpoint_size_gb: f64) -> Obj {
         if let Some(eval) = &epoch.eval {
             let mut part = Obj::new();
             part.put("start", format_timestamp(eval.span.start));
-            if let (Some(end), Some(seconds)) = (eval.span.end, eval.span.seconds()) {
+            if let (Some(end), Some(seconds)) = (eval.span.end, eval.seconds()) {
                 part.put("end", format_timestamp(end));
                 part.put("duration", format!("{seconds:.2}"));
             }

@@ -133,15 +133,49 @@ pub struct BlockRecord {
     pub reported_steps: Option<u64>,
 }
 
-/// The steps of one evaluation pass.
+/// The steps of an epoch's evaluation: one pass, or several when evaluations follow steps
+/// (`evaluation.steps_between_evals`) and more than one falls in the epoch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EvalRecord {
-    /// Evaluation wall time.
+    /// From the first pass's start to the last one's end.
     pub span: Span,
-    /// The steps recorded.
+    /// The steps recorded, of every pass.
     pub steps: StepTimes,
-    /// The step count the trainer passed to `end_eval`.
+    /// The step counts the trainer passed to `end_eval`, added up.
     pub reported_steps: Option<u64>,
+    /// Passes closed.
+    #[serde(default)]
+    pub passes: u32,
+    /// The closed passes' lengths added up, seconds.
+    #[serde(default)]
+    pub pass_seconds: f64,
+    /// When the pass under way began; none between passes.
+    #[serde(default, skip)]
+    pub pass_start: Option<SystemTime>,
+}
+
+impl EvalRecord {
+    /// A pass begun at `start`, open.
+    fn open(start: SystemTime) -> EvalRecord {
+        EvalRecord {
+            span: Span { start, end: None },
+            steps: StepTimes::default(),
+            reported_steps: None,
+            passes: 0,
+            pass_seconds: 0.0,
+            pass_start: Some(start),
+        }
+    }
+
+    /// The evaluation's time, seconds: its span for one pass, the passes' lengths added up
+    /// for several (the training between them left out); `None` while the only pass is open.
+    pub fn seconds(&self) -> Option<f64> {
+        if self.passes > 1 {
+            Some(self.pass_seconds)
+        } else {
+            self.span.seconds()
+        }
+    }
 }
 
 /// One checkpoint written or read by this rank.
@@ -416,23 +450,23 @@ impl RankRecorder {
         }
     }
 
-    /// Opens the evaluation pass of `epoch` now (a second call is ignored).
+    /// Opens an evaluation pass of `epoch` now: the first, or another after the last one
+    /// closed (a call while a pass is open is ignored).
     pub fn start_eval(&mut self, epoch: u32) {
         let now = self.now();
         let record = self.epoch_mut(epoch, now);
-        if record.eval.is_none() {
-            record.eval = Some(EvalRecord {
-                span: Span {
-                    start: now,
-                    end: None,
-                },
-                steps: StepTimes::default(),
-                reported_steps: None,
-            });
+        match record.eval.as_mut() {
+            None => record.eval = Some(EvalRecord::open(now)),
+            // Another pass of the same epoch: the span reopens until it ends.
+            Some(eval) if eval.span.end.is_some() => {
+                eval.span.end = None;
+                eval.pass_start = Some(now);
+            }
+            Some(_) => {}
         }
     }
 
-    /// Closes the evaluation pass of `epoch` now (only the first call counts).
+    /// Closes the open evaluation pass of `epoch` now (a call with none open is ignored).
     pub fn end_eval(&mut self, epoch: u32, steps: u64) {
         let now = self.now();
         if let Some(record) = self.epochs.iter_mut().rev().find(|e| e.epoch == epoch)
@@ -440,7 +474,10 @@ impl RankRecorder {
             && eval.span.end.is_none()
         {
             eval.span.end = Some(now);
-            eval.reported_steps = Some(steps);
+            let began = eval.pass_start.take().unwrap_or(eval.span.start);
+            eval.pass_seconds += seconds_between(began, now);
+            eval.passes += 1;
+            eval.reported_steps = Some(eval.reported_steps.unwrap_or(0) + steps);
         }
     }
 
@@ -478,14 +515,7 @@ impl RankRecorder {
             Phase::Eval => {
                 &mut record
                     .eval
-                    .get_or_insert_with(|| EvalRecord {
-                        span: Span {
-                            start: now,
-                            end: None,
-                        },
-                        steps: StepTimes::default(),
-                        reported_steps: None,
-                    })
+                    .get_or_insert_with(|| EvalRecord::open(now))
                     .steps
             }
         };

@@ -400,6 +400,7 @@ fn run_training(
         eval_spec,
         evaluation,
         mut loader,
+        mut step_eval_loader,
         mut rng,
     } = training_parts(setup)?;
     comm.barrier()?;
@@ -409,6 +410,9 @@ fn run_training(
     let mut next_eval_epoch = config.evaluation.eval_after_epoch;
     let mut next_checkpoint_epoch = setup.checkpoint.map_or(0, |c| c.after_epoch);
     let steps_between = setup.checkpoint.map_or(-1, |c| c.steps_between);
+    // Evaluations every few steps, counted over the run, in place of the epoch rule.
+    let steps_between_evals = config.evaluation.steps_between_evals;
+    let mut run_steps = 0u64;
     // The fork flushes the system's page cache before every training epoch (rank 0, then a
     // barrier); upstream does not.
     let flushes = config.semantics == dlio_config::vocab::Semantics::Mlperf;
@@ -428,13 +432,16 @@ fn run_training(
         let _epoch_span = tracer.span(ai::EPOCH_BLOCK).epoch(u64::from(epoch));
         // One `train` span per epoch, around its steps and its epoch checkpoint, as DLIO's
         // `_train`; evaluation comes after it, in its own span.
-        let train_span = tracer.span(ai::PIPELINE_TRAIN).epoch(u64::from(epoch));
+        let mut train_span = tracer.span(ai::PIPELINE_TRAIN).epoch(u64::from(epoch));
         recorder.start_epoch(epoch);
         let steps = plan.as_ref().map_or(0, EpochPlan::steps);
         let pass = Pass::Train { epoch };
         setup.observer.pass_started(rank, pass, steps);
         let mut block = 1;
         let mut block_steps = 0u64;
+        // DLIO's checkpoint number within the epoch (the `b` of `save_ckpt{b}`): the blocks
+        // checkpoints end, not those evaluation passes end.
+        let mut checkpoint_index = 1;
         let mut next_checkpoint_step = steps_between;
         recorder.start_block(epoch, block);
         let io_before = setup.counters.snapshot();
@@ -486,19 +493,42 @@ fn run_training(
             setup
                 .observer
                 .step_done(rank, pass, done, batch.samples, load, computed - loaded);
-            if let Some(ck) = checkpointer.as_deref_mut()
-                && steps_between > 0
-                && done as i64 == next_checkpoint_step
-            {
-                // A step checkpoint ends the block: its time is outside AU (DLIO §1.1).
+            run_steps += 1;
+            let checkpoint_due =
+                checkpointer.is_some() && steps_between > 0 && done as i64 == next_checkpoint_step;
+            let eval_due =
+                step_eval_loader.is_some() && run_steps.is_multiple_of(steps_between_evals);
+            if checkpoint_due || eval_due {
+                // A step checkpoint or an evaluation pass ends the block: its time is outside
+                // AU (DLIO §1.1).
                 recorder.end_block(epoch, block, block_steps);
-                ck.save(recorder, setup.observer, epoch, block, done)?;
+            }
+            if let Some(ck) = checkpointer.as_deref_mut()
+                && checkpoint_due
+            {
+                ck.save(recorder, setup.observer, epoch, checkpoint_index, done)?;
                 next_checkpoint_step += steps_between;
-                if done < steps {
-                    block += 1;
-                    block_steps = 0;
-                    recorder.start_block(epoch, block);
-                }
+                checkpoint_index += 1;
+            }
+            if let Some(eval_loader) = step_eval_loader.as_mut()
+                && eval_due
+            {
+                drop(train_span);
+                run_eval(
+                    setup,
+                    recorder,
+                    eval_loader,
+                    &mut eval_list,
+                    epoch,
+                    &mut eval_time,
+                    &mut rng,
+                )?;
+                train_span = tracer.span(ai::PIPELINE_TRAIN).epoch(u64::from(epoch));
+            }
+            if (checkpoint_due || eval_due) && done < steps {
+                block += 1;
+                block_steps = 0;
+                recorder.start_block(epoch, block);
             }
             start_loading = Instant::now();
             tracer.complete(ai::FETCH_BLOCK, loaded, start_loading, &step_args);
@@ -521,12 +551,12 @@ fn run_training(
         {
             // DLIO names the epoch checkpoint after the step counter, which has moved past the
             // last step.
-            ck.save(recorder, setup.observer, epoch, block, done + 1)?;
+            ck.save(recorder, setup.observer, epoch, checkpoint_index, done + 1)?;
             next_checkpoint_epoch += c.epochs_between;
         }
         drop(train_span);
 
-        if evaluation && u64::from(epoch) >= next_eval_epoch {
+        if evaluation && steps_between_evals == 0 && u64::from(epoch) >= next_eval_epoch {
             next_eval_epoch += config.evaluation.epochs_between_evals.max(1);
             run_eval(
                 setup,
@@ -623,6 +653,10 @@ struct TrainingParts {
     eval_spec: dlio_plan::PlanSpec,
     evaluation: bool,
     loader: Loader,
+    /// The evaluation's own loader when passes fall between training steps
+    /// (`evaluation.steps_between_evals`): the training loader's readers hold the epoch's
+    /// batches meanwhile, as a framework's separate evaluation loader leaves them.
+    step_eval_loader: Option<Loader>,
     rng: Xoshiro256PlusPlus,
 }
 
@@ -657,23 +691,32 @@ fn training_parts(setup: &RankSetup<'_>) -> Result<TrainingParts, TrainError> {
     if evaluation {
         eval_spec.validate().map_err(TrainError::Plan)?;
     }
-    let mut loader = Loader::new(
-        LoaderSpec {
-            tracer: setup.tracer.clone(),
-            ..loader_spec(config, rank)
-        },
-        Arc::clone(&setup.storage),
-        setup.format.clone().ok_or_else(|| {
-            TrainError::Setting("training needs the dataset's format, and none was given".into())
-        })?,
-        Arc::clone(&setup.stop),
-    )?;
-    // The tf.data pipeline of TFRecord (file shards, streamed reads, shuffle buffer) takes its
-    // settings from the reader section.
-    loader.set_stream_options(dlio_loader::StreamOptions::from_config(
-        config,
-        setup.random_seed,
-    ));
+    let new_loader = || -> Result<Loader, TrainError> {
+        let mut loader = Loader::new(
+            LoaderSpec {
+                tracer: setup.tracer.clone(),
+                ..loader_spec(config, rank)
+            },
+            Arc::clone(&setup.storage),
+            setup.format.clone().ok_or_else(|| {
+                TrainError::Setting(
+                    "training needs the dataset's format, and none was given".into(),
+                )
+            })?,
+            Arc::clone(&setup.stop),
+        )?;
+        // The tf.data pipeline of TFRecord (file shards, streamed reads, shuffle buffer) takes
+        // its settings from the reader section.
+        loader.set_stream_options(dlio_loader::StreamOptions::from_config(
+            config,
+            setup.random_seed,
+        ));
+        Ok(loader)
+    };
+    let loader = new_loader()?;
+    let step_eval_loader = (evaluation && config.evaluation.steps_between_evals > 0)
+        .then(new_loader)
+        .transpose()?;
     // Draws of the emulated compute time: reproducible per rank from the seed.
     let rng = Xoshiro256PlusPlus::seed_from_u64(
         config.train.seed ^ (u64::from(rank) << 32) ^ 0x00C0_FFEE,
@@ -686,6 +729,7 @@ fn training_parts(setup: &RankSetup<'_>) -> Result<TrainingParts, TrainError> {
         eval_spec,
         evaluation,
         loader,
+        step_eval_loader,
         rng,
     })
 }

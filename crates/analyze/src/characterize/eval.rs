@@ -17,6 +17,9 @@ pub(super) struct EvalPass {
     pub files: HashSet<u64>,
     /// Each window of evaluation reads: from its first call to its last, nanoseconds.
     pub windows: Vec<(i64, i64)>,
+    /// Training samples read between two passes, when the passes follow steps rather than
+    /// epochs (`evaluation.steps_between_evals`, written once the batch is known).
+    pub samples_between: Option<u64>,
 }
 
 impl EvalPass {
@@ -39,6 +42,7 @@ pub(super) fn eval_pass(
     t: &Timeline,
     data: &DataSet,
     activity: &Activity,
+    training_samples: &[&Rec],
     epochs: u64,
 ) -> (EvalPass, Found) {
     let mut found = Found::default();
@@ -107,7 +111,12 @@ pub(super) fn eval_pass(
         .map(|(_, _, c)| c.iter().map(|r| r.file).collect::<HashSet<_>>().len())
         .collect();
     let passes = windows.len() as u64;
-    if files.len() < 2 || passes > epochs.max(1) + 1 || window_files.iter().any(|&n| n < 2) {
+    let starts: Vec<i64> = windows.iter().map(|&(s, _, _)| s).collect();
+    let samples_between = between_steps(training_samples, epochs, &starts);
+    if files.len() < 2
+        || (samples_between.is_none() && passes > epochs.max(1) + 1)
+        || window_files.iter().any(|&n| n < 2)
+    {
         return (EvalPass::default(), found);
     }
     // Steps of a pass: its bursts between pauses, as the training's are found.
@@ -185,20 +194,56 @@ pub(super) fn eval_pass(
         format!("{eval_time:.6}"),
         time_evidence,
     );
-    found.param(
-        "evaluation.eval_after_epoch",
-        every.to_string(),
-        format!("{passes} passes over {epochs} epochs"),
-    );
-    found.param(
-        "evaluation.epochs_between_evals",
-        every.to_string(),
-        format!("a pass every {every} epochs"),
-    );
+    if samples_between.is_none() {
+        found.param(
+            "evaluation.eval_after_epoch",
+            every.to_string(),
+            format!("{passes} passes over {epochs} epochs"),
+        );
+        found.param(
+            "evaluation.epochs_between_evals",
+            every.to_string(),
+            format!("a pass every {every} epochs"),
+        );
+    }
     let pass = EvalPass {
         files,
         windows: windows.iter().map(|&(s, e, _)| (s, e)).collect(),
+        samples_between,
     };
     let _ = end;
     (pass, found)
+}
+
+/// The training samples read between two evaluation passes, when the passes follow training
+/// steps rather than epochs: two or more passes, not all at an epoch's end (the samples read
+/// before a pass a whole number of epochs, give or take a tenth of one, which a loader's
+/// read-ahead adds), and as many samples before each pass as the one before, within a tenth.
+fn between_steps(samples: &[&Rec], epochs: u64, pass_starts: &[i64]) -> Option<u64> {
+    let mut starts: Vec<i64> = samples.iter().map(|r| r.start).collect();
+    starts.sort_unstable();
+    let per_epoch = (starts.len() as u64 / epochs.max(1)).max(1);
+    let before: Vec<u64> = pass_starts
+        .iter()
+        .map(|&s| starts.partition_point(|&t| t < s) as u64)
+        .collect();
+    let tenth = per_epoch.div_ceil(10);
+    let at_epoch_ends = before.iter().all(|&n| {
+        let into = n % per_epoch;
+        into <= tenth || into + tenth >= per_epoch
+    });
+    if before.len() < 2 || at_epoch_ends {
+        return None;
+    }
+    let gaps: Vec<u64> = before
+        .windows(2)
+        .map(|w| w[1].saturating_sub(w[0]))
+        .collect();
+    let mut sorted = gaps.clone();
+    sorted.sort_unstable();
+    let median = sorted[sorted.len() / 2];
+    let regular = median > 0
+        && gaps.iter().all(|&g| g.abs_diff(median) * 10 <= median)
+        && before[0] + median / 10 >= median;
+    regular.then_some(median)
 }

@@ -486,7 +486,7 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
         );
     }
     // The evaluation pass is found first (its takes are not training steps) and written after.
-    let (eval, eval_found) = eval::eval_pass(t, data, &activity, samples.epochs);
+    let (eval, eval_found) = eval::eval_pass(t, data, &activity, &samples.events, samples.epochs);
     let (readers, f) = readers::readers(t, &activity, &samples, &eval);
     found.append(f);
     found.append(readers::last_batch(&samples, &readers));
@@ -506,6 +506,20 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
                 },
                 samples.epochs,
                 samples.in_data_set
+            ),
+        );
+    }
+    if let Some(between) = eval.samples_between {
+        let batch = readers.batch.max(1);
+        found.param(
+            "evaluation.steps_between_evals",
+            ((between as f64 / batch as f64).round() as u64)
+                .max(1)
+                .to_string(),
+            format!(
+                "{} evaluation passes, {between} training samples apart (batches of {batch}), \
+                 not at epochs' ends: a pass every so many training steps",
+                eval.windows.len()
             ),
         );
     }

@@ -87,6 +87,31 @@ fn eval_steps_and_checkpoints_are_kept_per_epoch() {
 }
 
 #[test]
+fn several_evaluation_passes_of_an_epoch_add_up_without_the_training_between() {
+    let mut recorder = RankRecorder::new(0);
+    recorder.start_epoch(1);
+    for steps in [2u64, 3] {
+        recorder.start_eval(1);
+        for _ in 0..steps {
+            recorder.record_step(1, Phase::Eval, MS, MS, 2 * MS);
+        }
+        recorder.end_eval(1, steps);
+        // Training between the passes: in the span, not in the evaluation's time.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let report = recorder.finish();
+    let eval = report.epoch(1).unwrap().eval.as_ref().unwrap();
+    assert_eq!((eval.passes, eval.steps.len()), (2, 5));
+    assert_eq!(eval.reported_steps, Some(5));
+    let span = eval.span.seconds().unwrap();
+    let passes = eval.seconds().unwrap();
+    assert!(
+        span >= 0.05 && passes < span - 0.04,
+        "span {span}, passes {passes}"
+    );
+}
+
+#[test]
 fn io_totals_accumulate_per_epoch_and_phase() {
     let mut recorder = RankRecorder::new(0);
     let io = IoTotals {

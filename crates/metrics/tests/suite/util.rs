@@ -64,6 +64,9 @@ pub fn eval(start: f64, end: f64, steps: StepTimes) -> EvalRecord {
         },
         reported_steps: Some(steps.len() as u64),
         steps,
+        passes: 1,
+        pass_seconds: end - start,
+        pass_start: None,
     }
 }
 
