@@ -825,37 +825,93 @@ pub(super) fn read_buffers(activity: &Activity) -> Found {
             return found;
         }
     }
-    let mut pace: Vec<f64> = activity
+    let timed: Vec<(f64, f64)> = activity
         .reads
         .iter()
         .filter(|r| r.bytes as u64 >= dlio_storage::FRESH_FROM as u64 && r.end > r.start)
-        .map(|r| (r.end - r.start) as f64 / r.bytes as f64)
+        .map(|r| (r.bytes as f64, (r.end - r.start) as f64))
         .collect();
-    if pace.len() < 10 {
+    if timed.len() < 10 {
         return found;
     }
-    pace.sort_by(f64::total_cmp);
-    let fastest = pace[pace.len() / 10];
-    let slow = pace.iter().filter(|&&p| p > 2.0 * fastest).count();
-    if slow * 5 >= pace.len() {
+    let (per_call, per_byte) = fastest_read_cost(&timed);
+    let slow = timed
+        .iter()
+        .filter(|&&(bytes, time)| time > 2.0 * (per_call + per_byte * bytes))
+        .count();
+    if slow * 5 >= timed.len() {
         found.param(
             "reader.fresh_read_share",
-            format!("{:.2}", slow as f64 / pace.len() as f64),
+            format!("{:.2}", slow as f64 / timed.len() as f64),
             format!(
-                "{slow} of the {} data reads of {} KiB or more take over twice the time per byte \
-                 of the fastest tenth: they land in memory the program had not touched (new \
-                 objects), whose pages the kernel faults in as it copies",
-                pace.len(),
-                dlio_storage::FRESH_FROM >> 10
+                "{slow} of the {} data reads of {} KiB or more take over twice the time the \
+                 fastest tenth's pace gives them{}: they land in memory the program had not \
+                 touched (new objects), whose pages the kernel faults in as it copies",
+                timed.len(),
+                dlio_storage::FRESH_FROM >> 10,
+                if per_call > 0.0 {
+                    format!(" ({:.1} us a call besides the bytes)", per_call / 1e3)
+                } else {
+                    String::new()
+                }
             ),
         );
     }
     found
 }
 
+/// What the fastest reads cost: `(per call, per byte)`, nanoseconds, from `(bytes, time)`.
+/// Reads of one size (the largest at most four times the smallest) cost the fastest tenth's
+/// time per byte, and nothing a call. Reads of sizes far apart (a file's footer beside its
+/// data) would have the small ones' call overhead taken for slowness: the per-byte cost is
+/// then the fastest tenth's among the larger half, and the per-call cost the fastest tenth of
+/// what the smaller half take beyond their bytes at that pace.
+fn fastest_read_cost(timed: &[(f64, f64)]) -> (f64, f64) {
+    let tenth = |mut values: Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 10]
+    };
+    let mut by_size = timed.to_vec();
+    by_size.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (smallest, largest) = (by_size[0].0, by_size[by_size.len() - 1].0);
+    if largest <= 4.0 * smallest {
+        return (0.0, tenth(timed.iter().map(|&(b, t)| t / b).collect()));
+    }
+    let (small, large) = by_size.split_at(by_size.len() / 2);
+    let per_byte = tenth(large.iter().map(|&(b, t)| t / b).collect());
+    let per_call = tenth(
+        small
+            .iter()
+            .map(|&(b, t)| (t - per_byte * b).max(0.0))
+            .collect(),
+    );
+    (per_call, per_byte)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn small_reads_beside_large_ones_are_not_slow_for_their_call_overhead() {
+        // 12 footers of 64 KiB in 30 us each (the call's overhead) and 12 reads of 3 MiB at
+        // 0.15 ns a byte: none slow.
+        let mut timed: Vec<(f64, f64)> = (0..12).map(|i| (65536.0, 30e3 + i as f64)).collect();
+        timed.extend((0..12).map(|i| (3.0 * 1048576.0, 0.15 * 3.0 * 1048576.0 + i as f64)));
+        let (per_call, per_byte) = fastest_read_cost(&timed);
+        assert!(
+            (per_call - (30e3 - 0.15 * 65536.0)).abs() < 100.0,
+            "{per_call}"
+        );
+        assert!((per_byte - 0.15).abs() < 0.01, "{per_byte}");
+        // One size: the fastest tenth's pace, no overhead; reads at three times it are slow.
+        let one: Vec<(f64, f64)> = (0..20)
+            .map(|i| (131072.0, if i < 10 { 20e3 } else { 60e3 }))
+            .collect();
+        let (per_call, per_byte) = fastest_read_cost(&one);
+        assert_eq!(per_call, 0.0);
+        assert!(one.iter().filter(|&&(b, t)| t > 2.0 * per_byte * b).count() == 10);
+    }
 
     #[test]
     fn openings_of_a_few_kinds_are_kept_with_their_counts_and_a_long_tail_is_not() {
