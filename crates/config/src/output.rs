@@ -87,6 +87,7 @@ impl Config {
             "computation_time" => &self.train.computation_time,
             "eval_time" => &self.evaluation.eval_time,
             "batch_time" => &self.reader.batch_time,
+            "open_time" => &self.reader.open_time,
             _ => &self.reader.preprocess_time,
         };
         Some(match *dist {

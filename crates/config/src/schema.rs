@@ -939,6 +939,12 @@ pub struct ReaderConfig {
     /// back). Any time distribution, as `preprocess_time`. Default 0.
     #[serde(with = "time_value")]
     pub batch_time: TimeDistribution,
+    /// Ours: time a reader spends each time it opens a file, after the format's opening (a
+    /// parquet footer's read) and before the file's first sample read: a library parsing the
+    /// file's metadata (pyarrow's footer, h5py's superblock). Slept, or spent busy under
+    /// `preprocess_work: cpu`. Any time distribution, as `preprocess_time`. Default 0.
+    #[serde(with = "time_value")]
+    pub open_time: TimeDistribution,
     /// Ours: the share of reads of 64 KiB and more that land in pages the process has not
     /// touched, as a program's reads into new objects fault theirs in (0: every read into
     /// the reader's warm buffer; 1: every one fresh; `dlio characterize` measures it as the
@@ -1011,6 +1017,7 @@ impl Default for ReaderConfig {
             preprocess_time: TimeDistribution::default(),
             preprocess_work: PreprocessWork::Sleep,
             batch_time: TimeDistribution::default(),
+            open_time: TimeDistribution::default(),
             fresh_read_share: 0.0,
             header_scan_bytes: 0,
             epoch_start_time: 0.0,

@@ -47,6 +47,7 @@ pub(crate) const TIME_KEYS: &[(&str, &str)] = &[
     ("evaluation", "eval_time"),
     ("reader", "preprocess_time"),
     ("reader", "batch_time"),
+    ("reader", "open_time"),
 ];
 
 /// Keys that upstream DLIO parses (or that its docs and shipped workloads use) but that have

@@ -1121,7 +1121,20 @@ impl Config {
             ("evaluation.eval_time", &self.evaluation.eval_time),
             ("reader.preprocess_time", &self.reader.preprocess_time),
             ("reader.batch_time", &self.reader.batch_time),
+            ("reader.open_time", &self.reader.open_time),
         ];
+        if self.sampler() == crate::Sampler::FileShards
+            && self.reader.open_time != TimeDistribution::default()
+        {
+            return Err(invalid(
+                "reader.open_time",
+                "is not spent by the tf.data TFRecord pipeline (format tfrecord with the \
+                 tensorflow loader), whose files are opened by its stream, not by a reader \
+                 thread."
+                    .into(),
+                "remove reader.open_time, or read through data_loader_sampler: index",
+            ));
+        }
         if self.sampler() == crate::Sampler::FileShards
             && self.reader.batch_time != TimeDistribution::default()
         {

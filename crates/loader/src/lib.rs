@@ -80,6 +80,8 @@ pub struct LoaderSpec {
     pub preprocess_work: dlio_config::PreprocessWork,
     /// `reader.batch_time`, slept per batch in the reader thread before handing it over.
     pub batch_time: TimeDistribution,
+    /// `reader.open_time`, spent in the reader thread each time it opens a file.
+    pub open_time: TimeDistribution,
     /// Seed for the preprocess-time draws of this rank.
     pub seed: u64,
     /// The dataset's nominal file layout (formats that read nothing, like `synthetic`, hand out
@@ -169,6 +171,8 @@ impl Loader {
             .map_err(LoaderError::Setting)?;
         let batch_time = TimeSampler::new("reader.batch_time", &spec.batch_time)
             .map_err(LoaderError::Setting)?;
+        let open_time =
+            TimeSampler::new("reader.open_time", &spec.open_time).map_err(LoaderError::Setting)?;
         let mut workers = Vec::new();
         // One reader per thread (the inline reader when there is none), from the format at
         // once, so that they may share what they fetched.
@@ -187,7 +191,7 @@ impl Loader {
                 &spec,
                 &*format,
                 next_reader(),
-                (preprocess.clone(), batch_time.clone()),
+                [preprocess.clone(), batch_time.clone(), open_time.clone()],
                 seed,
                 w,
                 Arc::clone(&stop),
@@ -214,7 +218,7 @@ impl Loader {
                 &spec,
                 &*format,
                 next_reader(),
-                (preprocess.clone(), batch_time.clone()),
+                [preprocess.clone(), batch_time.clone(), open_time.clone()],
                 spec.seed,
                 0,
                 Arc::clone(&stop),

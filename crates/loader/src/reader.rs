@@ -37,6 +37,11 @@ pub(crate) struct SampleReader {
     batch_time: TimeSampler,
     /// The batch-time sleeps, kept to their drawn length on average.
     batch_sleep: CompensatedSleep,
+    /// `reader.open_time`, spent after each opening of a file other than the one this
+    /// reader opened last (a sample of the same file opened again costs no parse).
+    open_time: TimeSampler,
+    open_sleep: CompensatedSleep,
+    last_opened: Option<FileKey>,
     rng: Xoshiro256PlusPlus,
     /// Records `data.item` / `data.preprocess` spans.
     tracer: Tracer,
@@ -96,7 +101,7 @@ impl SampleReader {
         spec: &LoaderSpec,
         format: &dyn Format,
         reader: Box<dyn dlio_format::FormatReader>,
-        (preprocess, batch_time): (TimeSampler, TimeSampler),
+        [preprocess, batch_time, open_time]: [TimeSampler; 3],
         seed: u64,
         worker: u32,
         stop: Arc<StopSignal>,
@@ -121,6 +126,9 @@ impl SampleReader {
             preprocess_busy: spec.preprocess_work == dlio_config::PreprocessWork::Cpu,
             batch_time,
             batch_sleep: CompensatedSleep::default(),
+            open_time,
+            open_sleep: CompensatedSleep::default(),
+            last_opened: None,
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
             tracer: spec.tracer.clone(),
             item_span: PreparedSpan::new(ai::DATA_ITEM, ["epoch", "image_idx"]),
@@ -387,26 +395,44 @@ impl SampleReader {
         key: FileKey,
         path: &std::path::Path,
     ) -> Result<(), dlio_format::FormatError> {
-        match self.policy {
-            OpenPolicy::PerSample => self.reader.open(storage, key, path),
+        let opened = match self.policy {
+            OpenPolicy::PerSample => {
+                self.reader.open(storage, key, path)?;
+                true
+            }
             OpenPolicy::KeepOpen => {
-                if !self.open.contains(&key) {
+                let new = !self.open.contains(&key);
+                if new {
                     self.reader.open(storage, key, path)?;
                     self.open.insert(key);
                 }
-                Ok(())
+                new
             }
             OpenPolicy::Sequential => {
-                if self.current != Some(key) {
+                let new = self.current != Some(key);
+                if new {
                     if let Some(old) = self.current.take() {
                         self.reader.close(old);
                     }
                     self.reader.open(storage, key, path)?;
                     self.current = Some(key);
                 }
-                Ok(())
+                new
             }
+        };
+        let another = self.last_opened.replace(key) != Some(key);
+        if opened
+            && another
+            && let Some(d) = self.open_time.draw(&mut self.rng)
+        {
+            // A stop ends the wait; the epoch loop then sees it.
+            let _ = if self.preprocess_busy {
+                self.stop.busy(d)
+            } else {
+                self.open_sleep.sleep(&self.stop, d)
+            };
         }
+        Ok(())
     }
 
     /// Ends the read of sample `global` that started at `started`: its latency into `hist`,

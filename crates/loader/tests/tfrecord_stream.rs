@@ -74,6 +74,7 @@ fn resizing_loader(
         preprocess_time: Default::default(),
         preprocess_work: Default::default(),
         batch_time: Default::default(),
+        open_time: Default::default(),
         seed: 5,
         layout: layout(),
         tracer: dlio_trace::Tracer::disabled(),

@@ -248,6 +248,7 @@ pub fn loader_spec(config: &Config, rank: u32) -> LoaderSpec {
         preprocess_time: config.reader.preprocess_time.clone(),
         preprocess_work: config.reader.preprocess_work,
         batch_time: config.reader.batch_time.clone(),
+        open_time: config.reader.open_time.clone(),
         seed: config.train.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(rank),
         layout: nominal_layout(config),
         tracer: dlio_trace::Tracer::disabled(),

@@ -10,6 +10,10 @@ use super::{Activity, Found, SizeShare, Stats, WHOLE_READ_LIMIT};
 use crate::ingest::Rec;
 use crate::timeline::Timeline;
 
+/// The shortest per-opening time written (`reader.open_time`): under it, a sleep's slack and
+/// the replay's own handovers.
+const MIN_OPEN_WORK_S: f64 = 100e-6;
+
 /// What the samples section found.
 pub(super) struct Samples<'t> {
     /// A sample is a whole file (each opening read within one step), else a slice of one.
@@ -992,6 +996,19 @@ fn columnar_samples<'t>(
             String::new()
         },
     );
+    // The library's parse of each footer before it reads the data: spent at every opening,
+    // so only where footers are read at every opening too.
+    if !columnar.metadata_cache && columnar.footer_work_s >= MIN_OPEN_WORK_S {
+        found.param(
+            "reader.open_time",
+            format!("{:.6}", columnar.footer_work_s),
+            format!(
+                "{:.3} ms (median) from a footer's read to the file's next read: the library \
+                 parses the metadata before it reads the data",
+                columnar.footer_work_s * 1e3
+            ),
+        );
+    }
     let unit_rows = columnar.group_rows;
     (
         Samples {

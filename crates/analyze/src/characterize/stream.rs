@@ -226,6 +226,10 @@ pub(super) struct Columnar {
     /// Consecutive row groups one request fetched (the median over the row-group reads):
     /// pyarrow's read of a whole file takes its data region in one.
     pub coalesce_row_groups: u64,
+    /// The median pause from a footer's read to the file's next read, seconds: the library
+    /// parsing the metadata before it reads the data (`reader.open_time`); 0 without footer
+    /// reads followed by one.
+    pub footer_work_s: f64,
 }
 
 /// The row-group reads of parquet files read by unit, with what the files' footers say; `None`
@@ -244,6 +248,8 @@ pub(super) fn columnar_of<'t>(
     let first = layouts.values().next()?.clone();
     let mut read = vec![false; first.columns.len()];
     let mut footer_reads: Vec<u64> = Vec::new();
+    let mut footer_ends: Vec<(u64, i64)> = Vec::new();
+    let mut data_starts: HashMap<u64, Vec<i64>> = HashMap::new();
     let mut visits: Vec<&Rec> = Vec::new();
     let mut last_visit: HashMap<(u32, u32), (u64, usize)> = HashMap::new();
     let mut groups_per_read: Vec<f64> = Vec::new();
@@ -255,8 +261,10 @@ pub(super) fn columnar_of<'t>(
         if end == layout.file_bytes {
             // The footer, and what of the last row group a speculative tail read takes along.
             footer_reads.push(r.bytes as u64);
+            footer_ends.push((r.file, r.end));
             continue;
         }
+        data_starts.entry(r.file).or_default().push(r.start);
         // The row groups the read falls on: the one it starts in, and those it runs into (a
         // read of a whole file's data region takes every one).
         let groups: Vec<usize> = layout
@@ -290,6 +298,20 @@ pub(super) fn columnar_of<'t>(
     if visits.is_empty() || !read.iter().any(|&r| r) {
         return None;
     }
+    // From each footer's read to the file's next data read, by any thread (pandas reads the
+    // footer on the calling thread and the data on pyarrow's I/O thread); one within a second.
+    for starts in data_starts.values_mut() {
+        starts.sort_unstable();
+    }
+    let footer_work: Vec<f64> = footer_ends
+        .iter()
+        .filter_map(|&(file, end)| {
+            let starts = data_starts.get(&file)?;
+            let next = *starts.get(starts.partition_point(|&s| s < end))?;
+            let pause = super::secs(next - end);
+            (pause < 1.0).then_some(pause)
+        })
+        .collect();
     let mut columns = first.columns.clone();
     for (column, read) in columns.iter_mut().zip(read) {
         column.read = read;
@@ -316,6 +338,7 @@ pub(super) fn columnar_of<'t>(
             },
             metadata_cache: opens_per_file <= 1.0 && epochs > 1.5,
             coalesce_row_groups: (Stats::of(&groups_per_read).median.round() as u64).max(1),
+            footer_work_s: Stats::of(&footer_work).median,
         },
         visits,
     ))

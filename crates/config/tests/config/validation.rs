@@ -588,3 +588,14 @@ fn draws_with_replacement_need_a_keyed_shuffle_and_an_index_sampler() {
         &["reader.sample_replacement", "data_loader_sampler: index"],
     );
 }
+
+#[test]
+fn the_open_time_is_a_reader_thread_s_and_refused_with_the_tfrecord_stream() {
+    let ok = config(&format!("{PYTORCH_NPZ}reader:\n  open_time: 0.0005\n"));
+    assert!(ok.validate(1).is_ok());
+    let err = rejected(
+        "framework: tensorflow\ndataset:\n  format: tfrecord\nreader:\n  open_time: 0.002\n",
+        1,
+    );
+    assert_contains(&err, &["reader.open_time", "data_loader_sampler: index"]);
+}
