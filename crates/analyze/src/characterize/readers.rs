@@ -544,8 +544,10 @@ fn consumer_ahead(
         }
     };
     // A worker's time from one sample to the next, less the sample's I/O calls: its own work
-    // per sample (decoding, collating, handing over). The median over its samples leaves out
-    // the waits between its batches.
+    // per sample (decoding, collating, handing over). The mean over the gaps inside its
+    // batches (under a tenth of a step) leaves out the waits between them; a median would
+    // miss work that falls between some reads only (a tar member parsed after its third
+    // read).
     let mut by_reader: HashMap<u32, Vec<i64>> = HashMap::new();
     for r in events.iter() {
         by_reader.entry(r.rank).or_default().push(r.start);
@@ -555,7 +557,16 @@ fn consumer_ahead(
         starts.sort_unstable();
         gaps.extend(starts.windows(2).map(|w| secs(w[1] - w[0])));
     }
-    let gap = Stats::of(&gaps).median;
+    let inside: Vec<f64> = gaps
+        .iter()
+        .copied()
+        .filter(|&g| g < compute_s.mean / 10.0)
+        .collect();
+    let gap = if inside.is_empty() {
+        Stats::of(&gaps).median
+    } else {
+        Stats::of(&inside).mean
+    };
     let io_per_sample = activity
         .reads
         .iter()
