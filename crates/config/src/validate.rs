@@ -86,15 +86,11 @@ impl Config {
                 "set ++workload.reader.fresh_read_share between 0 and 1",
             ));
         }
-        let start = self.reader.epoch_start_time;
-        if !(0.0..=MAX_SECONDS).contains(&start) {
-            return Err(invalid(
-                "reader.epoch_start_time",
-                format!("is {start}; a time in seconds goes from 0 to {MAX_SECONDS:e}."),
-                "set ++workload.reader.epoch_start_time to the seconds a loader takes to start, \
-                 or 0",
-            ));
-        }
+        seconds_in_range(
+            "reader.epoch_start_time",
+            self.reader.epoch_start_time,
+            "the seconds a loader takes to start",
+        )?;
         if self.evaluation.steps_between_evals > 0 && !self.workflow.evaluation {
             return Err(invalid(
                 "evaluation.steps_between_evals",
@@ -106,14 +102,11 @@ impl Config {
             ));
         }
         let interval = self.reader.worker_start_interval;
-        if !(0.0..=MAX_SECONDS).contains(&interval) {
-            return Err(invalid(
-                "reader.worker_start_interval",
-                format!("is {interval}; a time in seconds goes from 0 to {MAX_SECONDS:e}."),
-                "set ++workload.reader.worker_start_interval to the seconds between two \
-                 readers' starts, or 0",
-            ));
-        }
+        seconds_in_range(
+            "reader.worker_start_interval",
+            interval,
+            "the seconds between two readers' starts",
+        )?;
         if interval > 0.0 && self.sampler() == crate::Sampler::FileShards {
             return Err(invalid(
                 "reader.worker_start_interval",
@@ -1294,5 +1287,17 @@ fn check_storage_library(library: &str) -> Result<(), ConfigError> {
              own S3 engine)",
             STORAGE_LIBRARIES.join(", ")
         ),
+    ))
+}
+
+/// A time `key` of `seconds` from 0 to [`MAX_SECONDS`], or the error that says what it is for.
+fn seconds_in_range(key: &str, seconds: f64, what: &str) -> Result<(), ConfigError> {
+    if (0.0..=MAX_SECONDS).contains(&seconds) {
+        return Ok(());
+    }
+    Err(invalid(
+        key,
+        format!("is {seconds}; a time in seconds goes from 0 to {MAX_SECONDS:e}."),
+        format!("set ++workload.{key} to {what}, or 0"),
     ))
 }

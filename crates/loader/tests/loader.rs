@@ -54,6 +54,17 @@ fn spec(sampler: Sampler, read_type: ReadType, threads: u32) -> LoaderSpec {
 }
 
 fn plan(files: u64, sampler: Sampler, threads: u32, shuffle: Shuffle) -> EpochPlan {
+    plan_of_epoch(1, files, sampler, threads, shuffle)
+}
+
+/// The plan of epoch `epoch` (1-based) of the only rank.
+fn plan_of_epoch(
+    epoch: u32,
+    files: u64,
+    sampler: Sampler,
+    threads: u32,
+    shuffle: Shuffle,
+) -> EpochPlan {
     let spec = PlanSpec {
         num_files: files,
         samples_per_file: u64::from(SPF),
@@ -70,7 +81,7 @@ fn plan(files: u64, sampler: Sampler, threads: u32, shuffle: Shuffle) -> EpochPl
         total_training_steps: None,
         drop_last: true,
     };
-    EpochPlan::new(&spec, 1, 0).unwrap()
+    EpochPlan::new(&spec, epoch, 0).unwrap()
 }
 
 struct Outcome {
@@ -199,30 +210,7 @@ fn readers_start_one_interval_apart_in_the_epochs_where_they_start() {
     let tmp = tempfile::tempdir().unwrap();
     let files = dataset(tmp.path(), 8);
     let interval = std::time::Duration::from_millis(1500);
-    let epoch_plan = |epoch: u32| {
-        let first = plan(8, Sampler::Index, 2, Shuffle::Seed);
-        let spec = PlanSpec {
-            num_files: 8,
-            samples_per_file: u64::from(SPF),
-            batch_size: 2,
-            world: 1,
-            sampler: Sampler::Index,
-            read_threads: 2,
-            file_shuffle: Shuffle::Seed,
-            sample_shuffle: Shuffle::Seed,
-            sample_replacement: false,
-            seed: 9,
-            seed_change_epoch: true,
-            random_seed: 0,
-            total_training_steps: None,
-            drop_last: true,
-        };
-        if epoch == 1 {
-            first
-        } else {
-            EpochPlan::new(&spec, epoch, 0).unwrap()
-        }
-    };
+    let epoch_plan = |epoch: u32| plan_of_epoch(epoch, 8, Sampler::Index, 2, Shuffle::Seed);
     for (every_epoch, epoch, waits) in [(false, 1, true), (false, 2, false), (true, 2, true)] {
         let spec = LoaderSpec {
             start_interval: interval,
