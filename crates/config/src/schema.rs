@@ -924,6 +924,12 @@ pub struct ReaderConfig {
     /// with `read_threads: 0` the step's own thread reads. Default true (the frameworks'
     /// loaders read ahead by `prefetch_size`).
     pub read_ahead: bool,
+    /// Ours, with `read_ahead`: every batch's samples are spread over the reader threads (as
+    /// without read-ahead) and `prefetch_size` batches beyond the step's are asked for in
+    /// advance: a pool mapped over each batch that runs ahead, as tf.data's parallel `map`
+    /// followed by `batch` and `prefetch`. Default false (each reader thread reads whole
+    /// batches in turn).
+    pub spread_batches: bool,
     /// Time slept per sample in the reader; legacy sibling `preprocess_time_stdev`.
     /// Default 0.
     #[serde(with = "time_value")]
@@ -1014,6 +1020,7 @@ impl Default for ReaderConfig {
             sample_requests: Vec::new(),
             sample_request_patterns: Vec::new(),
             read_ahead: true,
+            spread_batches: false,
             preprocess_time: TimeDistribution::default(),
             preprocess_work: PreprocessWork::Sleep,
             batch_time: TimeDistribution::default(),

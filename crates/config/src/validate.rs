@@ -52,6 +52,22 @@ impl Config {
                 "set format: hdf5 and semantics: upstream, or remove dataset.hdf5.label_read",
             ));
         }
+        if self.reader.spread_batches
+            && (!self.reader.read_ahead
+                || self.reader.read_threads == 0
+                || self.sampler() == crate::Sampler::FileShards)
+        {
+            return Err(invalid(
+                "reader.spread_batches",
+                "spreads each batch over reader threads that read ahead; it needs \
+                 reader.read_ahead True (without read-ahead every batch is spread already), \
+                 read_threads of 1 or more, and an index sampler (not the tf.data TFRecord \
+                 pipeline)."
+                    .into(),
+                "remove reader.spread_batches, or set reader.read_ahead: True and \
+                 reader.read_threads: 1 or more",
+            ));
+        }
         if !self.reader.read_ahead && self.sampler() == crate::Sampler::FileShards {
             return Err(invalid(
                 "reader.read_ahead",

@@ -70,6 +70,11 @@ pub struct LoaderSpec {
     /// samples spread over the reader threads (sample `i` of the batch by thread `i %
     /// read_threads`), so that no read overlaps compute.
     pub read_ahead: bool,
+    /// `reader.spread_batches` (ours), with `read_ahead`: every batch's samples are spread
+    /// over the reader threads as without read-ahead, and `prefetch_size` batches beyond the
+    /// one the step waits for are asked for in advance (a pool mapped over each batch that
+    /// runs ahead: tf.data's parallel `map` before `batch` and `prefetch`).
+    pub spread_batches: bool,
     /// `reader.read_type`.
     pub read_type: ReadType,
     /// Index (PyTorch/DALI) or iterative (tf.data) sampling; decides the open/close pattern.
@@ -278,6 +283,8 @@ impl Loader {
                 files,
                 queues: Vec::new(),
                 demand: Vec::new(),
+                ahead: 0,
+                asked: 0,
                 next_step: 0,
                 stats: Arc::new(Mutex::new(EpochReadStats::default())),
                 finished,
@@ -306,6 +313,8 @@ impl Loader {
                 files,
                 queues: Vec::new(),
                 demand: Vec::new(),
+                ahead: 0,
+                asked: 0,
                 next_step: 0,
                 stats,
                 finished,
@@ -317,14 +326,19 @@ impl Loader {
         let mut demand = Vec::new();
         let (done, finished) = mpsc::channel();
         if threads > 0 {
-            let per_thread = if self.spec.prefetch_size == 0 {
+            let spread_ahead = self.spec.read_ahead && self.spec.spread_batches;
+            let per_thread = if spread_ahead {
+                // Every batch has a share from every thread: a thread's queue holds its share
+                // of each batch asked for ahead.
+                self.spec.prefetch_size.max(1) as usize
+            } else if self.spec.prefetch_size == 0 {
                 2
             } else {
                 self.spec.prefetch_size.div_ceil(threads) as usize
             };
             for (w, (tx, _)) in self.workers.iter().enumerate() {
                 let (out, rx) = mpsc::sync_channel(per_thread.max(1));
-                let asks = if self.spec.read_ahead {
+                let asks = if self.spec.read_ahead && !self.spec.spread_batches {
                     None
                 } else {
                     let (ask, asks) = mpsc::channel();
@@ -346,12 +360,19 @@ impl Loader {
                 queues.push(rx);
             }
         }
+        let ahead = if self.spec.read_ahead && self.spec.spread_batches {
+            u64::from(self.spec.prefetch_size)
+        } else {
+            0
+        };
         EpochBatches {
             loader: self,
             plan,
             files,
             queues,
             demand,
+            ahead,
+            asked: 0,
             next_step: 0,
             stats,
             finished,
@@ -377,8 +398,13 @@ pub struct EpochBatches<'a> {
     plan: Arc<EpochPlan>,
     files: FileList,
     queues: Vec<Receiver<Result<LoadedBatch, LoaderError>>>,
-    /// Without read-ahead: one sender per reader thread, asking for its share of a step.
+    /// Without read-ahead (or with spread batches): one sender per reader thread, asking for
+    /// its share of a step.
     demand: Vec<mpsc::Sender<u64>>,
+    /// Spread batches asked for beyond the one the step waits for.
+    ahead: u64,
+    /// Steps asked for so far (each asked once, in order).
+    asked: u64,
     next_step: u64,
     stats: Arc<Mutex<EpochReadStats>>,
     finished: Receiver<()>,
@@ -452,11 +478,16 @@ impl EpochBatches<'_> {
         }
     }
 
-    /// Without read-ahead: asks every reader thread for its share of `step` and waits for all.
-    fn batch_on_demand(&self, step: u64) -> Result<LoadedBatch, LoaderError> {
-        for ask in &self.demand {
-            // A thread that is gone shows as a disconnected queue below.
-            let _ = ask.send(step);
+    /// Spread batches: asks every reader thread for its share of `step` (and of the `ahead`
+    /// steps after it, each once) and waits for all shares of `step`.
+    fn batch_on_demand(&mut self, step: u64) -> Result<LoadedBatch, LoaderError> {
+        let through = (step + 1 + self.ahead).min(self.plan.steps());
+        while self.asked < through {
+            for ask in &self.demand {
+                // A thread that is gone shows as a disconnected queue below.
+                let _ = ask.send(self.asked);
+            }
+            self.asked += 1;
         }
         let mut batch = LoadedBatch {
             step,

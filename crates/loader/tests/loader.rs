@@ -36,6 +36,7 @@ fn spec(sampler: Sampler, read_type: ReadType, threads: u32) -> LoaderSpec {
         read_threads: threads,
         prefetch_size: 2,
         read_ahead: true,
+        spread_batches: false,
         read_type,
         sampler,
         preprocess_time: TimeDistribution::default(),
@@ -249,6 +250,45 @@ fn the_open_time_is_spent_once_for_each_file_a_reader_goes_on_to() {
             && took < std::time::Duration::from_millis(3600),
         "{took:?}"
     );
+}
+
+#[test]
+fn spread_batches_are_asked_for_the_prefetch_ahead() {
+    // 2 threads share every batch of 2 samples. Spread and read ahead by a prefetch of 2: once
+    // the first batch is taken, the two after it are read too (6 samples, each opened); spread
+    // without read-ahead: the first batch alone. The epoch's batches still come in order.
+    let tmp = tempfile::tempdir().unwrap();
+    let files = dataset(tmp.path(), 8);
+    for (read_ahead, spread_batches, read_early) in [(true, true, 6), (false, false, 2)] {
+        let spec = LoaderSpec {
+            read_ahead,
+            spread_batches,
+            ..spec(Sampler::Index, ReadType::OnDemand, 2)
+        };
+        let metered = Metered::new(PosixStorage::new());
+        let counters = Arc::clone(metered.counters());
+        let storage: Arc<dyn Storage> = Arc::new(metered);
+        let format: Arc<dyn dlio_format::Format> =
+            Arc::from(dlio_format::format_for(FormatKind::Npz).unwrap());
+        let mut loader = Loader::new(spec, storage, format, Arc::new(StopSignal::new())).unwrap();
+        let mut batches =
+            loader.start_epoch(plan(8, Sampler::Index, 2, Shuffle::Off), files.clone());
+        let first = batches.next_batch().unwrap().unwrap();
+        assert_eq!((first.step, first.samples), (0, 2));
+        // Ample time for two small batches; a thread that read more would show it.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert_eq!(
+            counters.snapshot().opens,
+            read_early,
+            "read ahead {read_ahead}"
+        );
+        let mut steps = vec![first.step];
+        while let Some(b) = batches.next_batch() {
+            steps.push(b.unwrap().step);
+        }
+        assert_eq!(steps, (0..12).collect::<Vec<_>>());
+        assert_eq!(batches.finish().samples, 24);
+    }
 }
 
 #[test]

@@ -69,6 +69,7 @@ fn resizing_loader(
         read_threads: threads,
         prefetch_size: 2,
         read_ahead: true,
+        spread_batches: false,
         read_type: ReadType::OnDemand,
         sampler: Sampler::FileShards,
         preprocess_time: Default::default(),

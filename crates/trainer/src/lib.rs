@@ -243,6 +243,7 @@ pub fn loader_spec(config: &Config, rank: u32) -> LoaderSpec {
         read_threads: config.reader.read_threads,
         prefetch_size: config.reader.prefetch_size,
         read_ahead: config.reader.read_ahead,
+        spread_batches: config.reader.spread_batches,
         read_type: config.reader.read_type,
         sampler: config.sampler(),
         preprocess_time: config.reader.preprocess_time.clone(),

@@ -599,3 +599,17 @@ fn the_open_time_is_a_reader_thread_s_and_refused_with_the_tfrecord_stream() {
     );
     assert_contains(&err, &["reader.open_time", "data_loader_sampler: index"]);
 }
+
+#[test]
+fn spread_batches_need_reader_threads_that_read_ahead() {
+    let ok = config(&format!(
+        "{PYTORCH_NPZ}reader:\n  read_threads: 4\n  spread_batches: True\n"
+    ));
+    assert!(ok.reader.spread_batches);
+    assert!(ok.validate(1).is_ok());
+    let without = rejected(
+        &format!("{PYTORCH_NPZ}reader:\n  read_ahead: False\n  spread_batches: True\n"),
+        1,
+    );
+    assert_contains(&without, &["reader.spread_batches", "read_ahead True"]);
+}
