@@ -325,8 +325,9 @@ impl Loader {
         let mut queues = Vec::new();
         let mut demand = Vec::new();
         let (done, finished) = mpsc::channel();
+        // Spread batches read ahead: every thread has a share of each batch asked for ahead.
+        let spread_ahead = self.spec.read_ahead && self.spec.spread_batches;
         if threads > 0 {
-            let spread_ahead = self.spec.read_ahead && self.spec.spread_batches;
             let per_thread = if spread_ahead {
                 // Every batch has a share from every thread: a thread's queue holds its share
                 // of each batch asked for ahead.
@@ -338,7 +339,7 @@ impl Loader {
             };
             for (w, (tx, _)) in self.workers.iter().enumerate() {
                 let (out, rx) = mpsc::sync_channel(per_thread.max(1));
-                let asks = if self.spec.read_ahead && !self.spec.spread_batches {
+                let asks = if self.spec.read_ahead && !spread_ahead {
                     None
                 } else {
                     let (ask, asks) = mpsc::channel();
@@ -360,7 +361,7 @@ impl Loader {
                 queues.push(rx);
             }
         }
-        let ahead = if self.spec.read_ahead && self.spec.spread_batches {
+        let ahead = if spread_ahead {
             u64::from(self.spec.prefetch_size)
         } else {
             0

@@ -72,6 +72,16 @@ pub(crate) struct SampleReader {
     pub(crate) stop: Arc<StopSignal>,
 }
 
+/// Spends a drawn loader time `d`: busy on the core (`preprocess_work: cpu`) or asleep, kept
+/// to its length on average by `sleep`. A stop ends it early; the epoch loop then sees it.
+fn spend(stop: &StopSignal, busy: bool, sleep: &mut CompensatedSleep, d: Duration) {
+    let _ = if busy {
+        stop.busy(d)
+    } else {
+        sleep.sleep(stop, d)
+    };
+}
+
 /// The path of file `file` of the list, or the error that the list has no such file.
 fn path_of<'a>(
     files: &'a FileList,
@@ -425,12 +435,7 @@ impl SampleReader {
             && another
             && let Some(d) = self.open_time.draw(&mut self.rng)
         {
-            // A stop ends the wait; the epoch loop then sees it.
-            let _ = if self.preprocess_busy {
-                self.stop.busy(d)
-            } else {
-                self.open_sleep.sleep(&self.stop, d)
-            };
+            spend(&self.stop, self.preprocess_busy, &mut self.open_sleep, d);
         }
         Ok(())
     }
@@ -462,12 +467,7 @@ impl SampleReader {
     /// slept: `reader.batch_time`.
     pub(crate) fn batch_done(&mut self) {
         if let Some(d) = self.batch_time.draw(&mut self.rng) {
-            // A stop ends the wait; the epoch loop then sees it.
-            let _ = if self.preprocess_busy {
-                self.stop.busy(d)
-            } else {
-                self.batch_sleep.sleep(&self.stop, d)
-            };
+            spend(&self.stop, self.preprocess_busy, &mut self.batch_sleep, d);
         }
     }
 
@@ -490,12 +490,12 @@ impl SampleReader {
     fn preprocess_sleep(&mut self, epoch: u32, global: u64, read_end: Instant) -> bool {
         let slept = match self.preprocess.draw(&mut self.rng) {
             Some(d) => {
-                // A stop ends the wait; the epoch loop then sees it.
-                let _ = if self.preprocess_busy {
-                    self.stop.busy(d)
-                } else {
-                    self.preprocess_sleep.sleep(&self.stop, d)
-                };
+                spend(
+                    &self.stop,
+                    self.preprocess_busy,
+                    &mut self.preprocess_sleep,
+                    d,
+                );
                 read_end.elapsed()
             }
             None => Duration::ZERO,

@@ -53,6 +53,13 @@ pub(super) struct Samples<'t> {
     pub patterns: Vec<CommonPattern>,
 }
 
+impl Samples<'_> {
+    /// Samples an epoch reads: the data set's, or fewer where the steps cap the epoch.
+    pub fn per_epoch(&self) -> u64 {
+        self.epoch_samples.unwrap_or(self.in_data_set)
+    }
+}
+
 /// The samples section: `dataset.*` (format, files, samples per file, record length and
 /// shape) and `semantics` where samples are slices of files DLIO's readers read per sample.
 ///
@@ -377,20 +384,22 @@ pub(super) fn drawn_with_replacement(events: &[&Rec], generations: u64) -> Optio
     if draws < 16 {
         return None;
     }
-    let mut last: HashMap<u64, usize> = HashMap::new();
-    let mut counts: HashMap<u64, u64> = HashMap::new();
+    // Per file: its reads so far, and the index of its last one.
+    let mut seen: HashMap<u64, (u64, usize)> = HashMap::new();
     let mut gaps = Vec::new();
     for (i, r) in events.iter().enumerate() {
-        *counts.entry(r.file).or_default() += 1;
-        if let Some(previous) = last.insert(r.file, i) {
-            gaps.push(i - previous);
+        let (count, last) = seen.entry(r.file).or_insert((0, i));
+        if *count > 0 {
+            gaps.push(i - *last);
         }
+        *count += 1;
+        *last = i;
     }
-    let distinct = last.len();
+    let distinct = seen.len();
     let repeats = gaps.len();
     let soon = gaps.iter().filter(|&&g| g * 4 < distinct).count();
     let at_once = gaps.iter().filter(|&&g| g == 1).count();
-    let kinds: HashSet<u64> = counts.values().copied().collect();
+    let kinds: HashSet<u64> = seen.values().map(|&(count, _)| count).collect();
     if repeats * 10 < draws || soon * 10 < repeats || at_once * 2 > repeats || kinds.len() < 3 {
         return None;
     }

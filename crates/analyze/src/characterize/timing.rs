@@ -492,7 +492,7 @@ pub(super) fn epoch_start_up(
     // A stream's events are its files' openings, one per file and epoch.
     let per_epoch = match samples.stream {
         Some(_) => samples.num_files,
-        None => samples.epoch_samples.unwrap_or(samples.in_data_set),
+        None => samples.per_epoch(),
     } as usize;
     if period_s <= 0.0
         || per_epoch == 0
@@ -518,10 +518,7 @@ pub(super) fn epoch_start_up(
             (first, last_end)
         })
         .collect();
-    let steps_per_epoch = samples
-        .epoch_samples
-        .unwrap_or(samples.in_data_set)
-        .div_ceil(readers.batch.max(1));
+    let steps_per_epoch = samples.per_epoch().div_ceil(readers.batch.max(1));
     let start_ups = start_ups(&epochs, steps_per_epoch as f64 * period_s, |from, to| {
         secs(eval.within(from, to))
     });
