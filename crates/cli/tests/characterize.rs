@@ -510,6 +510,51 @@ fn worker_processes_that_read_ahead_are_stepped_by_the_process_that_takes_their_
     );
 }
 
+/// h5py rows of a contiguous dataset read in worker processes that keep it open: each read is
+/// HDF5's 64 KiB sieve window from a row on, and the training process (which read the file's
+/// metadata before the workers started) takes the batches. A row is the sample, not the
+/// window, and the replay reads windows the same way.
+#[test]
+fn rows_read_through_an_hdf5_sieve_are_rows_and_the_replay_reads_windows() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = trace_characterize_replay(dir.path(), "h5_rows_workers");
+    let d = &r.derived;
+    for (key, value) in [
+        ("dataset.format", "hdf5"),
+        ("dataset.num_files_train", "1"),
+        ("dataset.num_samples_per_file", "384"),
+        ("dataset.record_length_bytes", "2048"),
+        ("dataset.hdf5.sieve_bytes", "65536"),
+        ("semantics", "upstream"),
+        ("reader.batch_size", "8"),
+        ("reader.read_threads", "2"),
+        ("reader.read_ahead", "True"),
+        ("reader.prefetch_size", "2"),
+        ("reader.sample_shuffle", "random"),
+        ("train.epochs", "2"),
+    ] {
+        assert_eq!(d.get(key).map(String::as_str), Some(value), "{key}: {d:?}");
+    }
+    // 2 x 48 takes, though the training process read the file's metadata first.
+    assert_eq!(
+        r.characterization["steps"], 96,
+        "{}",
+        r.characterization["notes"]
+    );
+    // Rows inside a window come without a read: fewer window reads than the 768 rows, and
+    // the replay within the tool's bounds of them.
+    let reads = r.fidelity["bounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == "read calls")
+        .unwrap()
+        .clone();
+    let real = reads["real"].as_f64().unwrap();
+    assert!((600.0..768.0).contains(&real), "{reads}");
+    assert_structure("h5_rows_workers", &r.fidelity);
+}
+
 /// A program that loads its whole data set up front (h5py `ds[...]` of every dataset) and then
 /// trains from memory reads each file once: one epoch of whole files, not slices of 512 bytes
 /// (HDF5's metadata reads were the most frequent size) over many steps.

@@ -838,6 +838,13 @@ pub struct Hdf5Config {
     /// 64 KiB, as h5py reads `labels[i]` of a dataset opened for each access; `dlio
     /// characterize` finds it). Default none.
     pub label_read: LabelRead,
+    /// Ours: HDF5's sieve buffer for contiguous record datasets, in bytes (0: off, DLIO's
+    /// reading of the sample's bytes). A sample smaller than it is read as a window of this
+    /// many bytes from the sample on (up to the dataset's end), kept per open file, and a later
+    /// sample that lies inside the window is served from it without a read, as h5py reads rows
+    /// of a contiguous dataset it keeps open (65536, the library's default; `dlio
+    /// characterize` finds it). Default 0.
+    pub sieve_bytes: u64,
 }
 
 impl Default for Hdf5Config {
@@ -847,6 +854,7 @@ impl Default for Hdf5Config {
             chunk_dims: Vec::new(),
             max_shape: Vec::new(),
             label_read: LabelRead::None,
+            sieve_bytes: 0,
         }
     }
 }

@@ -52,6 +52,22 @@ impl Config {
                 "set format: hdf5 and semantics: upstream, or remove dataset.hdf5.label_read",
             ));
         }
+        if self.dataset.hdf5.sieve_bytes > 0
+            && (self.dataset.format != FormatKind::Hdf5
+                || self.semantics != crate::Semantics::Upstream
+                || !self.dataset.hdf5.chunk_dims.is_empty())
+        {
+            return Err(invalid(
+                "dataset.hdf5.sieve_bytes",
+                "models HDF5's sieve buffer for contiguous record datasets read sample by \
+                 sample through dlio's HDF5 reader: it needs format hdf5, semantics: upstream \
+                 (the fork reads each file whole as bytes) and no dataset.hdf5.chunk_dims \
+                 (chunked datasets go through the chunk cache instead)."
+                    .into(),
+                "set format: hdf5 and semantics: upstream without chunk_dims, or remove \
+                 dataset.hdf5.sieve_bytes",
+            ));
+        }
         if self.reader.spread_batches
             && (!self.reader.read_ahead
                 || self.reader.read_threads == 0

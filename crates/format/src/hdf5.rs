@@ -64,6 +64,7 @@ pub(crate) struct Hdf5Format {
     max_shape: Vec<Option<u64>>,
     compression_level: u32,
     label_read: LabelRead,
+    sieve_bytes: u64,
 }
 
 impl Hdf5Format {
@@ -74,6 +75,7 @@ impl Hdf5Format {
             max_shape: dataset.hdf5.max_shape.clone(),
             compression_level: dataset.compression_level,
             label_read: dataset.hdf5.label_read,
+            sieve_bytes: dataset.hdf5.sieve_bytes,
         }
     }
 }
@@ -155,6 +157,7 @@ impl Format for Hdf5Format {
     fn reader(&self, _layout: &FileLayout) -> Box<dyn FormatReader> {
         Box::new(Hdf5Reader {
             label_read: self.label_read,
+            sieve_bytes: self.sieve_bytes,
             open: rustc_hash::FxHashMap::default(),
             buffer: None,
             chunk: Vec::new(),
@@ -407,11 +410,53 @@ struct OpenHdf5 {
     /// Decoded chunks: (dataset, chunk start coords) -> bytes; bounded by CHUNK_CACHE_BYTES.
     cache: VecDeque<(usize, Vec<u64>, Vec<u8>)>,
     cached_bytes: usize,
+    /// Each record dataset's sieve window (`dataset.hdf5.sieve_bytes`).
+    sieves: Vec<Sieve>,
+}
+
+/// The window of a contiguous dataset HDF5 last read into its sieve buffer: from a sample's
+/// first byte, `dataset.hdf5.sieve_bytes` long or up to the dataset's end.
+#[derive(Default)]
+struct Sieve {
+    /// File address of the window's first byte.
+    start: u64,
+    /// Its length (0: nothing read yet).
+    len: u64,
+    /// Where the window begins in `buffer` (the engine's alignment widens the read).
+    head: usize,
+    buffer: Option<IoBuffer>,
+}
+
+impl Sieve {
+    /// The `len` bytes at file address `offset`, from the window when it holds them, else from
+    /// a new window of up to `sieve_bytes` read at `offset` and clipped at `end` (the
+    /// dataset's end), as HDF5's contiguous reads through the sieve buffer do.
+    fn read<'s>(
+        &'s mut self,
+        handle: &mut dyn ReadHandle,
+        alignment: usize,
+        (offset, len, end): (u64, usize, u64),
+        sieve_bytes: u64,
+    ) -> Result<&'s [u8], FormatError> {
+        let inside =
+            self.len > 0 && offset >= self.start && offset + len as u64 <= self.start + self.len;
+        if !inside {
+            let window = sieve_bytes.min(end.saturating_sub(offset)).max(len as u64);
+            read_range(handle, &mut self.buffer, alignment, offset, window as usize)?;
+            self.start = offset;
+            self.len = window;
+            self.head = (offset % alignment.max(1) as u64) as usize;
+        }
+        let at = self.head + (offset - self.start) as usize;
+        Ok(self.buffer.as_ref().map_or(&[][..], |b| &b[at..at + len]))
+    }
 }
 
 struct Hdf5Reader {
     /// What each sample's read also takes of the `labels` dataset.
     label_read: LabelRead,
+    /// HDF5's sieve buffer for contiguous record datasets, bytes (0: off).
+    sieve_bytes: u64,
     open: rustc_hash::FxHashMap<FileKey, OpenHdf5>,
     buffer: Option<IoBuffer>,
     chunk: Vec<u8>,
@@ -510,11 +555,14 @@ fn open_file(
         path: path.to_path_buf(),
         _file: file,
         handle,
-        records,
         samples,
         labels,
         cache: VecDeque::new(),
         cached_bytes: 0,
+        sieves: std::iter::repeat_with(Sieve::default)
+            .take(records.len())
+            .collect(),
+        records,
     })
 }
 
@@ -620,6 +668,17 @@ impl FormatReader for Hdf5Reader {
                 },
             };
             match &placement {
+                Placement::Contiguous(base) if self.sieve_bytes > part as u64 => {
+                    let offset = base + sample * part as u64;
+                    let end = base + record.shape[0] as u64 * part as u64;
+                    let bytes = file.sieves[d].read(
+                        &mut *file.handle,
+                        alignment,
+                        (offset, part, end),
+                        self.sieve_bytes,
+                    )?;
+                    self.sample.extend_from_slice(bytes);
+                }
                 Placement::Contiguous(base) => {
                     let offset = base + sample * part as u64;
                     let bytes =
@@ -861,6 +920,7 @@ mod tests {
             max_shape,
             compression_level: 4,
             label_read: LabelRead::None,
+            sieve_bytes: 0,
         }
     }
 
@@ -912,6 +972,43 @@ mod tests {
         assert_eq!(reader.read_sample(&storage, 0, 3).unwrap(), &want[3][..]);
         let delta = storage.counters().snapshot() - before;
         assert_eq!((delta.read_requests, delta.bytes_read), (1, 192));
+    }
+
+    #[test]
+    fn a_sieve_reads_a_window_from_the_sample_on_and_serves_the_samples_inside_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Metered::new(PosixStorage::new());
+        // 5 samples of 192 bytes; a window of 400 bytes holds a sample and the next.
+        let l = layout(vec![6, 8], ElementType::Float32, Compression::None);
+        let path = dir.path().join("s.hdf5");
+        let f = Hdf5Format {
+            sieve_bytes: 400,
+            ..format(1, vec![], vec![])
+        };
+        f.generate(&storage, &path, &l, &mut DataRng::for_file(9, 0, 0))
+            .unwrap();
+        let want = expected(&l, 9, 1);
+        let mut reader = f.reader(&l);
+        reader.open(&storage, 0, &path).unwrap();
+        // (sample, read requests, bytes): 1 reads 400 bytes from its start; 2 lies inside
+        // that window (bytes 192..384 of it); 3 does not and reads a window clipped at the
+        // dataset's end (samples 3 and 4: 384 bytes); 0 comes before the window.
+        for (sample, requests, bytes) in
+            [(1, 1, 400), (2, 0, 0), (3, 1, 384), (4, 0, 0), (0, 1, 400)]
+        {
+            let before = storage.counters().snapshot();
+            assert_eq!(
+                reader.read_sample(&storage, 0, sample).unwrap(),
+                &want[sample as usize][..],
+                "sample {sample}"
+            );
+            let delta = storage.counters().snapshot() - before;
+            assert_eq!(
+                (delta.read_requests, delta.bytes_read),
+                (requests, bytes),
+                "sample {sample}"
+            );
+        }
     }
 
     #[test]

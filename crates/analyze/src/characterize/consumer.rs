@@ -73,11 +73,16 @@ impl Consumer {
 /// reads, split into takes. `None` when the program reads its data itself, or the consumer's
 /// reads are too few to be steps.
 pub(crate) fn find_consumer(t: &Timeline, data_calls: &[&Rec]) -> Option<Consumer> {
-    let readers: HashSet<u32> = data_calls
+    // Each process's data reads, by start: a process that reads data while it reads pipes
+    // reads for itself (a pool's worker taking its tasks); one that read data only before
+    // (the main process of an h5py Dataset learning the file's length) can still consume.
+    let mut data_reads: HashMap<u32, Vec<i64>> = HashMap::new();
+    for r in data_calls
         .iter()
         .filter(|r| op(r) == Op::Read && r.bytes > 0)
-        .map(|r| r.rank)
-        .collect();
+    {
+        data_reads.entry(r.rank).or_default().push(r.start);
+    }
     let first = data_calls.first()?.start;
     let mut by_pid: HashMap<u32, Vec<&Rec>> = HashMap::new();
     for r in t.events.iter().filter(|r| {
@@ -86,11 +91,16 @@ pub(crate) fn find_consumer(t: &Timeline, data_calls: &[&Rec]) -> Option<Consume
             && r.bytes > 0
             && r.tid == r.rank
             && r.start >= first
-            && !readers.contains(&r.rank)
             && t.path(r.file).starts_with(dlio_trace::PIPE_NAME_PREFIX)
     }) {
         by_pid.entry(r.rank).or_default().push(r);
     }
+    by_pid.retain(|pid, pipe_reads| {
+        let first_pipe_read = pipe_reads.iter().map(|r| r.start).min().unwrap_or(i64::MAX);
+        data_reads
+            .get(pid)
+            .is_none_or(|starts| starts.iter().all(|&s| s < first_pipe_read))
+    });
     let (pid, reads) = by_pid.into_iter().max_by_key(|(pid, r)| (r.len(), *pid))?;
     let takes = batches(takes(&reads));
     (takes.len() >= MIN_TAKES).then_some(Consumer { pid, takes })

@@ -511,15 +511,21 @@ fn consumer_ahead(
     if takes.len() < 2 || events.is_empty() {
         return None;
     }
-    let per_take = ((events.len() as f64 / takes.len() as f64).round() as u64).max(1);
+    // Reads per take, unrounded: a rounded one drifts over the takes (7 for 7.3 makes 9
+    // batches in flight of 4 by the 96th take).
+    let reads_per_take = events.len() as f64 / takes.len() as f64;
+    let per_take = (reads_per_take.round() as u64).max(1);
     let mut begun: Vec<i64> = events.iter().map(|r| r.start).collect();
     begun.sort_unstable();
+    // Batches begun and not yet taken at each take, at most. A batch counts as begun once a
+    // quarter of its reads have: where reads per batch vary (rows a sieve window already
+    // held), the first read of the next batch can come early by a fraction of one.
     let in_flight = takes
         .iter()
         .enumerate()
         .map(|(k, &(start, _))| {
-            let n = begun.partition_point(|&b| b < start) as u64;
-            n.div_ceil(per_take).saturating_sub(k as u64)
+            let n = begun.partition_point(|&b| b < start) as f64;
+            ((n / reads_per_take - 0.25).ceil().max(0.0) as u64).saturating_sub(k as u64)
         })
         .max()
         .unwrap_or(1)
@@ -579,7 +585,8 @@ fn consumer_ahead(
     Some(Ahead {
         readers,
         reader_bursts: takes.len() as u64,
-        batch: per_take * samples.unit_rows.max(1),
+        batch: ((samples.consumed() as f64 / takes.len() as f64).round() as u64).max(1)
+            * samples.unit_rows.max(1),
         steps: takes.len() as u64,
         prefetch_per_reader: ((in_flight as f64 / readers as f64).round() as u64).max(1),
         period_s: compute_s.mean,

@@ -48,6 +48,9 @@ pub(super) struct Samples<'t> {
     pub windows: bool,
     /// Each epoch's samples are drawn with replacement, when they are.
     pub draws: Option<Draws>,
+    /// The samples are rows read through HDF5's sieve buffer: an event is a window read, and
+    /// rows inside the window before them were read without one.
+    pub sieve: bool,
     /// The request patterns of the openings of files read whole in one request (empty when
     /// none describes them, or files are not read so).
     pub patterns: Vec<CommonPattern>,
@@ -57,6 +60,16 @@ impl Samples<'_> {
     /// Samples an epoch reads: the data set's, or fewer where the steps cap the epoch.
     pub fn per_epoch(&self) -> u64 {
         self.epoch_samples.unwrap_or(self.in_data_set)
+    }
+
+    /// Samples the program took: one per event, but through a sieve the epochs' rows, of which
+    /// some came from the window read before them without an event of their own.
+    pub fn consumed(&self) -> u64 {
+        if self.sieve {
+            self.epochs * self.per_epoch()
+        } else {
+            self.events.len() as u64
+        }
     }
 }
 
@@ -116,9 +129,18 @@ pub(super) fn samples<'t>(
         return tiled_samples(data, activity, intervals);
     }
 
+    // Rows of a contiguous HDF5 dataset read through h5py's sieve buffer: each read is a
+    // window from a row on, the row is the sample.
+    let sieve = if !whole_files && format == "hdf5" {
+        sieved_rows(reads, dominant)
+    } else {
+        None
+    };
     // Per sample: which burst, which thread; and the epochs' visiting orders.
     let sample_events: Vec<&Rec> = if whole_files || crop.is_some() {
         opens.clone()
+    } else if let Some(sieve) = &sieve {
+        sieve.events.clone()
     } else {
         reads
             .iter()
@@ -153,6 +175,8 @@ pub(super) fn samples<'t>(
     };
     let samples_per_file = if whole_files {
         members.unwrap_or(1)
+    } else if let Some(sieve) = &sieve {
+        sieve.rows
     } else if let Some(count) = labels.as_ref().and_then(|l| l.per_file) {
         count
     } else {
@@ -172,6 +196,8 @@ pub(super) fn samples<'t>(
     };
     let epochs = if let Some(d) = &draws {
         d.epochs
+    } else if let Some(sieve) = &sieve {
+        sieve.epochs(samples_in_data_set, num_files)
     } else if crop.is_some() {
         // Windows drawn at random: as many epochs as it takes to hold them (or as the
         // generations of worker processes started again for each epoch, when the data set
@@ -196,6 +222,8 @@ pub(super) fn samples<'t>(
     // as their mean, and a skewed set of files (lognormal sizes) loses bytes to the median.
     let record_length = if whole_files {
         sample_bytes_for_file(format, file_sizes.mean.round() as u64, samples_per_file)
+    } else if let Some(sieve) = &sieve {
+        sieve.stride
     } else {
         dominant
     };
@@ -246,6 +274,14 @@ pub(super) fn samples<'t>(
             )
         } else if whole_files {
             "each opening of a data file is read within one step: a sample is a file".into()
+        } else if let Some(sieve) = &sieve {
+            format!(
+                "reads of {} bytes (or shorter, ending where the others end: the dataset's \
+                 end) start on a grid of {} bytes from {} bytes into the file, so most of them \
+                 overlap: each is h5py's sieve window from a row on, a sample is a row, and a \
+                 file holds {} rows up to where the short reads end",
+                sieve.window, sieve.stride, sieve.base, sieve.rows
+            )
         } else if let Some(c) = &crop {
             format!(
                 "each opening of a data file reads a window of {dominant} bytes (median) at an \
@@ -273,6 +309,11 @@ pub(super) fn samples<'t>(
             )
         } else if crop.is_some() {
             format!("the bytes an opening read (median): {dominant}")
+        } else if let Some(sieve) = &sieve {
+            format!(
+                "the step between the rows the sieve windows start at: {} bytes",
+                sieve.stride
+            )
         } else {
             format!(
                 "the most frequent data read is {dominant} bytes ({} of {} reads)",
@@ -324,6 +365,23 @@ pub(super) fn samples<'t>(
                 .to_string(),
         );
     }
+    if let Some(sieve) = &sieve {
+        found.param(
+            "dataset.hdf5.sieve_bytes",
+            sieve.window.to_string(),
+            format!(
+                "{} of the {} data reads are windows of {} bytes from a row on (or up to the \
+                 dataset's end), {} rows of {} bytes each, and rows inside the window a thread \
+                 read last are not read again: HDF5's sieve buffer over a contiguous dataset \
+                 kept open",
+                sieve.events.len(),
+                reads.len(),
+                sieve.window,
+                sieve.window / sieve.stride,
+                sieve.stride
+            ),
+        );
+    }
     if !whole_files && matches!(format, "npz" | "npy" | "hdf5" | "jpeg" | "png") {
         found.param(
             "semantics",
@@ -349,7 +407,8 @@ pub(super) fn samples<'t>(
             stream: None,
             unit_rows: 1,
             columnar: None,
-            format_reads: false,
+            format_reads: sieve.is_some(),
+            sieve: sieve.is_some(),
             patterns,
             epoch_samples,
             windows: crop.is_some(),
@@ -637,6 +696,151 @@ fn label_reads(reads: &[&Rec], sample_events: &[&Rec]) -> Option<LabelReads> {
     None
 }
 
+/// Rows of a contiguous dataset read through HDF5's sieve buffer (h5py reading `images[i]` of
+/// a dataset it keeps open): each read is a window of the buffer's size from a row's first
+/// byte, or shorter where the dataset ends, and a row inside the window a thread read last is
+/// served from it without a read.
+#[derive(Debug)]
+pub(super) struct SieveRows<'t> {
+    /// The window's bytes (the sieve buffer's size).
+    window: u64,
+    /// Bytes per row: the step of the grid the windows start on.
+    stride: u64,
+    /// Where the first file's rows begin (its smallest window start).
+    base: u64,
+    /// Rows per file (median over the files).
+    rows: u64,
+    /// The window reads, in time order.
+    events: Vec<&'t Rec>,
+    /// Whether windows mostly follow each other (a row after the previous window's last).
+    sequential: bool,
+}
+
+impl SieveRows<'_> {
+    /// Epochs: the window reads over those an epoch makes. In order, an epoch reads one window
+    /// per `window / stride` rows; in random order, every row but those that fall inside the
+    /// window before them (about `window / stride - 1` rows in a file's).
+    fn epochs(&self, rows_in_data_set: u64, files: u64) -> u64 {
+        let per_window = (self.window / self.stride.max(1)).max(1);
+        let per_epoch = if self.sequential {
+            rows_in_data_set.div_ceil(per_window)
+        } else {
+            rows_in_data_set
+                .saturating_sub(files * (per_window - 1))
+                .max(rows_in_data_set.div_ceil(2))
+        };
+        ((self.events.len() as f64 / per_epoch.max(1) as f64).round() as u64).max(1)
+    }
+}
+
+/// The fewest window reads for a sieve to be told from other slices.
+const MIN_SIEVE_READS: usize = 16;
+
+/// Sieve windows over rows, if the data reads are that: reads of the dominant size `window`
+/// (16 or more, three quarters of all reads or more) start on a grid whose step (the
+/// greatest common divisor of their distances from each file's first) is at most half the
+/// window and 64 bytes or more, at more distinct places than a file's windows would need to
+/// read it once in order; shorter reads on the grid that end where the dataset ends (the
+/// most common end of such reads in the file) are windows too.
+pub(super) fn sieved_rows<'t>(reads: &[&'t Rec], window: u64) -> Option<SieveRows<'t>> {
+    let full: Vec<&Rec> = reads
+        .iter()
+        .copied()
+        .filter(|r| r.bytes as u64 == window && r.offset >= 0)
+        .collect();
+    if full.len() < MIN_SIEVE_READS || full.len() * 4 < reads.len() * 3 {
+        return None;
+    }
+    let mut base: HashMap<u64, i64> = HashMap::new();
+    for r in &full {
+        let b = base.entry(r.file).or_insert(r.offset);
+        *b = (*b).min(r.offset);
+    }
+    let stride = full
+        .iter()
+        .fold(0u64, |g, r| gcd(g, (r.offset - base[&r.file]) as u64));
+    if stride < 64 || stride * 2 > window {
+        return None;
+    }
+    let distinct: HashSet<(u64, i64)> = full.iter().map(|r| (r.file, r.offset)).collect();
+    if (distinct.len() as u64) * stride <= window * base.len() as u64 {
+        return None;
+    }
+    let on_grid = |r: &Rec| {
+        base.get(&r.file)
+            .is_some_and(|&b| r.offset >= b && (r.offset - b) as u64 % stride == 0)
+    };
+    // Each file's dataset end: the most common end of its short reads on the grid.
+    let mut ends: HashMap<u64, HashMap<i64, usize>> = HashMap::new();
+    for r in reads
+        .iter()
+        .filter(|r| r.bytes > 0 && (r.bytes as u64) < window && on_grid(r))
+    {
+        *ends
+            .entry(r.file)
+            .or_default()
+            .entry(r.offset + r.bytes)
+            .or_default() += 1;
+    }
+    let end_of: HashMap<u64, i64> = ends
+        .into_iter()
+        .filter_map(|(file, e)| {
+            e.into_iter()
+                .max_by_key(|&(end, n)| (n, end))
+                .map(|(end, _)| (file, end))
+        })
+        .collect();
+    let events: Vec<&Rec> = reads
+        .iter()
+        .copied()
+        .filter(|r| {
+            r.bytes as u64 == window && r.offset >= 0
+                || (r.bytes as u64) < window
+                    && on_grid(r)
+                    && end_of.get(&r.file) == Some(&(r.offset + r.bytes))
+        })
+        .collect();
+    // Rows per file: up to its dataset's end, or past its furthest window start by a window.
+    let mut rows: Vec<u64> = base
+        .iter()
+        .map(|(file, &b)| {
+            let end = end_of.get(file).copied().unwrap_or_else(|| {
+                full.iter()
+                    .filter(|r| r.file == *file)
+                    .map(|r| r.offset + window as i64)
+                    .max()
+                    .unwrap_or(b)
+            });
+            ((end - b) as u64 / stride).max(1)
+        })
+        .collect();
+    rows.sort_unstable();
+    // In order: the next window on a thread starts at the first row the previous one did not
+    // hold whole, inside it or where it ended.
+    let mut last: HashMap<(u32, u32, u64), (i64, i64)> = HashMap::new();
+    let (mut follows, mut pairs) = (0usize, 0usize);
+    for r in &events {
+        if let Some((prev_start, prev_end)) =
+            last.insert((r.rank, r.tid, r.file), (r.offset, r.offset + r.bytes))
+        {
+            pairs += 1;
+            follows += usize::from(r.offset > prev_start && r.offset <= prev_end);
+        }
+    }
+    Some(SieveRows {
+        window,
+        stride,
+        base: base.values().min().copied().unwrap_or(0) as u64,
+        rows: rows[rows.len() / 2],
+        events,
+        sequential: pairs > 0 && follows * 2 >= pairs,
+    })
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
 /// How many samples a file holds when each opening reads one part of it: two or more
 /// patterns, each reading less than three quarters of a file of `size` bytes and none the
 /// rest, that together cover nine tenths of it or more (an npz whose openings each read one
@@ -752,6 +956,7 @@ fn stream_samples<'t>(
             format_reads: true,
             epoch_samples: None,
             draws: None,
+            sieve: false,
             windows: false,
             patterns: Vec::new(),
         },
@@ -890,6 +1095,7 @@ fn tiled_samples<'t>(
             format_reads: true,
             epoch_samples: None,
             draws: None,
+            sieve: false,
             windows: false,
             patterns: Vec::new(),
         },
@@ -1035,6 +1241,7 @@ fn columnar_samples<'t>(
             format_reads: true,
             epoch_samples: None,
             draws: None,
+            sieve: false,
             windows: false,
             patterns: Vec::new(),
         },
@@ -1418,5 +1625,88 @@ mod tests {
             vec![vec![0, 10 * ms, 21 * ms], vec![130 * ms, 138 * ms]]
         );
         assert_eq!(generation_starts(&refs), vec![0, 130 * ms]);
+    }
+}
+
+#[cfg(test)]
+mod sieve_tests {
+    use super::*;
+    use crate::event::{Layer, Op};
+
+    fn read(i: i64, offset: i64, bytes: i64) -> Rec {
+        Rec {
+            rank: 7,
+            tid: 7,
+            start: i * 1000,
+            end: i * 1000 + 10,
+            layer: Layer::ReaderPosix as u8,
+            op: Op::Read as u8,
+            item: false,
+            fd: 3,
+            file: 1,
+            offset,
+            bytes,
+        }
+    }
+
+    /// `total` rows of 3072 bytes from 2048, windows of 64 KiB.
+    fn windows(total: i64, rows: impl Iterator<Item = i64>) -> Vec<Rec> {
+        let (base, row, end) = (2048, 3072, 2048 + total * 3072);
+        rows.enumerate()
+            .map(|(i, r)| {
+                let offset = base + r * row;
+                read(i as i64, offset, (end - offset).min(65536))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn overlapping_windows_on_a_grid_are_rows_read_through_a_sieve() {
+        // Two epochs of a scattered order (37 is prime to 200), with metadata reads before.
+        let mut reads = vec![read(-3, 0, 8), read(-2, 96, 512)];
+        reads.extend(windows(200, (0..400).map(|i| (i * 37) % 200)));
+        let refs: Vec<&Rec> = reads.iter().collect();
+        let sieve = sieved_rows(&refs, 65536).expect("a sieve");
+        assert_eq!(
+            (sieve.window, sieve.stride, sieve.base),
+            (65536, 3072, 2048)
+        );
+        assert_eq!(sieve.rows, 200);
+        // Every window read, the short ones at the end too, and not the metadata.
+        assert_eq!(sieve.events.len(), 400);
+        assert!(!sieve.sequential);
+        assert_eq!(sieve.epochs(200, 1), 2);
+    }
+
+    #[test]
+    fn windows_in_order_make_one_read_per_window_of_rows() {
+        // Four threads, each reading 149 rows of 600 in order, three epochs: a window holds 21
+        // rows, so each thread reads rows q, q + 21, q + 42, ... of its own.
+        let mut reads = Vec::new();
+        for epoch in 0..3 {
+            for (thread, first) in [0i64, 149, 298, 451].into_iter().enumerate() {
+                let mut w = windows(600, (first..first + 149).step_by(21));
+                for r in &mut w {
+                    r.tid = thread as u32;
+                    r.start += epoch * 1_000_000 + thread as i64 * 100;
+                }
+                reads.extend(w);
+            }
+        }
+        let refs: Vec<&Rec> = reads.iter().collect();
+        let sieve = sieved_rows(&refs, 65536).expect("a sieve");
+        assert_eq!(sieve.stride, 3072);
+        assert!(sieve.sequential);
+        // 32 windows an epoch (8 per thread), where a scattered order would make about 580.
+        assert_eq!(sieve.rows, 600);
+        assert_eq!(sieve.epochs(600, 1), 3);
+    }
+
+    #[test]
+    fn reads_that_do_not_overlap_are_plain_slices() {
+        // Slices of 65536 bytes back to back: the grid's step is the read itself.
+        let reads: Vec<Rec> = (0..40).map(|i| read(i, i * 65536, 65536)).collect();
+        let refs: Vec<&Rec> = reads.iter().collect();
+        assert!(sieved_rows(&refs, 65536).is_none());
     }
 }

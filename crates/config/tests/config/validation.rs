@@ -613,3 +613,27 @@ fn spread_batches_need_reader_threads_that_read_ahead() {
     );
     assert_contains(&without, &["reader.spread_batches", "read_ahead True"]);
 }
+
+#[test]
+fn a_sieve_needs_contiguous_hdf5_records_read_sample_by_sample() {
+    let hdf5 = "framework: pytorch\nsemantics: upstream\ndataset:\n  format: hdf5\n";
+    let ok = config(&format!("{hdf5}  hdf5:\n    sieve_bytes: 65536\n"));
+    assert_eq!(ok.dataset.hdf5.sieve_bytes, 65536);
+    assert!(ok.validate(1).is_ok());
+    // The fork reads files whole; chunked records go through the chunk cache.
+    let fork = rejected(
+        "framework: pytorch\ndataset:\n  format: hdf5\n  hdf5:\n    sieve_bytes: 65536\n",
+        1,
+    );
+    assert_contains(&fork, &["dataset.hdf5.sieve_bytes", "semantics: upstream"]);
+    let chunked = rejected(
+        &format!("{hdf5}  hdf5:\n    sieve_bytes: 65536\n    chunk_dims: [4]\n"),
+        1,
+    );
+    assert_contains(&chunked, &["dataset.hdf5.sieve_bytes", "chunk_dims"]);
+    let npz = rejected(
+        &format!("{PYTORCH_NPZ}  hdf5:\n    sieve_bytes: 65536\n"),
+        1,
+    );
+    assert_contains(&npz, &["dataset.hdf5.sieve_bytes", "format hdf5"]);
+}
