@@ -768,7 +768,7 @@ pub(super) fn sieved_rows<'t>(reads: &[&'t Rec], window: u64) -> Option<SieveRow
     }
     let on_grid = |r: &Rec| {
         base.get(&r.file)
-            .is_some_and(|&b| r.offset >= b && (r.offset - b) as u64 % stride == 0)
+            .is_some_and(|&b| r.offset >= b && ((r.offset - b) as u64).is_multiple_of(stride))
     };
     // Each file's dataset end: the most common end of its short reads on the grid.
     let mut ends: HashMap<u64, HashMap<i64, usize>> = HashMap::new();
