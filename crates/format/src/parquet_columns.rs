@@ -537,7 +537,11 @@ pub fn parquet_layout(path: &Path) -> Result<ParquetLayout, FormatError> {
             let c = schema.column(i);
             let chunk_bytes: u64 = groups.iter().map(|g| g.column(i).byte_range().1).sum();
             let per_row = chunk_bytes / total_rows.max(1);
+            let nested = c.max_rep_level() > 0;
             let (dtype, size) = match (c.physical_type(), c.logical_type_ref()) {
+                // A list (pyarrow's fixed_size_list or list): its chunk's bytes per row, with
+                // its levels, as a vector of that many bytes.
+                _ if nested => ("uint8", per_row.max(1)),
                 (Physical::BOOLEAN, _) => ("bool", 1),
                 (
                     Physical::INT32,
@@ -572,7 +576,12 @@ pub fn parquet_layout(path: &Path) -> Result<ParquetLayout, FormatError> {
                 (Physical::BYTE_ARRAY, _) => ("binary", per_row.saturating_sub(4).max(1)),
             };
             ParquetColumn {
-                name: c.name().to_string(),
+                // A nested column's leaf is `element` (or `item`): the field is its top.
+                name: if nested {
+                    c.path().parts()[0].clone()
+                } else {
+                    c.name().to_string()
+                },
                 dtype: dtype.to_string(),
                 size,
                 read: true,

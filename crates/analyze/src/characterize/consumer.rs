@@ -102,7 +102,7 @@ pub(crate) fn find_consumer(t: &Timeline, data_calls: &[&Rec]) -> Option<Consume
             .is_none_or(|starts| starts.iter().all(|&s| s < first_pipe_read))
     });
     let (pid, reads) = by_pid.into_iter().max_by_key(|(pid, r)| (r.len(), *pid))?;
-    let takes = batches(takes(&reads));
+    let takes = per_batch(batches(takes(&reads)));
     (takes.len() >= MIN_TAKES).then_some(Consumer { pid, takes })
 }
 
@@ -119,6 +119,42 @@ fn batches(messages: Vec<(i64, i64, i64)>) -> Vec<(i64, i64)> {
         .filter(|m| m.2 * 2 >= median)
         .map(|(start, end, _)| (start, end))
         .collect()
+}
+
+/// The takes grouped into batches when the workers hand over one sample a message (an
+/// `IterableDataset` without batching, a pool's `imap`) and the training process collates
+/// them: the pauses between takes fall into a short level (samples of one batch) and a
+/// compute level, and most groups the compute pauses cut hold about the same number of takes
+/// (within a quarter of their median, two or more). A loader that hands over whole batches and keeps them in order takes early
+/// batches together now and then, in groups of varying size and mostly one.
+fn per_batch(takes: Vec<Take>) -> Vec<Take> {
+    let Some(threshold) = super::trace_view::pause_threshold(&takes) else {
+        return takes;
+    };
+    let mut groups: Vec<(Take, usize)> = Vec::new();
+    for &(start, end) in &takes {
+        match groups.last_mut() {
+            Some(((_, last_end), n)) if start - *last_end <= threshold => {
+                *last_end = end;
+                *n += 1;
+            }
+            _ => groups.push(((start, end), 1)),
+        }
+    }
+    let mut sizes: Vec<usize> = groups.iter().map(|&(_, n)| n).collect();
+    sizes.sort_unstable();
+    let median = sizes[sizes.len() / 2];
+    // Within a quarter of the median: a loader that restores the workers' order takes some
+    // samples of the next batch early, or leaves some of this one for later.
+    let near = sizes
+        .iter()
+        .filter(|&&n| 4 * n >= 3 * median && 4 * n <= 5 * median)
+        .count();
+    if median >= 2 && near * 10 >= groups.len() * 6 && groups.len() >= MIN_TAKES {
+        groups.into_iter().map(|(take, _)| take).collect()
+    } else {
+        takes
+    }
 }
 
 /// Messages read: each starts at a read of 4 bytes (multiprocessing's length prefix) when

@@ -95,12 +95,12 @@ pub(super) fn readers(
         processes,
         only_main,
         read_threads,
-    } = census(if samples.columnar.is_some() {
+    } = census(&if samples.columnar.is_some() {
         // Row-group reads only: a thread that reads nothing but footers opens the files for
         // the readers (pyarrow reads a footer on the calling thread, the data on its own).
-        &samples.events
+        samples.events.clone()
     } else {
-        reads
+        readers_reads(reads, &samples.events)
     });
     let batch_of_reads = "the samples opened between two compute pauses";
     found.param(
@@ -136,6 +136,27 @@ pub(super) fn readers(
             "no compute pauses to group samples by".into()
         },
     );
+    // A dlio reader thread reads whole batches: where an epoch is fewer steps than the
+    // program had reading threads (an I/O pool fetching a whole epoch in one burst), the
+    // threads beyond them would only open the files.
+    let epoch_steps = samples
+        .per_epoch()
+        .div_ceil(batch.max(1))
+        .max(1);
+    let pooled = read_threads;
+    let read_threads = if read_threads > epoch_steps && ahead.is_none() {
+        epoch_steps
+    } else {
+        read_threads
+    };
+    let fewer = if read_threads < pooled {
+        format!(
+            "; {read_threads} of them in the replay, as an epoch is {epoch_steps} steps of \
+             {batch} samples and a dlio reader thread reads whole batches"
+        )
+    } else {
+        String::new()
+    };
     found.param(
         "reader.read_threads",
         read_threads.to_string(),
@@ -154,7 +175,7 @@ pub(super) fn readers(
             )
         } else {
             format!(
-                "{} threads of one process read data ({})",
+                "{} threads of one process read data ({}){fewer}",
                 reader_threads.len(),
                 reader_threads
                     .iter()
@@ -494,6 +515,26 @@ fn densest_cluster(values: &[f64], ratio: f64) -> Vec<f64> {
         }
     }
     v[best.0..best.1].to_vec()
+}
+
+/// The reads of the threads that read on once the samples' reads have begun: a thread that
+/// only read a header or an index before them (the main thread, before it starts a pool, or
+/// the training process, learning a file's length before it forks its workers) is not a
+/// reader.
+fn readers_reads<'t>(reads: &[&'t Rec], sample_events: &[&Rec]) -> Vec<&'t Rec> {
+    let Some(first) = sample_events.iter().map(|r| r.start).min() else {
+        return reads.to_vec();
+    };
+    let reading: HashSet<(u32, u32)> = reads
+        .iter()
+        .filter(|r| r.start >= first)
+        .map(|r| (r.rank, r.tid))
+        .collect();
+    reads
+        .iter()
+        .copied()
+        .filter(|r| reading.contains(&(r.rank, r.tid)))
+        .collect()
 }
 
 /// [`Ahead`] from the training process's takes: the batch is the samples read over the

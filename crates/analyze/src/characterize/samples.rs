@@ -964,11 +964,13 @@ fn stream_samples<'t>(
     )
 }
 
-/// The records of files whose reads tile them: per data file, its distinct (offset, length)
-/// reads, when in nine files of ten they cover the file from its start to its end without
-/// overlapping, each read as often as the others (records read one by one through an
-/// index); `None` otherwise.
-fn tiled_records(data: &DataSet, activity: &Activity) -> Option<HashMap<u64, Vec<u64>>> {
+/// The records of files whose reads tile them: per data file, where its records begin and
+/// their lengths, when in nine files of ten its distinct (offset, length) reads cover the file
+/// up to its end without overlapping, each read as often as the others, from its start or from
+/// a header of a tenth of the file at most (a header and an index read once, before records
+/// read every epoch) that no record read overlaps: records read one by one through an index.
+/// `None` otherwise.
+fn tiled_records(data: &DataSet, activity: &Activity) -> Option<HashMap<u64, (u64, Vec<u64>)>> {
     let mut reads: HashMap<u64, HashMap<(u64, u64), u64>> = HashMap::new();
     for r in &activity.reads {
         if r.offset >= 0 {
@@ -979,22 +981,32 @@ fn tiled_records(data: &DataSet, activity: &Activity) -> Option<HashMap<u64, Vec
                 .or_default() += 1;
         }
     }
-    let mut tiled: HashMap<u64, Vec<u64>> = HashMap::new();
+    let mut tiled: HashMap<u64, (u64, Vec<u64>)> = HashMap::new();
     for (&file, intervals) in &reads {
         let size = data.totals.get(&file).map_or(0, |t| t.size);
         let mut sorted: Vec<(&(u64, u64), &u64)> = intervals.iter().collect();
         sorted.sort_unstable();
-        let mut at = 0u64;
-        let times = sorted.first().map_or(0, |(_, n)| **n);
-        let tiles = sorted.len() >= 2
-            && sorted.iter().all(|&(&(offset, len), &n)| {
-                let next = offset == at && n == times;
-                at = offset + len;
-                next
-            })
-            && at == size;
-        if tiles {
-            tiled.insert(file, sorted.iter().map(|((_, len), _)| *len).collect());
+        // The run of records that ends at the file's end, back to front.
+        let times = sorted.last().map_or(0, |(_, n)| **n);
+        let mut start = size;
+        let mut records = 0;
+        for &(&(offset, len), &n) in sorted.iter().rev() {
+            if offset + len != start || n != times {
+                break;
+            }
+            start = offset;
+            records += 1;
+        }
+        let header = &sorted[..sorted.len() - records];
+        let apart = header
+            .iter()
+            .all(|&(&(offset, len), _)| offset + len <= start);
+        if records >= 2 && apart && start * 10 <= size {
+            let lengths = sorted[sorted.len() - records..]
+                .iter()
+                .map(|((_, len), _)| *len)
+                .collect();
+            tiled.insert(file, (start, lengths));
         }
     }
     (tiled.len() * 10 >= data.files.len() * 9 && !tiled.is_empty()).then_some(tiled)
@@ -1005,20 +1017,34 @@ fn tiled_records(data: &DataSet, activity: &Activity) -> Option<HashMap<u64, Vec
 fn tiled_samples<'t>(
     data: &DataSet,
     activity: &Activity<'t>,
-    intervals: HashMap<u64, Vec<u64>>,
+    intervals: HashMap<u64, (u64, Vec<u64>)>,
 ) -> (Samples<'t>, Found) {
     let mut found = Found::default();
     let num_files = data.files.len() as u64;
-    let counts: Vec<f64> = intervals.values().map(|v| v.len() as f64).collect();
+    let counts: Vec<f64> = intervals.values().map(|(_, v)| v.len() as f64).collect();
     let per_file = (Stats::of(&counts).median.round() as u64).max(1);
-    let lengths: Vec<u64> = intervals.values().flatten().copied().collect();
+    let lengths: Vec<u64> = intervals
+        .values()
+        .flat_map(|(_, v)| v.iter().copied())
+        .collect();
+    let headers: Vec<u64> = intervals.values().map(|&(start, _)| start).collect();
     let mean = lengths.iter().sum::<u64>() / lengths.len().max(1) as u64;
     let sizes: Vec<f64> = data
         .files
         .iter()
         .map(|f| data.totals.get(f).map_or(0, |t| t.size) as f64)
         .collect();
-    let events: Vec<&Rec> = activity.reads.clone();
+    // The records' reads; those of the headers before them are not samples.
+    let events: Vec<&Rec> = activity
+        .reads
+        .iter()
+        .copied()
+        .filter(|r| {
+            intervals
+                .get(&r.file)
+                .is_none_or(|&(start, _)| r.offset >= start as i64)
+        })
+        .collect();
     let in_data_set = (num_files * per_file).max(1);
     let epochs = ((events.len() as f64 / in_data_set as f64).round() as u64).max(1);
     found.param(
@@ -1042,10 +1068,16 @@ fn tiled_samples<'t>(
         "dataset.num_samples_per_file",
         per_file.to_string(),
         format!(
-            "the distinct reads of each file cover it end to end without overlapping: {}-{} \
-             records a file (median {per_file})",
+            "the distinct reads of each file cover it up to its end without overlapping: {}-{} \
+             records a file (median {per_file}){}",
             Stats::of(&counts).min as u64,
-            Stats::of(&counts).max as u64
+            Stats::of(&counts).max as u64,
+            match headers.iter().max() {
+                Some(&h) if h > 0 => format!(
+                    ", after a header of up to {h} bytes read apart (not replayed)"
+                ),
+                _ => String::new(),
+            }
         ),
     );
     found.param(

@@ -4,7 +4,7 @@
 //! reads by prefetching, so the batch and the step come from the epoch's length and the
 //! shortest recurring pause, not from the samples between two pauses.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{Read, Seek, SeekFrom};
 
 use super::trace_view::DataSet;
@@ -251,7 +251,7 @@ pub(super) fn columnar_of<'t>(
     let mut footer_ends: Vec<(u64, i64)> = Vec::new();
     let mut data_starts: HashMap<u64, Vec<i64>> = HashMap::new();
     let mut visits: Vec<&Rec> = Vec::new();
-    let mut last_visit: HashMap<(u32, u32), (u64, usize)> = HashMap::new();
+    let mut visiting: HashMap<(u32, u64, usize), HashSet<i64>> = HashMap::new();
     let mut groups_per_read: Vec<f64> = Vec::new();
     for r in &activity.reads {
         let Some(layout) = layouts.get(&r.file) else {
@@ -288,9 +288,13 @@ pub(super) fn columnar_of<'t>(
                     read[i] = true;
                 }
             }
-            // A visit of a row group: its first read by a thread (several requests when the
-            // selected columns are not adjacent).
-            if last_visit.insert((r.rank, r.tid), (r.file, group)) != Some((r.file, group)) {
+            // A visit of a row group: reads of its chunks (several requests when the
+            // selected columns are not adjacent, by one thread or by an I/O pool's several)
+            // until one of them is read again.
+            let chunks_read = visiting.entry((r.rank, r.file, group)).or_default();
+            if chunks_read.is_empty() || !chunks_read.insert(r.offset) {
+                chunks_read.clear();
+                chunks_read.insert(r.offset);
                 visits.push(r);
             }
         }

@@ -422,10 +422,13 @@ pub(crate) fn bursts(calls: &[&Rec], compute_starts: &[i64]) -> (Vec<Burst>, boo
 /// between neighbours: system calls back to back, then the program's work between samples,
 /// then its compute between steps. The compute is the top level of two or more pauses of at
 /// least 0.2 ms whose median is at least [`MIN_GAP_RATIO`] times the median of the level
-/// below it. Levels told apart by a jump of 2 (not only 3) and confirmed by their medians
+/// below it, or the level below that one when it passes the same test, holds 8 times as many
+/// pauses, has a median within 8x of the top's and leaves bursts of 4 calls or more (the top
+/// level is then the epochs' ends). Levels
+/// told apart by a jump of 2 (not only 3) and confirmed by their medians
 /// hold on a busy machine, where scheduling delays stretch some pauses inside a burst towards
 /// the compute pauses; `None` when there is no such level.
-fn pause_threshold(busy: &[(i64, i64)]) -> Option<i64> {
+pub(super) fn pause_threshold(busy: &[(i64, i64)]) -> Option<i64> {
     let mut gaps: Vec<i64> = busy.windows(2).map(|w| w[1].0 - w[0].1).collect();
     gaps.sort_unstable();
     let n = gaps.len();
@@ -456,6 +459,28 @@ fn pause_threshold(busy: &[(i64, i64)]) -> Option<i64> {
                     ratio(a).total_cmp(&ratio(b))
                 })
         })?;
+    // A top level of a few pauses over a level of many that is compute by the same test (the
+    // pauses at epochs' ends, each a step's compute and the epoch's start-up, over the steps'
+    // own): the steps are the level below, when its bursts hold 4 calls or more on average.
+    let mut at = at;
+    loop {
+        let level_start = |end: usize| (1..end).rev().find(|&k| jump(k)).unwrap_or(0);
+        let below = level_start(at);
+        if below == 0 || gaps[below] < 200_000 {
+            break;
+        }
+        let lower = level_start(below);
+        // Epochs' ends are a step's compute and a start-up: a few times a step, where a
+        // compute level stands far above the pauses inside a burst.
+        let near = median(&gaps[at..]) < 8.0 * median(&gaps[below..at]);
+        let few_above = near && (n - at) * 8 <= at - below;
+        let bursts_of_four = (n - below) * 4 <= n;
+        let compute = median(&gaps[below..]) >= MIN_GAP_RATIO * median(&gaps[lower..below]).max(1000.0);
+        if !(few_above && bursts_of_four && compute) {
+            break;
+        }
+        at = below;
+    }
     let threshold = ((gaps[at - 1].max(1) as f64) * (gaps[at] as f64)).sqrt() as i64;
     // A stray long pause inside a burst (a thread scheduled late, a garbage collection) can
     // pass the jump: pauses under half the median compute pause are not compute either.
