@@ -223,6 +223,37 @@ mod tests {
     }
 
     #[test]
+    fn samples_taken_one_a_message_are_grouped_into_the_batches_between_computes() {
+        // 12 steps of 8 takes 0.1 ms apart (a few come a take early or late), 20 ms apart.
+        let mut takes = Vec::new();
+        let mut at = 0i64;
+        for step in 0..12 {
+            let n = match step {
+                3 => 9,
+                4 => 7,
+                _ => 8,
+            };
+            for _ in 0..n {
+                takes.push((at, at + 20_000));
+                at += 100_000;
+            }
+            at += 20_000_000;
+        }
+        let grouped = per_batch(takes.clone());
+        assert_eq!(grouped.len(), 12);
+        assert_eq!(grouped[0], (0, 720_000));
+        // Whole batches taken one a step, some two at once (early batches kept in order): as
+        // they are.
+        let mut batches = Vec::new();
+        let mut at = 0i64;
+        for step in 0..12 {
+            batches.push((at, at + 50_000));
+            at += if step % 4 == 0 { 200_000 } else { 20_000_000 };
+        }
+        assert_eq!(per_batch(batches.clone()), batches);
+    }
+
+    #[test]
     fn control_messages_far_smaller_than_the_batches_are_not_takes() {
         let messages = vec![(0, 1, 351), (10, 11, 351), (20, 21, 84), (30, 31, 360)];
         assert_eq!(batches(messages), vec![(0, 1), (10, 11), (30, 31)]);

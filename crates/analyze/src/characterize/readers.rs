@@ -84,6 +84,8 @@ pub(super) fn readers(
         );
         1
     };
+    // No batch larger than an epoch: dlio would train no step at all.
+    let batch = batch.min(samples.per_epoch().max(1));
     let steps_found = match &ahead {
         Some(a) => a.steps,
         None if paused => bursts.len() as u64,
@@ -115,6 +117,11 @@ pub(super) fn readers(
                     a.steps,
                     c.pid
                 ),
+                None if a.spread.is_some() => format!(
+                    "{batch} samples in most of the steps' bursts of data reads, which the {} \
+                     readers share",
+                    a.readers
+                ),
                 None => format!(
                     "each of {} readers reads {batch} samples in most of its bursts ({} bursts \
                      in all): a reader loads whole batches",
@@ -139,10 +146,7 @@ pub(super) fn readers(
     // A dlio reader thread reads whole batches: where an epoch is fewer steps than the
     // program had reading threads (an I/O pool fetching a whole epoch in one burst), the
     // threads beyond them would only open the files.
-    let epoch_steps = samples
-        .per_epoch()
-        .div_ceil(batch.max(1))
-        .max(1);
+    let epoch_steps = samples.per_epoch().div_ceil(batch.max(1)).max(1);
     let pooled = read_threads;
     let read_threads = if read_threads > epoch_steps && ahead.is_none() {
         epoch_steps
@@ -193,12 +197,39 @@ pub(super) fn readers(
                 "the worker processes read while the training process computes, which takes \
                  finished batches from a pipe"
                     .into()
+            } else if let Some(share) = a.spread {
+                format!(
+                    "the readers share each batch ({:.0}% of the steps read by more than one) \
+                     and its first step period holds {} batches: a pool reads ahead",
+                    share * 100.0,
+                    a.prefetch_per_reader
+                )
             } else {
                 "the readers' bursts are staggered, one whole batch each, and go on while the \
                  program computes"
                     .into()
             },
         );
+        if let Some(share) = a.spread {
+            found.param(
+                "reader.spread_batches",
+                "True".into(),
+                format!(
+                    "{:.0}% of the steps were read by more than one of the {} readers: each \
+                     batch's samples go to every reader",
+                    share * 100.0,
+                    a.readers
+                ),
+            );
+            found.param(
+                "reader.prefetch_size",
+                a.prefetch_per_reader.to_string(),
+                format!(
+                    "the first step period holds {} batches: as many are asked for ahead",
+                    a.prefetch_per_reader
+                ),
+            );
+        }
         // dlio's reader thread holds ceil(prefetch_size / read_threads) finished batches
         // besides the one it reads.
         let queued = a.prefetch_per_reader.saturating_sub(1).max(1);
@@ -218,11 +249,13 @@ pub(super) fn readers(
                 a.prefetch_per_reader
             ),
         };
-        found.param(
-            "reader.prefetch_size",
-            (queued * a.readers).to_string(),
-            evidence,
-        );
+        if a.spread.is_none() {
+            found.param(
+                "reader.prefetch_size",
+                (queued * a.readers).to_string(),
+                evidence,
+            );
+        }
     } else if read_threads > 0 {
         found.param(
             "reader.read_ahead",
@@ -367,6 +400,9 @@ pub(super) struct Ahead {
     pub busy_share: f64,
     /// The steps as the training process took them, when worker processes read for it.
     pub consumer: Option<ConsumerSteps>,
+    /// The readers share each batch (`reader.spread_batches`): the share of the steps in
+    /// which more than one of them read.
+    pub spread: Option<f64>,
 }
 
 /// The steps of a training process that takes batches from its worker processes.
@@ -633,6 +669,7 @@ fn consumer_ahead(
         period_s: compute_s.mean,
         per_sample_s: (gap - io_per_sample).max(0.0),
         busy_share: (working / readers as f64 / window).min(1.0),
+        spread: None,
         consumer: Some(ConsumerSteps {
             pid: consumer.pid,
             compute_s,
@@ -752,10 +789,6 @@ pub(super) fn readers_ahead(
         bursts_seen += rb.len() as u64;
         per_reader_bursts.push(rb);
     }
-    let batch = mode(&counts).max(1);
-    if samples_per_burst.is_some_and(|n| n != batch) || batch < 2 {
-        return None;
-    }
     // A pool whose threads share each batch has several readers at each step (the step waits
     // for all of them before its compute); readers that run ahead read a batch each, alone,
     // taking turns. Told apart by who reads together, which a busy machine does not change:
@@ -765,7 +798,57 @@ pub(super) fn readers_ahead(
         Some((_, all)) => lockstep.max(shared_burst_share(all, calls)),
         None => lockstep,
     };
+    let start = calls.first()?.start;
+    let end = calls.iter().map(|r| r.end).max()?;
+    let readers = samples_of.len() as u64;
+    // A pool that shares each batch and also reads ahead of the steps (a thread pool given a
+    // task per sample, several batches submitted ahead; tf.data's parallel map): its first
+    // step period holds several batches.
+    if let Some((per_burst, all)) = global
+        && shared >= SPREAD_SHARE
+        && per_burst >= 2
+    {
+        let initial = initial_samples(samples, per_burst);
+        if initial > per_burst + per_burst / 2 {
+            let steps = ((samples.len() as f64 / per_burst as f64).round() as u64).max(1);
+            // A step's burst over its samples, each thread taking its share: the pool's time
+            // per sample outside the I/O calls, as one of its threads spends it.
+            let mut lengths: Vec<f64> = all.iter().map(|b| secs(b.end - b.start)).collect();
+            lengths.sort_by(f64::total_cmp);
+            let io_per_sample = samples.iter().map(|r| secs(r.end - r.start)).sum::<f64>()
+                / samples.len().max(1) as f64;
+            let per_thread = per_burst.div_ceil(readers).max(1) as f64;
+            // The step: the median time from one step's burst to the next. The window over
+            // the steps would be short by the batches read ahead at each epoch's start, whose
+            // steps come after the epoch's last read.
+            let mut periods: Vec<f64> = all
+                .windows(2)
+                .map(|w| secs(w[1].start - w[0].start))
+                .collect();
+            periods.sort_by(f64::total_cmp);
+            let period_s = periods
+                .get(periods.len() / 2)
+                .copied()
+                .unwrap_or(secs(end - start) / steps as f64);
+            return Some(Ahead {
+                readers,
+                reader_bursts: bursts_seen,
+                batch: per_burst,
+                steps,
+                prefetch_per_reader: ((initial as f64 / per_burst as f64).round() as u64).max(1),
+                period_s,
+                per_sample_s: (lengths[lengths.len() / 2] / per_thread - io_per_sample).max(0.0),
+                busy_share: busy as f64 / readers as f64 / (end - start).max(1) as f64,
+                consumer: None,
+                spread: Some(shared),
+            });
+        }
+    }
     if shared > 0.5 {
+        return None;
+    }
+    let batch = mode(&counts).max(1);
+    if samples_per_burst.is_some_and(|n| n != batch) || batch < 2 {
         return None;
     }
     // Readers that run ahead load more than one batch before the program's first step (each
@@ -776,9 +859,6 @@ pub(super) fn readers_ahead(
         return None;
     }
     let steps = ((samples.len() as f64 / batch as f64).round() as u64).max(1);
-    let start = calls.first()?.start;
-    let end = calls.iter().map(|r| r.end).max()?;
-    let readers = samples_of.len() as u64;
     firsts.sort_unstable();
     let first = firsts[firsts.len() / 2];
     Some(Ahead {
@@ -795,8 +875,14 @@ pub(super) fn readers_ahead(
         per_sample_s: gaps_inside / (bursts_seen as f64 * (batch - 1) as f64).max(1.0),
         busy_share: busy as f64 / readers as f64 / (end - start).max(1) as f64,
         consumer: None,
+        spread: None,
     })
 }
+
+/// The least share of steps read by more than one reader for a pool that reads ahead to
+/// share its batches: a GIL-bound pool has one thread take a whole batch now and then (half of
+/// the steps, on 2 busy cores), workers that take turns overlap at a tenth or so.
+const SPREAD_SHARE: f64 = 0.3;
 
 /// The most processes reading data at one time, each from its first data read to its last.
 fn concurrent_processes(reads: &[&Rec]) -> usize {

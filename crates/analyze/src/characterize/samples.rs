@@ -1073,9 +1073,8 @@ fn tiled_samples<'t>(
             Stats::of(&counts).min as u64,
             Stats::of(&counts).max as u64,
             match headers.iter().max() {
-                Some(&h) if h > 0 => format!(
-                    ", after a header of up to {h} bytes read apart (not replayed)"
-                ),
+                Some(&h) if h > 0 =>
+                    format!(", after a header of up to {h} bytes read apart (not replayed)"),
                 _ => String::new(),
             }
         ),

@@ -149,6 +149,16 @@ pub(super) fn timing(
                     (STEP_CLUSTER_RATIO - 1.0) * 100.0,
                 ),
             );
+        } else if a.spread.is_some() {
+            found.param(
+                "train.computation_time",
+                format!("{:.6}", a.period_s),
+                format!(
+                    "the median time from one step's burst of reads to the next, {:.3} ms: the \
+                     pool reads ahead, so the step is the compute",
+                    a.period_s * 1e3
+                ),
+            );
         } else {
             found.param(
                 "train.computation_time",

@@ -434,6 +434,20 @@ pub(super) fn pause_threshold(busy: &[(i64, i64)]) -> Option<i64> {
     let n = gaps.len();
     let jump = |i: usize| gaps[i] as f64 >= MIN_JUMP_RATIO * gaps[i - 1].max(1000) as f64;
     let median = |level: &[i64]| level[level.len() / 2] as f64;
+    // Two epochs, each read in one burst before its steps compute from memory (a pool's
+    // imap without back pressure, a whole epoch pre-buffered): one pause, longer than all the
+    // others together and a jump above the next, is the compute; the stalls inside the bursts
+    // below it are not steps.
+    if n >= 16 {
+        let top = gaps[n - 1];
+        let rest: i64 = gaps[..n - 1].iter().filter(|&&g| g >= 200_000).sum();
+        if top >= 200_000
+            && top as f64 >= MIN_GAP_RATIO * gaps[n - 2].max(1000) as f64
+            && top > 2 * rest
+        {
+            return Some(((gaps[n - 2].max(1) as f64) * (top as f64)).sqrt() as i64);
+        }
+    }
     let at = (1..n.saturating_sub(1))
         .rev()
         .find(|&i| {
@@ -469,13 +483,14 @@ pub(super) fn pause_threshold(busy: &[(i64, i64)]) -> Option<i64> {
         if below == 0 || gaps[below] < 200_000 {
             break;
         }
-        let lower = level_start(below);
         // Epochs' ends are a step's compute and a start-up: a few times a step, where a
         // compute level stands far above the pauses inside a burst.
         let near = median(&gaps[at..]) < 8.0 * median(&gaps[below..at]);
         let few_above = near && (n - at) * 8 <= at - below;
         let bursts_of_four = (n - below) * 4 <= n;
-        let compute = median(&gaps[below..]) >= MIN_GAP_RATIO * median(&gaps[lower..below]).max(1000.0);
+        // Against all the pauses under it: a stray pause or two between the levels (a thread
+        // scheduled late) would make a level of their own.
+        let compute = median(&gaps[below..]) >= MIN_GAP_RATIO * median(&gaps[..below]).max(1000.0);
         if !(few_above && bursts_of_four && compute) {
             break;
         }
@@ -495,6 +510,74 @@ pub(super) fn burst_of(bursts: &[Burst], at: i64) -> usize {
 
 #[cfg(test)]
 mod tests {
+    /// Busy intervals of 50 us separated by `pauses` (nanoseconds).
+    fn busy(pauses: &[i64]) -> Vec<(i64, i64)> {
+        let mut at = 0;
+        let mut out = vec![(0, 50_000)];
+        for p in pauses {
+            at += 50_000 + p;
+            out.push((at, at + 50_000));
+        }
+        out
+    }
+
+    #[test]
+    fn the_steps_are_the_many_pauses_under_a_few_at_epochs_ends() {
+        // 3 epochs of 64 steps: 31 samples 20 us apart, then 12 ms of compute; the epochs'
+        // ends pause 37 ms (a step's compute and the epoch's start-up), and one stray pause of
+        // 4 ms sits between the levels.
+        let mut pauses = Vec::new();
+        for epoch in 0..3 {
+            for step in 0..64 {
+                pauses.extend([20_000; 31]);
+                if step < 63 {
+                    pauses.push(if epoch == 1 && step == 5 {
+                        4_000_000
+                    } else {
+                        12_000_000
+                    });
+                }
+            }
+            if epoch < 2 {
+                pauses.push(37_000_000);
+            }
+        }
+        let threshold = super::pause_threshold(&busy(&pauses)).unwrap();
+        assert!((4_000_000..12_000_000).contains(&threshold), "{threshold}");
+    }
+
+    #[test]
+    fn one_pause_longer_than_all_others_is_the_compute_of_epochs_read_ahead() {
+        // Two epochs each read in one burst with stalls of 3-5 ms, then 270 ms of steps from
+        // memory between them.
+        let mut pauses = Vec::new();
+        for epoch in 0..2 {
+            for i in 0..64 {
+                pauses.push(if i % 5 == 0 {
+                    3_000_000 + i * 30_000
+                } else {
+                    30_000
+                });
+            }
+            if epoch == 0 {
+                pauses.push(270_000_000);
+            }
+        }
+        let threshold = super::pause_threshold(&busy(&pauses)).unwrap();
+        assert!(
+            threshold > 5_000_000 && threshold < 270_000_000,
+            "{threshold}"
+        );
+        // Steps that compute longer in all than the one pause: the steps stay the level.
+        let mut steps = Vec::new();
+        for i in 0..40 {
+            steps.extend([20_000; 7]);
+            steps.push(if i == 20 { 60_000_000 } else { 15_000_000 });
+        }
+        let threshold = super::pause_threshold(&busy(&steps)).unwrap();
+        assert!(threshold < 15_000_000, "{threshold}");
+    }
+
     #[test]
     fn a_number_after_the_last_dot_is_no_extension() {
         assert_eq!(super::extension_of("/d/img_0001.npy"), "npy");
