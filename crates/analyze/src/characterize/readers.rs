@@ -807,6 +807,7 @@ pub(super) fn readers_ahead(
     if let Some((per_burst, all)) = global
         && shared >= SPREAD_SHARE
         && per_burst >= 2
+        && all.len() >= MIN_SPREAD_STEPS
     {
         let initial = initial_samples(samples, per_burst);
         if initial > per_burst + per_burst / 2 {
@@ -883,6 +884,10 @@ pub(super) fn readers_ahead(
 /// share its batches: a GIL-bound pool has one thread take a whole batch now and then (half of
 /// the steps, on 2 busy cores), workers that take turns overlap at a tenth or so.
 const SPREAD_SHARE: f64 = 0.3;
+
+/// The fewest steps' bursts for a pool's read-ahead to be told from its steps: with a few
+/// (an epoch a burst), the first step period is a guess.
+const MIN_SPREAD_STEPS: usize = 8;
 
 /// The most processes reading data at one time, each from its first data read to its last.
 fn concurrent_processes(reads: &[&Rec]) -> usize {
