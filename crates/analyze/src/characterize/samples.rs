@@ -123,7 +123,7 @@ pub(super) fn samples<'t>(
         return columnar_samples(data, activity, columnar, visits, format_evidence);
     }
     if !whole_files
-        && matches!(format, "indexed_binary" | "npy")
+        && matches!(format, "indexed_binary" | "npy" | "arrow")
         && let Some(intervals) = tiled_records(data, activity)
     {
         return tiled_samples(data, activity, intervals);
@@ -284,7 +284,7 @@ pub(super) fn samples<'t>(
             )
         } else if let Some(c) = &crop {
             format!(
-                "each opening of a data file reads a window of {dominant} bytes (median) at an \
+                "each opening of a data file reads a window of {dominant} bytes (mean) at an \
                  offset of its own, {:.0}% of its file at most for most openings: a sample is such \
                  a window (a random crop), the file holds as many as fit",
                 c.share * 100.0
@@ -308,7 +308,7 @@ pub(super) fn samples<'t>(
                 size_note(format)
             )
         } else if crop.is_some() {
-            format!("the bytes an opening read (median): {dominant}")
+            format!("the bytes an opening read (mean): {dominant}")
         } else if let Some(sieve) = &sieve {
             format!(
                 "the step between the rows the sieve windows start at: {} bytes",
@@ -586,8 +586,10 @@ fn crops(data: &DataSet, activity: &Activity) -> Option<Crop> {
     let share = Stats::of(&shares).median;
     // Most files' openings read their largest stretch at different offsets.
     let moving = last_start.values().filter(|s| s.len() > 1).count();
+    // The mean window, not the median: windows of many sizes (an utterance of an archive a
+    // time) lose bytes to the median; fixed crops have one size either way.
     (share < 0.5 && moving * 2 >= last_start.len()).then(|| Crop {
-        bytes: Stats::of(&bytes).median.round() as u64,
+        bytes: Stats::of(&bytes).mean.round() as u64,
         share,
     })
 }
@@ -965,11 +967,11 @@ fn stream_samples<'t>(
 }
 
 /// The records of files whose reads tile them: per data file, where its records begin and
-/// their lengths, when in nine files of ten its distinct (offset, length) reads cover the file
-/// up to its end without overlapping, each read as often as the others, from its start or from
-/// a header of a tenth of the file at most (a header and an index read once, before records
-/// read every epoch) that no record read overlaps: records read one by one through an index.
-/// `None` otherwise.
+/// their lengths, when in nine files of ten a run of its distinct (offset, length) reads, each
+/// starting where the one before ended and each read as often as the others, covers four
+/// fifths of the file or more, and no other read of the file overlaps it (a header and an
+/// index before the records, a footer after them, read apart): records read one by one through
+/// an index. `None` otherwise.
 fn tiled_records(data: &DataSet, activity: &Activity) -> Option<HashMap<u64, (u64, Vec<u64>)>> {
     let mut reads: HashMap<u64, HashMap<(u64, u64), u64>> = HashMap::new();
     for r in &activity.reads {
@@ -984,28 +986,37 @@ fn tiled_records(data: &DataSet, activity: &Activity) -> Option<HashMap<u64, (u6
     let mut tiled: HashMap<u64, (u64, Vec<u64>)> = HashMap::new();
     for (&file, intervals) in &reads {
         let size = data.totals.get(&file).map_or(0, |t| t.size);
-        let mut sorted: Vec<(&(u64, u64), &u64)> = intervals.iter().collect();
-        sorted.sort_unstable();
-        // The run of records that ends at the file's end, back to front.
-        let times = sorted.last().map_or(0, |(_, n)| **n);
-        let mut start = size;
-        let mut records = 0;
-        for &(&(offset, len), &n) in sorted.iter().rev() {
-            if offset + len != start || n != times {
-                break;
-            }
-            start = offset;
-            records += 1;
-        }
-        let header = &sorted[..sorted.len() - records];
-        let apart = header
+        let mut sorted: Vec<(u64, u64, u64)> = intervals
             .iter()
-            .all(|&(&(offset, len), _)| offset + len <= start);
-        if records >= 2 && apart && start * 10 <= size {
-            let lengths = sorted[sorted.len() - records..]
-                .iter()
-                .map(|((_, len), _)| *len)
-                .collect();
+            .map(|(&(offset, len), &n)| (offset, len, n))
+            .collect();
+        sorted.sort_unstable();
+        // The runs of back-to-back intervals read equally often: the one of most bytes.
+        let mut best: Option<(usize, usize, u64)> = None;
+        let mut first = 0;
+        for i in 1..=sorted.len() {
+            let goes_on = i < sorted.len() && {
+                let (prev, next) = (sorted[i - 1], sorted[i]);
+                next.0 == prev.0 + prev.1 && next.2 == prev.2
+            };
+            if !goes_on {
+                let bytes: u64 = sorted[first..i].iter().map(|t| t.1).sum();
+                if best.is_none_or(|(_, _, b)| bytes > b) {
+                    best = Some((first, i, bytes));
+                }
+                first = i;
+            }
+        }
+        let Some((from, to, bytes)) = best else {
+            continue;
+        };
+        let (start, end) = (sorted[from].0, sorted[to - 1].0 + sorted[to - 1].1);
+        let apart = sorted[..from]
+            .iter()
+            .chain(&sorted[to..])
+            .all(|&(offset, len, _)| offset + len <= start || offset >= end);
+        if to - from >= 2 && apart && bytes * 5 >= size * 4 {
+            let lengths = sorted[from..to].iter().map(|t| t.1).collect();
             tiled.insert(file, (start, lengths));
         }
     }
@@ -1034,15 +1045,17 @@ fn tiled_samples<'t>(
         .iter()
         .map(|f| data.totals.get(f).map_or(0, |t| t.size) as f64)
         .collect();
-    // The records' reads; those of the headers before them are not samples.
+    // The records' reads; those of the headers before them and the footers after them are
+    // not samples.
     let events: Vec<&Rec> = activity
         .reads
         .iter()
         .copied()
         .filter(|r| {
-            intervals
-                .get(&r.file)
-                .is_none_or(|&(start, _)| r.offset >= start as i64)
+            intervals.get(&r.file).is_none_or(|(start, lengths)| {
+                let end = start + lengths.iter().sum::<u64>();
+                r.offset >= *start as i64 && r.offset < end as i64
+            })
         })
         .collect();
     let in_data_set = (num_files * per_file).max(1);

@@ -60,7 +60,6 @@ pub(super) fn side_files_and_writes(
         if is_system_path(path) {
             continue;
         }
-        let size = data.totals.get(hash).map_or(0, |f| f.size);
         let (opened, read_bytes) = (d.opens, d.read_bytes);
         if opened >= 2 && read_bytes > 0 {
             let name = match path.strip_prefix(&format!("{}/", data.dir)) {
@@ -70,7 +69,9 @@ pub(super) fn side_files_and_writes(
             side_files.push(SideFileRow {
                 path: path.to_string(),
                 name,
-                size: size.max(read_bytes / opened),
+                // What an opening read, on average: a side file read in parts (one
+                // utterance of an archive a time) is replayed at that size, not the file's.
+                size: (read_bytes / opened).max(1),
                 reads: opened,
                 every_steps: ((total_steps / opened as f64).round() as u64).max(1),
             });
