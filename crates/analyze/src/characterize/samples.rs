@@ -973,8 +973,18 @@ fn stream_samples<'t>(
 /// index before the records, a footer after them, read apart): records read one by one through
 /// an index. `None` otherwise.
 fn tiled_records(data: &DataSet, activity: &Activity) -> Option<HashMap<u64, (u64, Vec<u64>)>> {
+    let size_of = |file: u64| data.totals.get(&file).map_or(0, |t| t.size);
+    records_tiling(&activity.reads, size_of, data.files.len())
+}
+
+/// [`tiled_records`] over `reads` of `files` data files whose sizes `size_of` gives.
+fn records_tiling(
+    data_reads: &[&Rec],
+    size_of: impl Fn(u64) -> u64,
+    files: usize,
+) -> Option<HashMap<u64, (u64, Vec<u64>)>> {
     let mut reads: HashMap<u64, HashMap<(u64, u64), u64>> = HashMap::new();
-    for r in &activity.reads {
+    for r in data_reads {
         if r.offset >= 0 {
             *reads
                 .entry(r.file)
@@ -985,7 +995,7 @@ fn tiled_records(data: &DataSet, activity: &Activity) -> Option<HashMap<u64, (u6
     }
     let mut tiled: HashMap<u64, (u64, Vec<u64>)> = HashMap::new();
     for (&file, intervals) in &reads {
-        let size = data.totals.get(&file).map_or(0, |t| t.size);
+        let size = size_of(file);
         let mut sorted: Vec<(u64, u64, u64)> = intervals
             .iter()
             .map(|(&(offset, len), &n)| (offset, len, n))
@@ -1020,7 +1030,7 @@ fn tiled_records(data: &DataSet, activity: &Activity) -> Option<HashMap<u64, (u6
             tiled.insert(file, (start, lengths));
         }
     }
-    (tiled.len() * 10 >= data.files.len() * 9 && !tiled.is_empty()).then_some(tiled)
+    (tiled.len() * 10 >= files * 9 && !tiled.is_empty()).then_some(tiled)
 }
 
 /// The samples of records read one by one through an index: a read is a record, of its own
@@ -1744,6 +1754,35 @@ mod sieve_tests {
         // 32 windows an epoch (8 per thread), where a scattered order would make about 580.
         assert_eq!(sieve.rows, 600);
         assert_eq!(sieve.epochs(600, 1), 3);
+    }
+
+    #[test]
+    fn records_between_a_header_and_a_footer_read_apart_tile_their_file() {
+        // A 100-byte header read once, 6 records of 1000 to 1500 bytes read twice each, a
+        // gap of padding, and a 50-byte footer read once: file of 8000 bytes.
+        let lengths = [1000, 1100, 1200, 1300, 1400, 1500];
+        let mut reads = vec![read(0, 0, 100), read(1, 7950, 50)];
+        for epoch in 0..2 {
+            let mut at = 200;
+            for (k, len) in lengths.iter().enumerate() {
+                reads.push(read(10 + epoch * 10 + k as i64, at, *len));
+                at += len;
+            }
+        }
+        let refs: Vec<&Rec> = reads.iter().collect();
+        let tiled = records_tiling(&refs, |_| 8000, 1).expect("records");
+        assert_eq!(
+            tiled[&1],
+            (200, lengths.iter().map(|&l| l as u64).collect())
+        );
+        // Records that cover under four fifths of the file are not the file's records.
+        let short: Vec<&Rec> = refs.iter().copied().filter(|r| r.offset < 4000).collect();
+        assert!(records_tiling(&short, |_| 8000, 1).is_none());
+        // A read that overlaps the run (the whole file read once) leaves it no tiling.
+        let whole = read(99, 0, 8000);
+        let mut with_whole = refs.clone();
+        with_whole.push(&whole);
+        assert!(records_tiling(&with_whole, |_| 8000, 1).is_none());
     }
 
     #[test]
