@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Characterisation on programs it has never seen (#30): every program of bench/corpus/programs
-# (54 training-style programs: PyTorch DataLoader, tf.data, h5py, numpy memmap, PIL, pyarrow,
+# (66 training-style programs: PyTorch DataLoader, tf.data, h5py, numpy memmap, PIL, pyarrow,
 # pickle, torch.load, json lines, pandas csv, zarr-like chunks, webdataset tars, random crops,
-# pools of threads and processes, weighted draws with replacement, HDF5 opened per worker, tf.data cache(), readv by token budget, staged shard caches, spawned workers, ...) and the seven of crates/cli/tests/programs is made,
+# pools of threads and processes, weighted draws with replacement, HDF5 opened per worker, tf.data
+# cache(), readv by token budget, staged shard caches, spawned workers, FFCV-like index files,
+# Arrow IPC and datasets, Kaldi archives, shared-memory rings, gzip TFRecords and json lines, ...)
+# and the eight of crates/cli/tests/programs is made,
 # traced with `dlio trace`, characterised with `dlio characterize`, replayed with
 # `dlio run --trace` (release build) and scored twice: by `dlio fidelity` (its verdict and the
 # bounds that failed; the program is traced twice, and the second trace is its `--repeat`, how
