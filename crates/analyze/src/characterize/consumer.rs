@@ -13,6 +13,11 @@ use crate::event::{Layer, Op};
 use crate::ingest::Rec;
 use crate::timeline::{Timeline, op};
 
+/// The fewest takes in most groups between compute pauses for the takes to be samples of a
+/// batch: an ordered loader on a busy machine takes early batches two or three at once, step
+/// after step.
+const MIN_TAKES_PER_BATCH: usize = 4;
+
 /// The most reads one message of a length-prefixed stream takes for the stream to count as
 /// one (its prefix, then the bytes in pieces of up to a pipe's buffer, 64 KiB).
 const MAX_READS_PER_MESSAGE: usize = 8;
@@ -125,7 +130,7 @@ fn batches(messages: Vec<(i64, i64, i64)>) -> Vec<(i64, i64)> {
 /// `IterableDataset` without batching, a pool's `imap`) and the training process collates
 /// them: the pauses between takes fall into a short level (samples of one batch) and a
 /// compute level, and most groups the compute pauses cut hold about the same number of takes
-/// (within a quarter of their median, two or more). A loader that hands over whole batches and keeps them in order takes early
+/// (within a quarter of their median, [`MIN_TAKES_PER_BATCH`] or more). A loader that hands over whole batches and keeps them in order takes early
 /// batches together now and then, in groups of varying size and mostly one.
 fn per_batch(takes: Vec<Take>) -> Vec<Take> {
     let Some(threshold) = super::trace_view::pause_threshold(&takes) else {
@@ -150,7 +155,8 @@ fn per_batch(takes: Vec<Take>) -> Vec<Take> {
         .iter()
         .filter(|&&n| 4 * n >= 3 * median && 4 * n <= 5 * median)
         .count();
-    if median >= 2 && near * 10 >= groups.len() * 6 && groups.len() >= MIN_TAKES {
+    if median >= MIN_TAKES_PER_BATCH && near * 10 >= groups.len() * 6 && groups.len() >= MIN_TAKES
+    {
         groups.into_iter().map(|(take, _)| take).collect()
     } else {
         takes
@@ -251,6 +257,14 @@ mod tests {
             at += if step % 4 == 0 { 200_000 } else { 20_000_000 };
         }
         assert_eq!(per_batch(batches.clone()), batches);
+        // Batches taken two at once step after step (a busy machine): as they are too.
+        let mut pairs = Vec::new();
+        let mut at = 0i64;
+        for step in 0..24 {
+            pairs.push((at, at + 50_000));
+            at += if step % 2 == 0 { 200_000 } else { 40_000_000 };
+        }
+        assert_eq!(per_batch(pairs.clone()), pairs);
     }
 
     #[test]
