@@ -489,7 +489,11 @@ fn worker_processes_that_read_ahead_are_stepped_by_the_process_that_takes_their_
         r.fidelity["real"]["steps"].as_u64().unwrap(),
         r.fidelity["emulated"]["steps"].as_u64().unwrap(),
     );
-    assert!(real >= 8 && emulated >= 16, "{real} {emulated} {}", r.characterization["parameters"]);
+    assert!(
+        real >= 8 && emulated >= 16,
+        "{real} {emulated} {}",
+        r.characterization["parameters"]
+    );
 
     // Half the compute shortens the run: the verdict fails on the I/O phase.
     let f = replay_variant(

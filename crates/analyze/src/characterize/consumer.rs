@@ -155,8 +155,7 @@ fn per_batch(takes: Vec<Take>) -> Vec<Take> {
         .iter()
         .filter(|&&n| 4 * n >= 3 * median && 4 * n <= 5 * median)
         .count();
-    if median >= MIN_TAKES_PER_BATCH && near * 10 >= groups.len() * 6 && groups.len() >= MIN_TAKES
-    {
+    if median >= MIN_TAKES_PER_BATCH && near * 10 >= groups.len() * 6 && groups.len() >= MIN_TAKES {
         groups.into_iter().map(|(take, _)| take).collect()
     } else {
         takes
