@@ -284,7 +284,8 @@ pub(super) fn samples<'t>(
             )
         } else if let Some(c) = &crop {
             format!(
-                "each opening of a data file reads a window of {dominant} bytes (mean) at an \
+                "each opening of a data file reads a window of {dominant} bytes (most often, or \
+                 the mean of many sizes) at an \
                  offset of its own, {:.0}% of its file at most for most openings: a sample is such \
                  a window (a random crop), the file holds as many as fit",
                 c.share * 100.0
@@ -308,7 +309,7 @@ pub(super) fn samples<'t>(
                 size_note(format)
             )
         } else if crop.is_some() {
-            format!("the bytes an opening read (mean): {dominant}")
+            format!("the bytes an opening read (most often, or the mean): {dominant}")
         } else if let Some(sieve) = &sieve {
             format!(
                 "the step between the rows the sieve windows start at: {} bytes",
@@ -586,10 +587,18 @@ fn crops(data: &DataSet, activity: &Activity) -> Option<Crop> {
     let share = Stats::of(&shares).median;
     // Most files' openings read their largest stretch at different offsets.
     let moving = last_start.values().filter(|s| s.len() > 1).count();
-    // The mean window, not the median: windows of many sizes (an utterance of an archive a
-    // time) lose bytes to the median; fixed crops have one size either way.
+    // Crops of one size (most windows the median's, some cut at the file's end) keep it,
+    // whole blocks as the program asked; windows of many sizes (an utterance of an archive a
+    // time) take their mean, which the median would cut short.
+    let stats = Stats::of(&bytes);
+    let at_median = bytes.iter().filter(|&&b| b == stats.median).count();
+    let window = if at_median * 2 >= bytes.len() {
+        stats.median
+    } else {
+        stats.mean
+    };
     (share < 0.5 && moving * 2 >= last_start.len()).then(|| Crop {
-        bytes: Stats::of(&bytes).mean.round() as u64,
+        bytes: window.round() as u64,
         share,
     })
 }
