@@ -17,7 +17,7 @@
 //! before its requests are consumed in order, so the queue drains once per window rather
 //! than once per request.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -257,7 +257,12 @@ impl<S: Storage> Storage for SplitReads<S> {
         let rng = match &self.sizes {
             RequestSizes::Fixed(_) | RequestSizes::Patterns(_) => None,
             RequestSizes::Drawn(d) => {
-                let key = twox_hash::XxHash3_64::oneshot(path.as_os_str().as_encoded_bytes());
+                // Keyed by the file's name and its folder's, not the whole path: the same
+                // workload and seed draw the same sizes wherever the data folder lies.
+                let mut tail = path.components().rev().take(2).collect::<Vec<_>>();
+                tail.reverse();
+                let name: PathBuf = tail.iter().collect();
+                let key = twox_hash::XxHash3_64::oneshot(name.as_os_str().as_encoded_bytes());
                 Some(Xoshiro256PlusPlus::seed_from_u64(d.seed ^ key))
             }
         };
@@ -755,5 +760,17 @@ mod tests {
         assert!((2800..3350).contains(&first), "{first}");
         // The same file is read with the same requests again.
         assert_eq!(read_all(), first);
+        // A copy of the file under the same folder and file names in another place is read
+        // with the same requests: the draws follow the workload, not where the data lies.
+        let elsewhere = tempfile::tempdir().unwrap();
+        let copy = elsewhere
+            .path()
+            .join(path.parent().unwrap().file_name().unwrap())
+            .join(path.file_name().unwrap());
+        std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
+        std::fs::copy(&path, &copy).unwrap();
+        let before = counters.snapshot().read_requests;
+        assert_eq!(read_whole(&storage, &copy), bytes);
+        assert_eq!(counters.snapshot().read_requests - before, first);
     }
 }
