@@ -254,7 +254,7 @@ impl<S: Storage> ForwardStorage for SplitReads<S> {
 
 impl<S: Storage> Storage for SplitReads<S> {
     fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {
-        let rng = match &self.sizes {
+        let rng: Option<u64> = match &self.sizes {
             RequestSizes::Fixed(_) | RequestSizes::Patterns(_) => None,
             RequestSizes::Drawn(d) => {
                 // Keyed by the file's name and its folder's, not the whole path: the same
@@ -263,13 +263,14 @@ impl<S: Storage> Storage for SplitReads<S> {
                 tail.reverse();
                 let name: PathBuf = tail.iter().collect();
                 let key = twox_hash::XxHash3_64::oneshot(name.as_os_str().as_encoded_bytes());
-                Some(Xoshiro256PlusPlus::seed_from_u64(d.seed ^ key))
+                Some(d.seed ^ key)
             }
         };
         Ok(Box::new(SplitRead {
             inner: self.inner.open(path)?,
             sizes: self.sizes.clone(),
-            rng,
+            key: rng,
+            rng: None,
             drawn_ahead: None,
         }))
     }
@@ -294,7 +295,11 @@ impl<S: Storage> Storage for SplitReads<S> {
 struct SplitRead {
     inner: Box<dyn ReadHandle>,
     sizes: RequestSizes,
-    /// The draws of a distribution; `None` for a fixed size.
+    /// The key of a distribution's draws (the seed and the file's name); `None` for a fixed
+    /// size.
+    key: Option<u64>,
+    /// The draws, keyed at the handle's first request by where it reads too: each opening of
+    /// a file that reads another place (a window, a record) draws sizes of its own.
     rng: Option<Xoshiro256PlusPlus>,
     /// A size drawn for a non-blocking read that would have waited: the next request takes
     /// it, so whether the page cache held the bytes does not change the sizes a run requests.
@@ -302,10 +307,17 @@ struct SplitRead {
 }
 
 impl SplitRead {
-    /// The size of the next request.
-    fn next_size(&mut self) -> usize {
+    /// The size of the next request, which reads at `offset`.
+    fn next_size(&mut self, offset: u64) -> usize {
         if let Some(size) = self.drawn_ahead.take() {
             return size;
+        }
+        if let (Some(key), None) = (self.key, &self.rng) {
+            // SplitMix64's finaliser spreads the offset over the seed's bits.
+            let mut z = offset.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            self.rng = Some(Xoshiro256PlusPlus::seed_from_u64(key ^ z ^ (z >> 31)));
         }
         match (&self.sizes, self.rng.as_mut()) {
             (RequestSizes::Drawn(d), Some(rng)) => d.draw(rng),
@@ -373,7 +385,7 @@ impl SplitRead {
         let mut at = offset;
         let mut rest = buf;
         while !rest.is_empty() {
-            let n = self.next_size().min(rest.len());
+            let n = self.next_size(at).min(rest.len());
             let (piece, tail) = rest.split_at_mut(n);
             out.push(ReadRequest {
                 offset: at,
@@ -401,7 +413,7 @@ impl ReadHandle for SplitRead {
 
     /// Reads at most one transfer (a short read, as `read_at` allows).
     fn read_at(&mut self, buf: &mut [u8], offset: u64) -> Result<usize, StorageError> {
-        let end = buf.len().min(self.next_size());
+        let end = buf.len().min(self.next_size(offset));
         self.inner.read_at(&mut buf[..end], offset)
     }
 
@@ -411,10 +423,10 @@ impl ReadHandle for SplitRead {
         buf: &mut [u8],
         offset: u64,
     ) -> Result<Option<usize>, StorageError> {
-        let size = self.next_size();
+        let size = self.next_size(offset);
         let end = buf.len().min(size);
         let read = self.inner.read_at_nowait(&mut buf[..end], offset)?;
-        if read.is_none() && self.rng.is_some() {
+        if read.is_none() && self.key.is_some() {
             self.drawn_ahead = Some(size);
         }
         Ok(read)
@@ -552,7 +564,8 @@ mod tests {
                     nowait_calls: 0,
                 }),
                 sizes: RequestSizes::Drawn(sizes.clone()),
-                rng: Some(Xoshiro256PlusPlus::seed_from_u64(11)),
+                key: Some(11),
+                rng: None,
                 drawn_ahead: None,
             };
             let mut buf = vec![0u8; 2000];
@@ -772,5 +785,20 @@ mod tests {
         let before = counters.snapshot().read_requests;
         assert_eq!(read_whole(&storage, &copy), bytes);
         assert_eq!(counters.snapshot().read_requests - before, first);
+        // Openings that read other places of the file (windows) draw sizes of their own.
+        let window = |at: u64| {
+            let mut handle = storage.open(&path).unwrap();
+            let mut buf = vec![0u8; 20_000];
+            let mut sizes = Vec::new();
+            let mut done = 0;
+            while done < buf.len() {
+                let n = handle.read_at(&mut buf[done..], at + done as u64).unwrap();
+                sizes.push(n);
+                done += n;
+            }
+            sizes
+        };
+        assert_eq!(window(5000), window(5000));
+        assert_ne!(window(5000), window(400_000));
     }
 }
