@@ -20,8 +20,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rand_xoshiro::Xoshiro256PlusPlus;
 use rand_xoshiro::rand_core::{Rng, SeedableRng};
+use rand_xoshiro::{SplitMix64, Xoshiro256PlusPlus};
 
 use crate::{
     Consume, Extent, ForwardStorage, ReadHandle, ReadRequest, Storage, StorageError, check_extent,
@@ -313,11 +313,9 @@ impl SplitRead {
             return size;
         }
         if let (Some(key), None) = (self.key, &self.rng) {
-            // SplitMix64's finaliser spreads the offset over the seed's bits.
-            let mut z = offset.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            self.rng = Some(Xoshiro256PlusPlus::seed_from_u64(key ^ z ^ (z >> 31)));
+            // SplitMix64's first output spreads the offset over the seed's bits.
+            let spread = SplitMix64::seed_from_u64(offset).next_u64();
+            self.rng = Some(Xoshiro256PlusPlus::seed_from_u64(key ^ spread));
         }
         match (&self.sizes, self.rng.as_mut()) {
             (RequestSizes::Drawn(d), Some(rng)) => d.draw(rng),

@@ -78,15 +78,16 @@ impl Consumer {
 /// reads, split into takes. `None` when the program reads its data itself, or the consumer's
 /// reads are too few to be steps.
 pub(crate) fn find_consumer(t: &Timeline, data_calls: &[&Rec]) -> Option<Consumer> {
-    // Each process's data reads, by start: a process that reads data while it reads pipes
-    // reads for itself (a pool's worker taking its tasks); one that read data only before
-    // (the main process of an h5py Dataset learning the file's length) can still consume.
-    let mut data_reads: HashMap<u32, Vec<i64>> = HashMap::new();
+    // Each process's last data read: a process that reads data while it reads pipes reads
+    // for itself (a pool's worker taking its tasks); one that read data only before (the main
+    // process of an h5py Dataset learning the file's length) can still consume.
+    let mut last_data_read: HashMap<u32, i64> = HashMap::new();
     for r in data_calls
         .iter()
         .filter(|r| op(r) == Op::Read && r.bytes > 0)
     {
-        data_reads.entry(r.rank).or_default().push(r.start);
+        let last = last_data_read.entry(r.rank).or_insert(r.start);
+        *last = (*last).max(r.start);
     }
     let first = data_calls.first()?.start;
     let mut by_pid: HashMap<u32, Vec<&Rec>> = HashMap::new();
@@ -102,9 +103,9 @@ pub(crate) fn find_consumer(t: &Timeline, data_calls: &[&Rec]) -> Option<Consume
     }
     by_pid.retain(|pid, pipe_reads| {
         let first_pipe_read = pipe_reads.iter().map(|r| r.start).min().unwrap_or(i64::MAX);
-        data_reads
+        last_data_read
             .get(pid)
-            .is_none_or(|starts| starts.iter().all(|&s| s < first_pipe_read))
+            .is_none_or(|&last| last < first_pipe_read)
     });
     let (pid, reads) = by_pid.into_iter().max_by_key(|(pid, r)| (r.len(), *pid))?;
     let takes = per_batch(batches(takes(&reads)));
@@ -130,8 +131,9 @@ fn batches(messages: Vec<(i64, i64, i64)>) -> Vec<(i64, i64)> {
 /// `IterableDataset` without batching, a pool's `imap`) and the training process collates
 /// them: the pauses between takes fall into a short level (samples of one batch) and a
 /// compute level, and most groups the compute pauses cut hold about the same number of takes
-/// (within a quarter of their median, [`MIN_TAKES_PER_BATCH`] or more). A loader that hands over whole batches and keeps them in order takes early
-/// batches together now and then, in groups of varying size and mostly one.
+/// (within a quarter of their median, [`MIN_TAKES_PER_BATCH`] or more). A loader that hands
+/// over whole batches and keeps them in order takes early batches together now and then, in
+/// groups of varying size and mostly one.
 fn per_batch(takes: Vec<Take>) -> Vec<Take> {
     let Some(threshold) = super::trace_view::pause_threshold(&takes) else {
         return takes;

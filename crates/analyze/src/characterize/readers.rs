@@ -229,27 +229,26 @@ pub(super) fn readers(
                     a.prefetch_per_reader
                 ),
             );
-        }
-        // dlio's reader thread holds ceil(prefetch_size / read_threads) finished batches
-        // besides the one it reads.
-        let queued = a.prefetch_per_reader.saturating_sub(1).max(1);
-        let evidence = match &a.consumer {
-            Some(c) => format!(
-                "up to {} batches were read or being read ahead of the training process's takes, \
-                 {} per worker (as PyTorch's prefetch_factor counts them); a dlio reader thread \
-                 keeps {queued} finished besides the one it reads",
-                c.in_flight, a.prefetch_per_reader
-            ),
-            None => format!(
-                "each reader's first burst holds {} batches: the {} in flight per reader (as \
-                 PyTorch's prefetch_factor counts them) and the one asked for when the program \
-                 took its first; a dlio reader thread keeps {queued} finished besides the one it \
-                 reads",
-                a.prefetch_per_reader + 1,
-                a.prefetch_per_reader
-            ),
-        };
-        if a.spread.is_none() {
+        } else {
+            // dlio's reader thread holds ceil(prefetch_size / read_threads) finished batches
+            // besides the one it reads.
+            let queued = a.prefetch_per_reader.saturating_sub(1).max(1);
+            let evidence = match &a.consumer {
+                Some(c) => format!(
+                    "up to {} batches were read or being read ahead of the training process's \
+                     takes, {} per worker (as PyTorch's prefetch_factor counts them); a dlio \
+                     reader thread keeps {queued} finished besides the one it reads",
+                    c.in_flight, a.prefetch_per_reader
+                ),
+                None => format!(
+                    "each reader's first burst holds {} batches: the {} in flight per reader \
+                     (as PyTorch's prefetch_factor counts them) and the one asked for when the \
+                     program took its first; a dlio reader thread keeps {queued} finished \
+                     besides the one it reads",
+                    a.prefetch_per_reader + 1,
+                    a.prefetch_per_reader
+                ),
+            };
             found.param(
                 "reader.prefetch_size",
                 (queued * a.readers).to_string(),

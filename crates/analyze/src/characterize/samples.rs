@@ -1058,6 +1058,14 @@ fn tiled_samples<'t>(
         .flat_map(|(_, v)| v.iter().copied())
         .collect();
     let headers: Vec<u64> = intervals.values().map(|&(start, _)| start).collect();
+    // Each file's records, from their first byte to the end of their last.
+    let spans: HashMap<u64, (i64, i64)> = intervals
+        .iter()
+        .map(|(&file, (start, lengths))| {
+            let start = *start as i64;
+            (file, (start, start + lengths.iter().sum::<u64>() as i64))
+        })
+        .collect();
     let mean = lengths.iter().sum::<u64>() / lengths.len().max(1) as u64;
     let sizes: Vec<f64> = data
         .files
@@ -1071,10 +1079,9 @@ fn tiled_samples<'t>(
         .iter()
         .copied()
         .filter(|r| {
-            intervals.get(&r.file).is_none_or(|(start, lengths)| {
-                let end = start + lengths.iter().sum::<u64>();
-                r.offset >= *start as i64 && r.offset < end as i64
-            })
+            spans
+                .get(&r.file)
+                .is_none_or(|&(start, end)| r.offset >= start && r.offset < end)
         })
         .collect();
     let in_data_set = (num_files * per_file).max(1);
@@ -1105,8 +1112,10 @@ fn tiled_samples<'t>(
             Stats::of(&counts).min as u64,
             Stats::of(&counts).max as u64,
             match headers.iter().max() {
-                Some(&h) if h > 0 =>
-                    format!(", after a header of up to {h} bytes read apart (not replayed)"),
+                Some(&h) if h > 0 => format!(
+                    ", after a header of up to {h} bytes read apart (not replayed, nor is a \
+                     footer after them)"
+                ),
                 _ => String::new(),
             }
         ),
@@ -1691,8 +1700,9 @@ mod tests {
     }
 }
 
+/// Sieve windows and tiled records, from reads made up for the purpose.
 #[cfg(test)]
-mod sieve_tests {
+mod layout_tests {
     use super::*;
     use crate::event::{Layer, Op};
 

@@ -434,6 +434,8 @@ pub(super) fn pause_threshold(busy: &[(i64, i64)]) -> Option<i64> {
     let n = gaps.len();
     let jump = |i: usize| gaps[i] as f64 >= MIN_JUMP_RATIO * gaps[i - 1].max(1000) as f64;
     let median = |level: &[i64]| level[level.len() / 2] as f64;
+    // Where the level that ends before `end` begins: the jump below it, or the first pause.
+    let level_start = |end: usize| (1..end).rev().find(|&k| jump(k)).unwrap_or(0);
     // Two epochs, each read in one burst before its steps compute from memory (a pool's
     // imap without back pressure, a whole epoch pre-buffered): one pause, longer than all the
     // others together and a jump above the next, is the compute; the stalls inside the bursts
@@ -454,7 +456,7 @@ pub(super) fn pause_threshold(busy: &[(i64, i64)]) -> Option<i64> {
             if gaps[i] < 200_000 || !jump(i) {
                 return false;
             }
-            let below_start = (1..i).rev().find(|&k| jump(k)).unwrap_or(0);
+            let below_start = level_start(i);
             median(&gaps[i..]) >= MIN_GAP_RATIO * median(&gaps[below_start..i]).max(1000.0)
         })
         .or_else(|| {
@@ -478,7 +480,6 @@ pub(super) fn pause_threshold(busy: &[(i64, i64)]) -> Option<i64> {
     // own): the steps are the level below, when its bursts hold 4 calls or more on average.
     let mut at = at;
     loop {
-        let level_start = |end: usize| (1..end).rev().find(|&k| jump(k)).unwrap_or(0);
         let below = level_start(at);
         if below == 0 || gaps[below] < 200_000 {
             break;
