@@ -335,6 +335,7 @@ fn local_engines(transfer_size: Option<u64>) -> Vec<(&'static str, Engine)> {
             transfer_size_distribution: Vec::new(),
             seed: 0,
             sample_request_patterns: Vec::new(),
+            read_buffer: None,
             io_depth: 4,
             s3: None,
             read_bytes_per_second: 0,

@@ -243,6 +243,14 @@ pub(crate) fn engine_settings(config: &Config, process: usize) -> (EngineSetting
                 read_rest: p.read_rest,
             })
             .collect(),
+        read_buffer: config
+            .reader
+            .read_buffer
+            .map(|b| dlio_storage::BufferedStream {
+                buffer: usize::try_from(b.size).unwrap_or(usize::MAX),
+                header_read: b.header_read,
+                app_read: usize::try_from(b.app_read_size).unwrap_or(usize::MAX),
+            }),
         io_depth: config.storage.io_depth,
         s3,
         read_bytes_per_second: config.storage.read_bytes_per_second,

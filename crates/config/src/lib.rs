@@ -89,9 +89,9 @@ pub use schema::{
     ArrowConfig, CheckpointConfig, CheckpointMode, Config, DataType, DatasetConfig,
     EvaluationConfig, Hdf5Config, IoEngine, KsmConfig, MetricConfig, ModelConfig,
     MultiprocessingContext, OutputConfig, OutputMetricConfig, ParallelismConfig, ParquetColumn,
-    ParquetCompression, ParquetConfig, ParquetReadMode, Profiler, ProfilingConfig, ReaderConfig,
-    RequestAnchor, SampleRequest, SampleRequestPattern, SideFile, SizesPer, StorageConfig,
-    StorageOptions, StorageType, TrainConfig, TransferSizeWeight, TransformerConfig,
+    ParquetCompression, ParquetConfig, ParquetReadMode, Profiler, ProfilingConfig, ReadBuffer,
+    ReaderConfig, RequestAnchor, SampleRequest, SampleRequestPattern, SideFile, SizesPer,
+    StorageConfig, StorageOptions, StorageType, TrainConfig, TransferSizeWeight, TransformerConfig,
     WorkflowConfig,
 };
 pub use validate::check_columns;

@@ -85,6 +85,7 @@ impl Config {
         config.dataset.side_files = vec![SideFile::default()];
         config.reader.transfer_size_distribution = vec![TransferSizeWeight::default()];
         config.reader.sample_requests = vec![SampleRequest::default()];
+        config.reader.read_buffer = Some(ReadBuffer::default());
         config.reader.sample_request_patterns = vec![SampleRequestPattern {
             requests: vec![SampleRequest::default()],
             ..SampleRequestPattern::default()
@@ -652,6 +653,32 @@ pub enum RequestAnchor {
     End,
 }
 
+/// `reader.read_buffer` (ours): the buffered stream a program reads its samples through.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReadBuffer {
+    /// The buffer's size in bytes: Python's is the file system's block size (`st_blksize`),
+    /// 4096 or 8192 on most. Default 4096.
+    pub size: u64,
+    /// Each sample read starts with a read smaller than the buffer (a header parsed before
+    /// the data: a Kaldi matrix's, a PNG's signature), which fills the buffer at the
+    /// sample's start. Default false.
+    pub header_read: bool,
+    /// The most bytes the program asks for in one read after that (Pillow's 65536); 0: the
+    /// rest of the sample in one read. Default 0.
+    pub app_read_size: u64,
+}
+
+impl Default for ReadBuffer {
+    fn default() -> Self {
+        ReadBuffer {
+            size: 4096,
+            header_read: false,
+            app_read_size: 0,
+        }
+    }
+}
+
 /// One entry of `reader.transfer_size_distribution` (ours).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -927,6 +954,12 @@ pub struct ReaderConfig {
     /// one member of a file (an npz's array, one of several) in a library's own requests.
     /// Excludes `sample_requests`, `transfer_size` and its distribution. Default none.
     pub sample_request_patterns: Vec<SampleRequestPattern>,
+    /// Ours: every read is made as a program reading through a buffered stream makes it
+    /// (Python's file objects; `dlio characterize` derives it when a program's requests are
+    /// whole buffers and whole blocks): a read the buffer answers makes no request, a longer
+    /// one reads its whole blocks straight and refills the buffer for its tail. Excludes
+    /// `transfer_size`, its distribution and the request patterns. Default none.
+    pub read_buffer: Option<ReadBuffer>,
     /// Ours: false reads each batch only when the step asks for it, its samples spread over
     /// the `read_threads` (a thread pool mapped over each batch), so no read overlaps compute;
     /// with `read_threads: 0` the step's own thread reads. Default true (the frameworks'
@@ -1027,6 +1060,7 @@ impl Default for ReaderConfig {
             transfer_size_distribution: Vec::new(),
             sample_requests: Vec::new(),
             sample_request_patterns: Vec::new(),
+            read_buffer: None,
             read_ahead: true,
             spread_batches: false,
             preprocess_time: TimeDistribution::default(),

@@ -199,6 +199,39 @@ impl Config {
                 ));
             }
         }
+        if let Some(buffer) = &self.reader.read_buffer {
+            let others = [
+                (self.reader.transfer_size.is_some(), "reader.transfer_size"),
+                (!sizes.is_empty(), "reader.transfer_size_distribution"),
+                (!one.is_empty(), "reader.sample_requests"),
+                (!several.is_empty(), "reader.sample_request_patterns"),
+            ];
+            if let Some((_, other)) = others.iter().find(|(set, _)| *set) {
+                return Err(invalid(
+                    "reader.read_buffer",
+                    format!(
+                        "reader.read_buffer makes every request of a read, so {other} cannot be \
+                         set beside it."
+                    ),
+                    &format!("keep one: remove {other}, or reader.read_buffer"),
+                ));
+            }
+            if buffer.size == 0 {
+                return Err(invalid(
+                    "reader.read_buffer.size",
+                    "is 0; a buffer holds one byte or more.".into(),
+                    "give the stream's buffer size, e.g. size: 4096",
+                ));
+            }
+            if direct {
+                return Err(invalid(
+                    "reader.read_buffer",
+                    "replays a buffered stream's unaligned requests, which O_DIRECT refuses."
+                        .into(),
+                    "read without O_DIRECT (reader.odirect=False, storage.io_engine posix or io_uring)",
+                ));
+            }
+        }
         for (p, pattern) in several.iter().enumerate() {
             if !(pattern.weight.is_finite() && pattern.weight > 0.0) {
                 return Err(invalid(
@@ -896,6 +929,7 @@ impl Config {
             || !r.transfer_size_distribution.is_empty()
             || !r.sample_requests.is_empty()
             || !r.sample_request_patterns.is_empty()
+            || r.read_buffer.is_some()
     }
 
     /// The request patterns of whole-file sample reads: `reader.sample_request_patterns`, or

@@ -82,6 +82,7 @@ fn main() {
         transfer_size_distribution: Vec::new(),
         seed: 0,
         sample_request_patterns: Vec::new(),
+        read_buffer: None,
         io_depth: depth as u32,
         s3: None,
         read_bytes_per_second: 0,

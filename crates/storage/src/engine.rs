@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use crate::direct::DIRECT_ALIGNMENT;
 use crate::{
-    Capabilities, DirEntry, IoCounters, Metered, ReadHandle, RequestPattern, RequestPatterns,
-    RequestSizes, S3Settings, SizeDistribution, SplitReads, Storage, StorageError, Throttled,
-    WriteHandle,
+    BufferedStream, Capabilities, DirEntry, IoCounters, Metered, ReadHandle, RequestPattern,
+    RequestPatterns, RequestSizes, S3Settings, SizeDistribution, SplitReads, Storage, StorageError,
+    Throttled, WriteHandle,
 };
 
 /// An engine's name, as `storage.io_engine` (and `storage.storage_type: s3`) select it. The
@@ -129,6 +129,9 @@ pub struct EngineSettings {
     /// `reader.sample_requests` or `reader.sample_request_patterns`: whole-file reads make
     /// the requests of one of these patterns. Empty: none.
     pub sample_request_patterns: Vec<RequestPattern>,
+    /// `reader.read_buffer`: every read is made as a program reading through a buffered
+    /// stream makes it. None: reads are made as asked.
+    pub read_buffer: Option<BufferedStream>,
     /// `storage.io_depth`: requests in flight per reader thread (io_uring, s3); 0 counts as 1.
     pub io_depth: u32,
     /// Bucket, endpoint and credentials, for [`EngineKind::S3`].
@@ -239,6 +242,21 @@ pub fn engine_for(settings: &EngineSettings) -> Result<Engine, StorageError> {
     };
     let sizes = match transfer_size {
         Some(n) => Some(RequestSizes::Fixed(n)),
+        None if settings.read_buffer.is_some() => {
+            let stream = settings.read_buffer.expect("checked");
+            if direct {
+                return Err(invalid(
+                    "reader.read_buffer replays a buffered stream's unaligned requests, which \
+                     O_DIRECT refuses; read without O_DIRECT",
+                ));
+            }
+            if stream.buffer == 0 {
+                return Err(invalid(
+                    "reader.read_buffer.size is 0; set the stream's buffer size, such as 4096",
+                ));
+            }
+            Some(RequestSizes::Buffered(stream))
+        }
         None if !settings.sample_request_patterns.is_empty() => {
             if direct {
                 return Err(invalid(

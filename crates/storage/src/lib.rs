@@ -127,7 +127,8 @@ pub use path_table::{PathTable, PathTableBuilder};
 pub use posix::PosixStorage;
 pub use s3::{S3_PART_BYTES, S3Settings, S3Storage};
 pub use split::{
-    PatternRequest, RequestPattern, RequestPatterns, RequestSizes, SizeDistribution, SplitReads,
+    BufferedRequest, BufferedStream, PatternRequest, RequestPattern, RequestPatterns, RequestSizes,
+    SizeDistribution, SplitReads,
 };
 pub use throttle::Throttled;
 

@@ -39,6 +39,102 @@ pub enum RequestSizes {
     /// reads what they left when the pattern says so: `reader.sample_requests` (one pattern)
     /// or `reader.sample_request_patterns`. Other reads are made as asked.
     Patterns(Arc<RequestPatterns>),
+    /// Every read is the program's reads through a buffered stream: `reader.read_buffer`.
+    Buffered(BufferedStream),
+}
+
+/// A program that reads each sample through a buffered stream, as Python's file objects
+/// (`io.BufferedReader`) do: a read the buffer can answer makes no request; a longer one
+/// takes what the buffer holds, reads the whole blocks that remain straight into the result,
+/// and refills the buffer (one request of `buffer` bytes, or fewer at the file's end) for the
+/// tail. So the requests follow the program's reads: a 4 KiB buffer makes 4096, 36864, 4096
+/// of a 45,000-byte matrix read after its header, and 61440, 4096 for each 64 KiB read of
+/// Pillow's. What the buffer holds is kept across the reads of one handle while they stay
+/// inside it or at its end (a seek elsewhere drops it, as CPython's does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BufferedStream {
+    /// The buffer's size, bytes (positive).
+    pub buffer: usize,
+    /// Each sample read starts with a read smaller than the buffer (a header's), which fills
+    /// the buffer at the sample's start.
+    pub header_read: bool,
+    /// The most the program asks for in one read after that; 0: the rest of the sample in one
+    /// read.
+    pub app_read: usize,
+}
+
+/// One request of a [`BufferedStream`]'s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BufferedRequest {
+    /// Where it reads in the file.
+    pub offset: u64,
+    /// Bytes it reads (a fill fewer than the buffer's at the file's end).
+    pub len: u64,
+    /// Into the buffer (a fill), else straight into the program's memory (whole blocks).
+    pub fill: bool,
+}
+
+impl BufferedStream {
+    /// The requests of a sample read of `len` bytes at `offset`, in a file of `file_len`
+    /// bytes, by a stream whose buffer holds the file's bytes `held` (`[start, end)`), and
+    /// what it holds after. Each of the program's reads goes as CPython's
+    /// `_bufferedreader_read_generic` (Modules/_io/bufferedio.c) makes it: the buffer's
+    /// bytes, then the whole blocks of the rest in one request, then a fill of the buffer for
+    /// the tail. Written by hand: no crate emulates those requests.
+    pub fn requests(
+        &self,
+        held: (u64, u64),
+        offset: u64,
+        len: u64,
+        file_len: u64,
+    ) -> (Vec<BufferedRequest>, (u64, u64)) {
+        let block = self.buffer.max(1) as u64;
+        // A seek away from what the buffer holds empties it (a seek inside keeps it).
+        let mut held = if offset >= held.0 && offset <= held.1 {
+            held
+        } else {
+            (offset, offset)
+        };
+        let mut requests = Vec::new();
+        let end = offset + len;
+        let mut at = offset;
+        let mut first = true;
+        while at < end {
+            // The header's read (its size does not change the requests as long as it is
+            // under the buffer's), then reads of at most `app_read`.
+            let asked = match (first && self.header_read, self.app_read) {
+                (true, _) => 1,
+                (false, 0) => end - at,
+                (false, most) => (most as u64).min(end - at),
+            };
+            first = false;
+            let available = held.1 - at;
+            if asked > available {
+                let mut pos = held.1;
+                let direct = (asked - available) / block * block;
+                if direct > 0 {
+                    requests.push(BufferedRequest {
+                        offset: pos,
+                        len: direct,
+                        fill: false,
+                    });
+                    pos += direct;
+                }
+                held = (pos, pos);
+                if pos < at + asked {
+                    let fill = block.min(file_len.saturating_sub(pos));
+                    requests.push(BufferedRequest {
+                        offset: pos,
+                        len: fill,
+                        fill: true,
+                    });
+                    held = (pos, pos + fill);
+                }
+            }
+            at += asked;
+        }
+        (requests, held)
+    }
 }
 
 /// One pattern of [`RequestSizes::Patterns`].
@@ -213,6 +309,7 @@ impl RequestSizes {
             RequestSizes::Fixed(n) => *n,
             RequestSizes::Drawn(d) => d.table.iter().map(|&(s, _)| s).max().unwrap_or(1),
             RequestSizes::Patterns(p) => p.largest(),
+            RequestSizes::Buffered(b) => b.buffer.max(b.app_read),
         }
     }
 }
@@ -255,7 +352,7 @@ impl<S: Storage> ForwardStorage for SplitReads<S> {
 impl<S: Storage> Storage for SplitReads<S> {
     fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {
         let rng: Option<u64> = match &self.sizes {
-            RequestSizes::Fixed(_) | RequestSizes::Patterns(_) => None,
+            RequestSizes::Fixed(_) | RequestSizes::Patterns(_) | RequestSizes::Buffered(_) => None,
             RequestSizes::Drawn(d) => {
                 // Keyed by the file's name and its folder's, not the whole path: the same
                 // workload and seed draw the same sizes wherever the data folder lies.
@@ -272,6 +369,8 @@ impl<S: Storage> Storage for SplitReads<S> {
             key: rng,
             rng: None,
             drawn_ahead: None,
+            buffer: Vec::new(),
+            held: (0, 0),
         }))
     }
 
@@ -304,6 +403,10 @@ struct SplitRead {
     /// A size drawn for a non-blocking read that would have waited: the next request takes
     /// it, so whether the page cache held the bytes does not change the sizes a run requests.
     drawn_ahead: Option<usize>,
+    /// [`RequestSizes::Buffered`]: the stream's buffer (allocated at its first fill), and the
+    /// bytes of the file it holds, `[start, end)`.
+    buffer: Vec<u8>,
+    held: (u64, u64),
 }
 
 impl SplitRead {
@@ -330,7 +433,52 @@ impl SplitRead {
             RequestSizes::Fixed(n) => len <= n,
             RequestSizes::Drawn(_) => false,
             RequestSizes::Patterns(_) => true,
+            RequestSizes::Buffered(_) => false,
         }
+    }
+
+    /// A sample read through the buffered stream, making the requests
+    /// [`BufferedStream::requests`] plans: whole blocks straight into `buf`, fills into the
+    /// stream's buffer, from which the sample's bytes are copied (as the program's stream
+    /// copies them).
+    fn read_through_buffer(
+        &mut self,
+        stream: BufferedStream,
+        buf: &mut [u8],
+        offset: u64,
+    ) -> Result<(), StorageError> {
+        self.check_in_file(offset, buf.len())?;
+        let end = offset + buf.len() as u64;
+        let (requests, held) =
+            stream.requests(self.held, offset, buf.len() as u64, self.inner.len());
+        // What the buffer already holds of the sample.
+        let (start, held_end) = self.held;
+        if offset >= start && offset < held_end {
+            let n = (held_end.min(end) - offset) as usize;
+            let from = (offset - start) as usize;
+            buf[..n].copy_from_slice(&self.buffer[from..from + n]);
+        }
+        for request in requests {
+            let len = request.len as usize;
+            if request.fill {
+                if self.buffer.len() < stream.buffer {
+                    self.buffer.resize(stream.buffer, 0);
+                }
+                self.inner
+                    .read_exact_at(&mut self.buffer[..len], request.offset)?;
+                let n = (request.offset + request.len)
+                    .min(end)
+                    .saturating_sub(request.offset);
+                let into = (request.offset - offset) as usize;
+                buf[into..into + n as usize].copy_from_slice(&self.buffer[..n as usize]);
+            } else {
+                let into = (request.offset - offset) as usize;
+                self.inner
+                    .read_exact_at(&mut buf[into..into + len], request.offset)?;
+            }
+        }
+        self.held = held;
+        Ok(())
     }
 
     /// A whole-file read as the pattern makes it: its requests in order (each cut at the
@@ -411,6 +559,13 @@ impl ReadHandle for SplitRead {
 
     /// Reads at most one transfer (a short read, as `read_at` allows).
     fn read_at(&mut self, buf: &mut [u8], offset: u64) -> Result<usize, StorageError> {
+        if let RequestSizes::Buffered(stream) = self.sizes {
+            let n = buf
+                .len()
+                .min(self.inner.len().saturating_sub(offset) as usize);
+            self.read_through_buffer(stream, &mut buf[..n], offset)?;
+            return Ok(n);
+        }
         let end = buf.len().min(self.next_size(offset));
         self.inner.read_at(&mut buf[..end], offset)
     }
@@ -421,6 +576,10 @@ impl ReadHandle for SplitRead {
         buf: &mut [u8],
         offset: u64,
     ) -> Result<Option<usize>, StorageError> {
+        if let RequestSizes::Buffered(_) = self.sizes {
+            // The stream's requests depend on what it read before: they are made in order.
+            return self.read_at(buf, offset).map(Some);
+        }
         let size = self.next_size(offset);
         let end = buf.len().min(size);
         let read = self.inner.read_at_nowait(&mut buf[..end], offset)?;
@@ -438,6 +597,9 @@ impl ReadHandle for SplitRead {
             let patterns = Arc::clone(patterns);
             return self.read_by_pattern(patterns.next(), buf);
         }
+        if let RequestSizes::Buffered(stream) = self.sizes {
+            return self.read_through_buffer(stream, buf, offset);
+        }
         if self.is_one_request(buf.len()) {
             return self.inner.read_exact_at(buf, offset);
         }
@@ -451,6 +613,12 @@ impl ReadHandle for SplitRead {
     }
 
     fn read_batch(&mut self, requests: &mut [ReadRequest<'_>]) -> Result<(), StorageError> {
+        if let RequestSizes::Buffered(stream) = self.sizes {
+            for request in requests.iter_mut() {
+                self.read_through_buffer(stream, request.buf, request.offset)?;
+            }
+            return Ok(());
+        }
         if requests.iter().all(|r| self.is_one_request(r.buf.len())) {
             return self.inner.read_batch(requests);
         }
@@ -468,6 +636,17 @@ impl ReadHandle for SplitRead {
         requests: &mut dyn Iterator<Item = Extent>,
         consume: &mut Consume<'_>,
     ) -> Result<(), StorageError> {
+        if let RequestSizes::Buffered(stream) = self.sizes {
+            // One extent at a time through the buffer, in the stream's order.
+            stream_slots(self.inner.path(), window.len(), block)?;
+            for extent in requests {
+                check_extent(self.inner.path(), extent, block)?;
+                let slot = &mut window[..extent.len];
+                self.read_through_buffer(stream, slot, extent.offset)?;
+                consume(extent.offset, slot)?;
+            }
+            return Ok(());
+        }
         if self.is_one_request(block) {
             return self.inner.read_stream(window, block, requests, consume);
         }
@@ -565,6 +744,8 @@ mod tests {
                 key: Some(11),
                 rng: None,
                 drawn_ahead: None,
+                buffer: Vec::new(),
+                held: (0, 0),
             };
             let mut buf = vec![0u8; 2000];
             let mut offset = 0u64;
@@ -798,5 +979,91 @@ mod tests {
         };
         assert_eq!(window(5000), window(5000));
         assert_ne!(window(5000), window(400_000));
+    }
+
+    /// The requests a buffered stream makes for `reads` (offset, length) of a file of
+    /// `file_len` bytes, and whether the bytes it returned are the file's.
+    fn buffered_requests(
+        stream: BufferedStream,
+        file_len: usize,
+        reads: &[(u64, usize)],
+    ) -> Vec<usize> {
+        let (_dir, path, bytes) = file_of(file_len);
+        let counters = Arc::new(IoCounters::default());
+        let metered = Metered::with_counters(PosixStorage::new(), Arc::clone(&counters));
+        let lengths = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut recorded = SplitRead {
+            inner: Box::new(Recording {
+                len: file_len as u64,
+                lengths: Arc::clone(&lengths),
+                nowait_calls: 0,
+            }),
+            sizes: RequestSizes::Buffered(stream),
+            key: None,
+            rng: None,
+            drawn_ahead: None,
+            buffer: Vec::new(),
+            held: (0, 0),
+        };
+        let split = SplitReads::with_sizes(metered, RequestSizes::Buffered(stream));
+        let mut real = split.open(&path).unwrap();
+        for &(offset, len) in reads {
+            let mut buf = vec![0u8; len];
+            recorded.read_exact_at(&mut buf, offset).unwrap();
+            real.read_exact_at(&mut buf, offset).unwrap();
+            let at = offset as usize;
+            assert_eq!(buf, bytes[at..at + len], "the bytes of ({offset}, {len})");
+        }
+        let lengths = std::mem::take(&mut *lengths.lock().unwrap());
+        assert_eq!(counters.snapshot().read_requests, lengths.len() as u64);
+        lengths
+    }
+
+    #[test]
+    fn a_buffered_stream_makes_the_requests_of_pythons_buffered_reader() {
+        // A Kaldi matrix read after its header (kaldiio): the buffer's fill, the whole
+        // blocks, a fill for the tail that reads past the matrix.
+        let header = BufferedStream {
+            buffer: 4096,
+            header_read: true,
+            app_read: 0,
+        };
+        assert_eq!(
+            buffered_requests(header, 200_000, &[(1000, 45_000)]),
+            [4096, 36864, 4096]
+        );
+        // Pillow's 64 KiB reads of a PNG read whole: 61440 and a fill for each, then the
+        // rest's blocks and the last fill, short at the file's end.
+        let pillow = BufferedStream {
+            app_read: 65536,
+            ..header
+        };
+        assert_eq!(
+            buffered_requests(pillow, 150_000, &[(0, 150_000)]),
+            [4096, 61440, 4096, 61440, 4096, 12288, 2544]
+        );
+        // Without a header: the blocks, then the tail's fill (a random crop of a wav file).
+        let plain = BufferedStream {
+            header_read: false,
+            ..header
+        };
+        assert_eq!(
+            buffered_requests(plain, 100_000, &[(5000, 32000)]),
+            [28672, 4096]
+        );
+        // Reads the buffer holds make no request; a seek away from it drops it.
+        assert_eq!(
+            buffered_requests(
+                plain,
+                100_000,
+                &[(0, 100), (100, 900), (1000, 3000), (50_000, 10)]
+            ),
+            [4096, 4096]
+        );
+        // A read that ends in the buffer's last byte, then the next from there: a new fill.
+        assert_eq!(
+            buffered_requests(plain, 10_000, &[(0, 10), (10, 4086), (4096, 10)]),
+            [4096, 4096]
+        );
     }
 }
