@@ -707,6 +707,30 @@ fn random_windows_of_large_files_are_samples_and_the_steps_cap_the_epoch() {
     assert_scores("random_windows", &r.fidelity);
 }
 
+/// Utterances of Kaldi archives read through Python's buffered file objects, an opening an
+/// utterance (its header, then its matrix): the requests are the stream's fills and whole
+/// blocks, so the replay reads through the same stream, utterances of their own sizes.
+#[test]
+fn samples_read_through_a_buffered_stream_are_replayed_through_one() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let r = trace_characterize_replay(dir.path(), "kaldi_ark_scp_frames");
+    let d = &r.derived;
+    // Python's buffer is the file system's block size.
+    let ark = r.real_data.join("train/raw_feats.0.ark");
+    let block = std::fs::metadata(&ark).unwrap().blksize();
+    assert_eq!(
+        d.get("reader.read_buffer").map(String::as_str),
+        Some(format!("{{size: {block}, header_read: True, app_read_size: 0}}").as_str()),
+        "{d:?}"
+    );
+    assert_eq!(d["dataset.record_length_bytes_per"], "sample", "{d:?}");
+    // The matrices' mean size is 45,549 bytes, and a 15-byte header each.
+    let record: u64 = d["dataset.record_length_bytes"].parse().unwrap();
+    assert!((44_000..=47_000).contains(&record), "{record}");
+    assert_scores("kaldi_ark_scp_frames", &r.fidelity);
+}
+
 /// Files drawn with replacement (a weighted sampler balancing three classes): samples come
 /// again within an epoch, so the epoch is the draws, not the files seen, and the data set is
 /// larger than the files read.

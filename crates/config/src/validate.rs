@@ -213,7 +213,7 @@ impl Config {
                         "reader.read_buffer makes every request of a read, so {other} cannot be \
                          set beside it."
                     ),
-                    &format!("keep one: remove {other}, or reader.read_buffer"),
+                    format!("keep one: remove {other}, or reader.read_buffer"),
                 ));
             }
             if buffer.size == 0 {

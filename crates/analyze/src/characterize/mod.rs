@@ -32,6 +32,7 @@ use crate::event::Op;
 use crate::ingest::Rec;
 use crate::timeline::{Timeline, load, op};
 
+mod buffered;
 mod consumer;
 mod eval;
 mod output;

@@ -209,6 +209,8 @@ pub(super) fn requests(
                 }
             ),
         );
+    } else if let Some(fit) = &samples.buffered {
+        found.param("reader.read_buffer", fit.yaml(), fit.evidence());
     } else if shares.len() > 1 {
         found.param(
             "reader.transfer_size_distribution",
@@ -232,7 +234,7 @@ pub(super) fn requests(
             format!("every data read is {dominant} bytes"),
         );
     }
-    if shares.len() > 1 && patterns.is_empty() {
+    if shares.len() > 1 && patterns.is_empty() && samples.buffered.is_none() {
         found.note(
             "request sizes are drawn per request from the distribution; the order of a \
              program's requests inside a file (a zip's directory before its data) is not \

@@ -54,6 +54,8 @@ pub(super) struct Samples<'t> {
     /// The request patterns of the openings of files read whole in one request (empty when
     /// none describes them, or files are not read so).
     pub patterns: Vec<CommonPattern>,
+    /// The buffered stream the openings read through, when one makes their requests.
+    pub buffered: Option<super::buffered::BufferedFit>,
 }
 
 impl Samples<'_> {
@@ -154,6 +156,23 @@ pub(super) fn samples<'t>(
         common_patterns(&activity.calls, data)
     } else {
         Vec::new()
+    };
+    // Whole files or windows read through a buffered stream (Python's file objects), one run
+    // of contiguous reads an opening: the stream's requests, not drawn sizes, replay theirs.
+    let buffered = if (whole_files || crop.is_some()) && patterns.is_empty() {
+        super::buffered::buffered_stream(&activity.calls, data)
+            .filter(|fit| fit.runs as f64 <= 1.1 * opens.len() as f64)
+    } else {
+        None
+    };
+    // A window is what the program took of it: the stream's last fill reads past it.
+    let window_bytes: Option<Vec<u64>> = buffered
+        .as_ref()
+        .filter(|_| crop.is_some())
+        .map(|fit| fit.consumed.clone());
+    let dominant = match &window_bytes {
+        Some(taken) => taken.iter().sum::<u64>() / taken.len().max(1) as u64,
+        None => dominant,
     };
     let members = members_read_apart(&patterns, file_sizes.median as u64);
     // An HDF5 sample's read followed by a read of its label (an images dataset and a labels
@@ -308,6 +327,11 @@ pub(super) fn samples<'t>(
                 file_sizes.median as u64,
                 size_note(format)
             )
+        } else if crop.is_some() && window_bytes.is_some() {
+            format!(
+                "the bytes the program took of a window (the mean): {dominant}; the buffered \
+                 stream's last fill reads past it"
+            )
         } else if crop.is_some() {
             format!("the bytes an opening read (most often, or the mean): {dominant}")
         } else if let Some(sieve) = &sieve {
@@ -348,6 +372,28 @@ pub(super) fn samples<'t>(
                 size_note(format),
                 bins.len()
             ),
+        );
+    } else if let Some(taken) = window_bytes
+        .as_ref()
+        .filter(|t| size_bins(t.iter().copied()).len() > 1)
+    {
+        found.param(
+            "dataset.record_length_bytes_distribution",
+            size_bins(taken.iter().copied())
+                .iter()
+                .map(|s| format!("{{size: {}, weight: {}}}", s.size, s.count))
+                .collect::<Vec<_>>()
+                .join(", "),
+            format!(
+                "the windows the program took range from {} to {} bytes",
+                taken.iter().min().copied().unwrap_or(0),
+                taken.iter().max().copied().unwrap_or(0)
+            ),
+        );
+        found.param(
+            "dataset.record_length_bytes_per",
+            "sample".into(),
+            "each window has its own size".into(),
         );
     } else if whole_files {
         found.param(
@@ -411,6 +457,7 @@ pub(super) fn samples<'t>(
             format_reads: sieve.is_some(),
             sieve: sieve.is_some(),
             patterns,
+            buffered,
             epoch_samples,
             windows: crop.is_some(),
             draws,
@@ -970,6 +1017,7 @@ fn stream_samples<'t>(
             sieve: false,
             windows: false,
             patterns: Vec::new(),
+            buffered: None,
         },
         found,
     )
@@ -1170,6 +1218,7 @@ fn tiled_samples<'t>(
             sieve: false,
             windows: false,
             patterns: Vec::new(),
+            buffered: None,
         },
         found,
     )
@@ -1316,6 +1365,7 @@ fn columnar_samples<'t>(
             sieve: false,
             windows: false,
             patterns: Vec::new(),
+            buffered: None,
         },
         found,
     )

@@ -425,6 +425,38 @@ fn the_keys_characterize_writes_are_validated() {
         &message,
         &["reader.transfer_size_distribution[0]", "positive"],
     );
+    // A buffered stream: read, and refused beside another request shape, at size 0, with
+    // O_DIRECT.
+    let c = config(&format!(
+        "{PYTORCH_NPZ}reader:\n  read_buffer: {{size: 8192, header_read: True, app_read_size: 65536}}\n"
+    ));
+    c.validate(1).expect("valid");
+    assert_eq!(
+        c.reader.read_buffer,
+        Some(dlio_config::ReadBuffer {
+            size: 8192,
+            header_read: true,
+            app_read_size: 65536
+        })
+    );
+    assert!(c.shapes_requests());
+    for (yaml, said) in [
+        (
+            "  read_buffer: {size: 4096}\n  transfer_size: 4096\n",
+            &["reader.read_buffer", "remove reader.transfer_size"][..],
+        ),
+        (
+            "  read_buffer: {size: 0}\n",
+            &["reader.read_buffer.size", "size: 4096"][..],
+        ),
+        (
+            "  read_buffer: {size: 4096}\n  odirect: True\n",
+            &["reader.read_buffer", "O_DIRECT"][..],
+        ),
+    ] {
+        let message = rejected(&format!("{PYTORCH_NPZ}reader:\n{yaml}"), 1);
+        assert_contains(&message, said);
+    }
     let message = rejected(
         &format!(
             "{PYTORCH_NPZ}reader:\n  odirect: True\n  sample_requests:\n    - {{from: start, offset: 0, size: 100}}\n"

@@ -1,0 +1,252 @@
+//! Reads through a buffered stream (`reader.read_buffer`): a program reading its files through
+//! Python's file objects makes requests that follow its own reads, a fill of the buffer, the
+//! whole blocks of the rest straight, a fill for the tail. Found from the requests of each
+//! opening: the buffer is the most frequent request size, and the stream that buffer makes
+//! (with or without a header's read first, with the program's reads of some size or of all
+//! the rest) has to give the very requests of nine runs of contiguous reads in ten.
+
+use std::collections::HashMap;
+
+use dlio_storage::BufferedStream;
+
+use super::trace_view::DataSet;
+use crate::event::Op;
+use crate::ingest::Rec;
+use crate::timeline::op;
+
+/// Share of the runs of contiguous reads the stream has to make exactly.
+const MATCHED_SHARE: f64 = 0.9;
+/// Share of the runs with a read of whole blocks longer than the buffer: fewer, and the
+/// requests are the buffer's size (a stream of small reads), which one size describes.
+const DIRECT_SHARE: f64 = 0.2;
+/// Fewest runs that can tell a stream.
+const MIN_RUNS: usize = 8;
+
+/// A buffered stream that makes a trace's requests.
+#[derive(Debug, Clone)]
+pub(super) struct BufferedFit {
+    pub stream: BufferedStream,
+    /// Runs of contiguous reads (one per opening, or per seek), and the ones the stream makes
+    /// exactly.
+    pub runs: usize,
+    pub matched: usize,
+    /// Bytes the program took of each matched run: its bytes, less half a buffer where the
+    /// run ends on a full fill before the file's end (the program took part of it).
+    pub consumed: Vec<u64>,
+}
+
+impl BufferedFit {
+    /// The YAML of `reader.read_buffer`.
+    pub fn yaml(&self) -> String {
+        format!(
+            "{{size: {}, header_read: {}, app_read_size: {}}}",
+            self.stream.buffer,
+            if self.stream.header_read {
+                "True"
+            } else {
+                "False"
+            },
+            self.stream.app_read
+        )
+    }
+
+    /// Why.
+    pub fn evidence(&self) -> String {
+        format!(
+            "{} of {} runs of contiguous data reads are the requests of a stream with a buffer \
+             of {} bytes ({}, {}): fills of the buffer and reads of whole blocks, as Python's \
+             file objects make them",
+            self.matched,
+            self.runs,
+            self.stream.buffer,
+            if self.stream.header_read {
+                "a header's read fills it at each sample's start"
+            } else {
+                "no header's read first"
+            },
+            match self.stream.app_read {
+                0 => "the program reads the rest of a sample in one read".to_string(),
+                n => format!("the program reads at most {n} bytes at a time"),
+            }
+        )
+    }
+}
+
+/// One run of contiguous reads of an opening: where it starts, its reads' sizes, and its
+/// file's size.
+struct Run {
+    start: u64,
+    sizes: Vec<u64>,
+    file_len: u64,
+}
+
+/// The runs of contiguous reads of every opening of a data file, in the order read. An
+/// opening is followed per process, thread and file (a library may read through a copy of
+/// the descriptor).
+fn runs(calls: &[&Rec], data: &DataSet) -> Vec<Run> {
+    let mut open: HashMap<(u32, u32, u64), Vec<Run>> = HashMap::new();
+    let mut done: Vec<Run> = Vec::new();
+    for r in calls {
+        let key = (r.rank, r.tid, r.file);
+        match op(r) {
+            Op::Open if r.fd >= 0 => {
+                if let Some(o) = open.insert(key, Vec::new()) {
+                    done.extend(o);
+                }
+            }
+            Op::Read if r.bytes > 0 && r.offset >= 0 => {
+                let Some(o) = open.get_mut(&key) else {
+                    continue;
+                };
+                let (offset, bytes) = (r.offset as u64, r.bytes as u64);
+                match o.last_mut() {
+                    Some(run) if run.start + run.sizes.iter().sum::<u64>() == offset => {
+                        run.sizes.push(bytes)
+                    }
+                    _ => o.push(Run {
+                        start: offset,
+                        sizes: vec![bytes],
+                        file_len: data.totals.get(&r.file).map_or(0, |t| t.size),
+                    }),
+                }
+            }
+            Op::Close => {
+                if let Some(o) = open.remove(&key) {
+                    done.extend(o);
+                }
+            }
+            _ => {}
+        }
+    }
+    done.extend(open.into_values().flatten());
+    done
+}
+
+/// The requests `stream` makes for a sample of `len` bytes at the run's start, by size.
+fn made(stream: &BufferedStream, run: &Run, len: u64) -> Vec<u64> {
+    let (requests, _) = stream.requests((run.start, run.start), run.start, len, run.file_len);
+    requests.iter().map(|r| r.len).collect()
+}
+
+/// The bytes the program took of `run` if `stream` makes its requests exactly.
+fn consumed_if_made(stream: &BufferedStream, run: &Run) -> Option<u64> {
+    let total: u64 = run.sizes.iter().sum();
+    let block = stream.buffer as u64;
+    let last = *run.sizes.last()?;
+    let ends_the_file = run.start + total >= run.file_len;
+    // The program took all of it, or (a last fill before the file's end) part of the fill.
+    let mut candidates = vec![(total, total)];
+    if last == block && !ends_the_file && total > block {
+        candidates.insert(0, (total - block + 1, total - block / 2));
+    }
+    candidates
+        .into_iter()
+        .find(|&(len, _)| run.start + len <= run.file_len && made(stream, run, len) == run.sizes)
+        .map(|(_, took)| took)
+}
+
+/// The buffered stream that makes nine in ten of the runs of contiguous data reads exactly,
+/// if there is one whose runs read whole blocks longer than the buffer in a fifth of them.
+pub(super) fn buffered_stream(calls: &[&Rec], data: &DataSet) -> Option<BufferedFit> {
+    let runs = runs(calls, data);
+    if runs.len() < MIN_RUNS {
+        return None;
+    }
+    // The buffer: the most frequent request size, a power of two as buffers are.
+    let mut counts: HashMap<u64, usize> = HashMap::new();
+    for size in runs.iter().flat_map(|r| &r.sizes) {
+        *counts.entry(*size).or_default() += 1;
+    }
+    let (&block, _) = counts.iter().max_by_key(|&(size, n)| (*n, *size))?;
+    if !block.is_power_of_two() || !(512..=(16 << 20)).contains(&block) {
+        return None;
+    }
+    let direct = |s: u64| s > block && s.is_multiple_of(block);
+    let with_direct = runs
+        .iter()
+        .filter(|r| r.sizes.iter().any(|&s| direct(s)))
+        .count();
+    if (with_direct as f64) < DIRECT_SHARE * runs.len() as f64 {
+        return None;
+    }
+    // The program's read size: a read of whole blocks then a fill, again and again in a run,
+    // is one read of the program's each time (the blocks and the buffer's size).
+    let mut app_reads: HashMap<u64, usize> = HashMap::new();
+    for run in &runs {
+        for pair in run.sizes.windows(3) {
+            if direct(pair[0]) && pair[1] == block {
+                *app_reads.entry(pair[0] + block).or_default() += 1;
+            }
+        }
+    }
+    let app_read = app_reads
+        .iter()
+        .filter(|&(_, &n)| n >= 2)
+        .max_by_key(|&(size, n)| (*n, *size))
+        .map_or(0, |(&size, _)| size);
+    let buffer = usize::try_from(block).ok()?;
+    let app_read = usize::try_from(app_read).ok()?;
+    let fits = [true, false].into_iter().map(|header_read| {
+        let stream = BufferedStream {
+            buffer,
+            header_read,
+            app_read,
+        };
+        let consumed: Vec<u64> = runs
+            .iter()
+            .filter_map(|run| consumed_if_made(&stream, run))
+            .collect();
+        BufferedFit {
+            stream,
+            runs: runs.len(),
+            matched: consumed.len(),
+            consumed,
+        }
+    });
+    fits.max_by_key(|f| f.matched)
+        .filter(|f| f.matched as f64 >= MATCHED_SHARE * f.runs as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(start: u64, sizes: &[u64], file_len: u64) -> Run {
+        Run {
+            start,
+            sizes: sizes.to_vec(),
+            file_len,
+        }
+    }
+
+    #[test]
+    fn a_run_is_made_by_the_stream_that_reads_it_and_not_by_others() {
+        let kaldi = BufferedStream {
+            buffer: 4096,
+            header_read: true,
+            app_read: 0,
+        };
+        // A matrix read after its header: the fill, the blocks, a fill past the matrix.
+        let matrix = run(1000, &[4096, 36864, 4096], 200_000);
+        assert_eq!(consumed_if_made(&kaldi, &matrix), Some(45056 - 2048));
+        // Reads of 1 MiB a time (np.fromfile chunks) are not a 4 KiB stream's.
+        let chunks = run(0, &[1 << 20, 1 << 20, 1 << 20, 5000], (3 << 20) + 5000);
+        assert_eq!(consumed_if_made(&kaldi, &chunks), None);
+        // Pillow's 64 KiB reads of a PNG read to its end.
+        let pillow = BufferedStream {
+            app_read: 65536,
+            ..kaldi
+        };
+        let png = run(0, &[4096, 61440, 4096, 61440, 4096, 12288, 2544], 150_000);
+        assert_eq!(consumed_if_made(&pillow, &png), Some(150_000));
+        assert_eq!(consumed_if_made(&kaldi, &png), None);
+        // A crop without a header's read: the blocks, then a fill.
+        let plain = BufferedStream {
+            header_read: false,
+            ..kaldi
+        };
+        let crop = run(5000, &[28672, 4096], 100_000);
+        assert!(consumed_if_made(&plain, &crop).is_some());
+        assert_eq!(consumed_if_made(&kaldi, &crop), None);
+    }
+}
