@@ -24,18 +24,24 @@ const MIN_RUNS: usize = 8;
 
 /// A buffered stream that makes a trace's requests.
 #[derive(Debug, Clone)]
-pub(super) struct BufferedFit {
+pub(super) struct BufferedFit<'t> {
     pub stream: BufferedStream,
     /// Runs of contiguous reads (one per opening, or per seek), and the ones the stream makes
     /// exactly.
     pub runs: usize,
     pub matched: usize,
-    /// Bytes the program took of each matched run: its bytes, less half a buffer where the
-    /// run ends on a full fill before the file's end (the program took part of it).
-    pub consumed: Vec<u64>,
+    /// Each matched run's first read, and the bytes the program took of the run: its bytes,
+    /// less half a buffer where the run ends on a full fill before the file's end (the
+    /// program took part of it).
+    pub taken: Vec<(&'t Rec, u64)>,
 }
 
-impl BufferedFit {
+impl BufferedFit<'_> {
+    /// The bytes the program took of each matched run.
+    pub fn consumed(&self) -> Vec<u64> {
+        self.taken.iter().map(|&(_, n)| n).collect()
+    }
+
     /// The YAML of `reader.read_buffer`.
     pub fn yaml(&self) -> String {
         format!(
@@ -74,7 +80,8 @@ impl BufferedFit {
 
 /// One run of contiguous reads of an opening: where it starts, its reads' sizes, and its
 /// file's size.
-struct Run {
+struct Run<'t> {
+    first: Option<&'t Rec>,
     start: u64,
     sizes: Vec<u64>,
     file_len: u64,
@@ -82,10 +89,10 @@ struct Run {
 
 /// The runs of contiguous reads of every opening of a data file, in the order read. An
 /// opening is followed per process, thread and file (a library may read through a copy of
-/// the descriptor).
-fn runs(calls: &[&Rec], data: &DataSet) -> Vec<Run> {
-    let mut open: HashMap<(u32, u32, u64), Vec<Run>> = HashMap::new();
-    let mut done: Vec<Run> = Vec::new();
+/// the descriptor); reads before any opening in the calls count as one.
+fn runs<'t>(calls: &[&'t Rec], data: &DataSet) -> Vec<Run<'t>> {
+    let mut open: HashMap<(u32, u32, u64), Vec<Run<'t>>> = HashMap::new();
+    let mut done: Vec<Run<'t>> = Vec::new();
     for r in calls {
         let key = (r.rank, r.tid, r.file);
         match op(r) {
@@ -95,15 +102,16 @@ fn runs(calls: &[&Rec], data: &DataSet) -> Vec<Run> {
                 }
             }
             Op::Read if r.bytes > 0 && r.offset >= 0 => {
-                let Some(o) = open.get_mut(&key) else {
-                    continue;
-                };
+                // A file opened before the training window (a ZipFile each thread opened
+                // once, its directory read apart) has its reads followed all the same.
+                let o = open.entry(key).or_default();
                 let (offset, bytes) = (r.offset as u64, r.bytes as u64);
                 match o.last_mut() {
                     Some(run) if run.start + run.sizes.iter().sum::<u64>() == offset => {
                         run.sizes.push(bytes)
                     }
                     _ => o.push(Run {
+                        first: Some(r),
                         start: offset,
                         sizes: vec![bytes],
                         file_len: data.totals.get(&r.file).map_or(0, |t| t.size),
@@ -147,7 +155,7 @@ fn consumed_if_made(stream: &BufferedStream, run: &Run) -> Option<u64> {
 
 /// The buffered stream that makes nine in ten of the runs of contiguous data reads exactly,
 /// if there is one whose runs read whole blocks longer than the buffer in a fifth of them.
-pub(super) fn buffered_stream(calls: &[&Rec], data: &DataSet) -> Option<BufferedFit> {
+pub(super) fn buffered_stream<'t>(calls: &[&'t Rec], data: &DataSet) -> Option<BufferedFit<'t>> {
     let runs = runs(calls, data);
     if runs.len() < MIN_RUNS {
         return None;
@@ -186,21 +194,23 @@ pub(super) fn buffered_stream(calls: &[&Rec], data: &DataSet) -> Option<Buffered
         .map_or(0, |(&size, _)| size);
     let buffer = usize::try_from(block).ok()?;
     let app_read = usize::try_from(app_read).ok()?;
-    let fits = [true, false].into_iter().map(|header_read| {
+    // Each shape the stream may have; the one that makes the most runs.
+    let shapes = [(true, app_read), (false, app_read), (true, 0), (false, 0)];
+    let fits = shapes.into_iter().map(|(header_read, app_read)| {
         let stream = BufferedStream {
             buffer,
             header_read,
             app_read,
         };
-        let consumed: Vec<u64> = runs
+        let taken: Vec<(&Rec, u64)> = runs
             .iter()
-            .filter_map(|run| consumed_if_made(&stream, run))
+            .filter_map(|run| Some((run.first?, consumed_if_made(&stream, run)?)))
             .collect();
         BufferedFit {
             stream,
             runs: runs.len(),
-            matched: consumed.len(),
-            consumed,
+            matched: taken.len(),
+            taken,
         }
     });
     fits.max_by_key(|f| f.matched)
@@ -211,8 +221,9 @@ pub(super) fn buffered_stream(calls: &[&Rec], data: &DataSet) -> Option<Buffered
 mod tests {
     use super::*;
 
-    fn run(start: u64, sizes: &[u64], file_len: u64) -> Run {
+    fn run(start: u64, sizes: &[u64], file_len: u64) -> Run<'static> {
         Run {
+            first: None,
             start,
             sizes: sizes.to_vec(),
             file_len,

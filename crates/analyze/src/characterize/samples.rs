@@ -55,7 +55,7 @@ pub(super) struct Samples<'t> {
     /// none describes them, or files are not read so).
     pub patterns: Vec<CommonPattern>,
     /// The buffered stream the openings read through, when one makes their requests.
-    pub buffered: Option<super::buffered::BufferedFit>,
+    pub buffered: Option<super::buffered::BufferedFit<'t>>,
 }
 
 impl Samples<'_> {
@@ -131,6 +131,41 @@ pub(super) fn samples<'t>(
         return tiled_samples(data, activity, intervals);
     }
 
+    // The buffered stream the reads went through, if one makes them. Many runs of
+    // contiguous reads an opening, each at a place of its own (a zip's members read through
+    // one ZipFile a thread, an archive's utterances): each run is a record, the sample.
+    let fit = super::buffered::buffered_stream(&activity.calls, data);
+    let records_in_runs = !whole_files
+        && crop.is_none()
+        && format != "hdf5"
+        && fit.as_ref().is_some_and(|f| {
+            f.runs >= 2 * opens.len().max(1) && f.matched >= 2 * opens.len().max(1)
+        });
+    let record_starts: HashMap<u64, HashSet<u64>> = match (&fit, records_in_runs) {
+        (Some(fit), true) => {
+            let mut starts: HashMap<u64, HashSet<u64>> = HashMap::new();
+            for (first, _) in &fit.taken {
+                starts
+                    .entry(first.file)
+                    .or_default()
+                    .insert(first.offset as u64);
+            }
+            starts
+        }
+        _ => HashMap::new(),
+    };
+    let (format, format_evidence) = if records_in_runs {
+        (
+            "indexed_binary",
+            format!(
+                "{format_evidence}; its records are read one run of requests each through a \
+                 buffered stream, each of its own size and place: emulated by indexed_binary \
+                 records"
+            ),
+        )
+    } else {
+        (format, format_evidence)
+    };
     // Rows of a contiguous HDF5 dataset read through h5py's sieve buffer: each read is a
     // window from a row on, the row is the sample.
     let sieve = if !whole_files && format == "hdf5" {
@@ -143,6 +178,10 @@ pub(super) fn samples<'t>(
         opens.clone()
     } else if let Some(sieve) = &sieve {
         sieve.events.clone()
+    } else if let (Some(fit), true) = (&fit, records_in_runs) {
+        let mut firsts: Vec<&Rec> = fit.taken.iter().map(|&(r, _)| r).collect();
+        firsts.sort_by_key(|r| (r.start, r.rank, r.tid));
+        firsts
     } else {
         reads
             .iter()
@@ -159,18 +198,24 @@ pub(super) fn samples<'t>(
     };
     // Whole files or windows read through a buffered stream (Python's file objects), one run
     // of contiguous reads an opening: the stream's requests, not drawn sizes, replay theirs.
-    let buffered = if (whole_files || crop.is_some()) && patterns.is_empty() {
-        super::buffered::buffered_stream(&activity.calls, data)
-            .filter(|fit| fit.runs as f64 <= 1.1 * opens.len() as f64)
-    } else {
-        None
+    let buffered = match fit {
+        Some(fit)
+            if (whole_files || crop.is_some())
+                && patterns.is_empty()
+                && fit.runs as f64 <= 1.1 * opens.len() as f64 =>
+        {
+            Some(fit)
+        }
+        Some(fit) if records_in_runs => Some(fit),
+        _ => None,
     };
-    // A window is what the program took of it: the stream's last fill reads past it.
-    let window_bytes: Option<Vec<u64>> = buffered
+    // A window or a record is what the program took of it: the stream's last fill reads past
+    // it.
+    let taken_bytes: Option<Vec<u64>> = buffered
         .as_ref()
-        .filter(|_| crop.is_some())
-        .map(|fit| fit.consumed.clone());
-    let dominant = match &window_bytes {
+        .filter(|_| crop.is_some() || records_in_runs)
+        .map(|fit| fit.consumed());
+    let dominant = match &taken_bytes {
         Some(taken) => taken.iter().sum::<u64>() / taken.len().max(1) as u64,
         None => dominant,
     };
@@ -198,6 +243,11 @@ pub(super) fn samples<'t>(
         sieve.rows
     } else if let Some(count) = labels.as_ref().and_then(|l| l.per_file) {
         count
+    } else if !record_starts.is_empty() {
+        // The records each file's runs start at, the median file.
+        let mut counts: Vec<u64> = record_starts.values().map(|s| s.len() as u64).collect();
+        counts.sort_unstable();
+        counts[counts.len() / 2].max(1)
     } else {
         ((file_sizes.median / dominant.max(1) as f64).round() as u64).max(1)
     };
@@ -309,6 +359,12 @@ pub(super) fn samples<'t>(
                  a window (a random crop), the file holds as many as fit",
                 c.share * 100.0
             )
+        } else if !record_starts.is_empty() {
+            format!(
+                "the runs of contiguous reads through the buffered stream start at \
+                 {samples_per_file} places of the median file, each run once an epoch: a sample \
+                 is the record a run reads"
+            )
         } else {
             format!(
                 "files of {} bytes (median) read in requests of {dominant} bytes across many \
@@ -327,7 +383,7 @@ pub(super) fn samples<'t>(
                 file_sizes.median as u64,
                 size_note(format)
             )
-        } else if crop.is_some() && window_bytes.is_some() {
+        } else if crop.is_some() && taken_bytes.is_some() {
             format!(
                 "the bytes the program took of a window (the mean): {dominant}; the buffered \
                  stream's last fill reads past it"
@@ -373,7 +429,7 @@ pub(super) fn samples<'t>(
                 bins.len()
             ),
         );
-    } else if let Some(taken) = window_bytes
+    } else if let Some(taken) = taken_bytes
         .as_ref()
         .filter(|t| size_bins(t.iter().copied()).len() > 1)
     {

@@ -216,6 +216,7 @@ impl DataSet {
             .map(|(h, _, p)| (*h, *p))
             .collect();
         let (dir, files, subfolders) = climb_class_folders(t, dir, files, &same_kind);
+        let files = without_evaluation_split(t, files);
         Ok(DataSet {
             dir,
             files,
@@ -228,6 +229,35 @@ impl DataSet {
     pub(crate) fn holds(&self, file: u64) -> bool {
         self.files.contains(&file)
     }
+}
+
+/// Words of a file's name that mark an evaluation split.
+const EVALUATION_WORDS: [&str; 7] = [
+    "val",
+    "valid",
+    "validation",
+    "eval",
+    "test",
+    "dev",
+    "holdout",
+];
+
+/// `files` less those whose name marks an evaluation split (a word of it is `val`, `test`,
+/// `dev`, ...: `val.zip` beside `train.zip`, CIFAR's `test_batch.bin` beside `data_batch_1.bin`)
+/// when the others' names do not and they are fewer: the evaluation pass reads them, which
+/// finds them by when they are read.
+fn without_evaluation_split(t: &Timeline, files: HashSet<u64>) -> HashSet<u64> {
+    let marked = |f: &u64| {
+        let name = t.path(*f).rsplit('/').next().unwrap_or_default();
+        let stem = name.rsplit_once('.').map_or(name, |(stem, _)| stem);
+        stem.split(|c: char| !c.is_ascii_alphabetic())
+            .any(|word| EVALUATION_WORDS.contains(&word.to_ascii_lowercase().as_str()))
+    };
+    let (split, training): (HashSet<u64>, HashSet<u64>) = files.iter().partition(|f| marked(f));
+    if split.is_empty() || training.is_empty() || split.len() >= training.len().max(2) {
+        return files;
+    }
+    training
 }
 
 /// The share of a folder's openings whose neighbours in time (the openings of the same kind of
