@@ -237,6 +237,25 @@ pub(super) fn samples<'t>(
         ),
         None => shares,
     };
+    // Slices read more often an epoch than the files hold them (a database's pages, its index
+    // pages read again for each row): epochs are the generations of worker processes.
+    let slices_per_file = ((file_sizes.median / dominant.max(1) as f64).round() as u64).max(1);
+    let reread = if whole_files
+        || crop.is_some()
+        || sieve.is_some()
+        || labels.as_ref().is_some_and(|l| l.per_file.is_some())
+        || !record_starts.is_empty()
+    {
+        None
+    } else {
+        // Without the training process's own reads when worker processes read the batches
+        // (a scan of the labels before training).
+        let consumer = activity.consumer.as_ref().map(|c| c.pid);
+        let of_workers = |r: &&Rec| Some(r.rank) != consumer;
+        let events: Vec<&Rec> = sample_events.iter().copied().filter(of_workers).collect();
+        let worker_reads: Vec<&Rec> = reads.iter().copied().filter(of_workers).collect();
+        reread_slices(&events, &worker_reads, num_files, slices_per_file)
+    };
     let samples_per_file = if whole_files {
         members.unwrap_or(1)
     } else if let Some(sieve) = &sieve {
@@ -248,8 +267,10 @@ pub(super) fn samples<'t>(
         let mut counts: Vec<u64> = record_starts.values().map(|s| s.len() as u64).collect();
         counts.sort_unstable();
         counts[counts.len() / 2].max(1)
+    } else if let Some((_, per_epoch)) = reread {
+        per_epoch.div_ceil(num_files.max(1))
     } else {
-        ((file_sizes.median / dominant.max(1) as f64).round() as u64).max(1)
+        slices_per_file
     };
     if let Some(l) = &labels {
         found.param("dataset.hdf5.label_read", l.kind.into(), l.evidence.clone());
@@ -265,6 +286,8 @@ pub(super) fn samples<'t>(
     };
     let epochs = if let Some(d) = &draws {
         d.epochs
+    } else if let Some((generations, _)) = reread {
+        generations
     } else if let Some(sieve) = &sieve {
         sieve.epochs(samples_in_data_set, num_files)
     } else if crop.is_some() {
@@ -358,6 +381,14 @@ pub(super) fn samples<'t>(
                  offset of its own, {:.0}% of its file at most for most openings: a sample is such \
                  a window (a random crop), the file holds as many as fit",
                 c.share * 100.0
+            )
+        } else if let Some((generations, per_epoch)) = reread {
+            format!(
+                "reads of {dominant} bytes, {per_epoch} for each of the {generations} \
+                 generations of worker processes, more than the {slices_per_file} slices a file \
+                 of {} bytes (median) holds: slices read again within an epoch (a database's \
+                 pages), so a file holds an epoch's reads",
+                file_sizes.median as u64
             )
         } else if !record_starts.is_empty() {
             format!(
@@ -615,6 +646,26 @@ fn population_of(distinct: u64, draws: u64) -> u64 {
 /// started again for each epoch). One start when one process reads; none without reads.
 pub(super) fn generation_starts(reads: &[&Rec]) -> Vec<i64> {
     generations(reads).into_iter().map(|g| g[0]).collect()
+}
+
+/// Slices an epoch reads again (a database's pages: each row's lookup reads index and leaf
+/// pages other rows share): the events are not a whole number of passes over the slices the
+/// files hold (a quarter or more off), worker processes start again two times or more, and
+/// each of their generations reads more slices than the files hold. Returns the generations
+/// and the slices each reads.
+fn reread_slices(
+    events: &[&Rec],
+    reads: &[&Rec],
+    num_files: u64,
+    per_file: u64,
+) -> Option<(u64, u64)> {
+    let held = num_files.max(1) * per_file;
+    let passes = events.len() as f64 / held as f64;
+    let generations = generation_starts(reads).len() as u64;
+    let per_generation = events.len() as u64 / generations.max(1);
+    let off = (passes - passes.round()).abs();
+    (generations >= 2 && off >= 0.25 && per_generation > held)
+        .then_some((generations, per_generation))
 }
 
 /// The generations of reading processes (see [`generation_starts`]), each as its processes'
