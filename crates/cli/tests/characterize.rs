@@ -731,6 +731,36 @@ fn samples_read_through_a_buffered_stream_are_replayed_through_one() {
     assert_scores("kaldi_ark_scp_frames", &r.fidelity);
 }
 
+/// The members of a stored zip read through one ZipFile a thread (each member a seek, its
+/// local header, its data through the buffered stream): each run of reads is a record of its
+/// own size and place, and `val.zip` beside `train.zip` is not training data.
+#[test]
+fn records_read_one_run_each_through_a_buffered_stream_are_the_samples() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = trace_characterize_replay(dir.path(), "zip_stored_threads");
+    let d = &r.derived;
+    for (key, value) in [
+        ("dataset.format", "indexed_binary"),
+        ("dataset.num_files_train", "1"),
+        ("dataset.record_length_bytes_per", "sample"),
+        ("reader.batch_size", "32"),
+        ("train.epochs", "3"),
+    ] {
+        assert_eq!(d.get(key).map(String::as_str), Some(value), "{key}: {d:?}");
+    }
+    assert!(
+        d["reader.read_buffer"].contains("header_read: True"),
+        "{}",
+        d["reader.read_buffer"]
+    );
+    // 1500 members of 35,698 bytes on average (uniform 72..144 px squares, 128-byte headers).
+    let per_file: u64 = d["dataset.num_samples_per_file"].parse().unwrap();
+    assert!((1400..=1510).contains(&per_file), "{per_file}");
+    let record: u64 = d["dataset.record_length_bytes"].parse().unwrap();
+    assert!((34_000..=37_500).contains(&record), "{record}");
+    assert_structure("zip_stored_threads", &r.fidelity);
+}
+
 /// Files drawn with replacement (a weighted sampler balancing three classes): samples come
 /// again within an epoch, so the epoch is the draws, not the files seen, and the data set is
 /// larger than the files read.

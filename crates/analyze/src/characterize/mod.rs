@@ -22,7 +22,7 @@
 //!    more than one), compute per step and per-sample loader time (the bursts' time outside
 //!    the I/O calls, e.g. Python decoding).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -384,40 +384,73 @@ struct HeaderScan {
     bytes: u64,
     /// Files it read.
     files: u64,
+    /// One process read each file wherever (before its workers read), rather than its first
+    /// bytes.
+    swept: bool,
 }
 
 /// The data calls' opening run of openings that each read only the first bytes of a file (no
 /// further than half of it), each file once, over nine files in ten or more, before the files
-/// are opened again: a header scan.
+/// are opened again: a header scan. Or, when one process makes that run and no read after
+/// it (the training process scanning its labels before its workers read: SQLite's leaf pages
+/// of a labels column), its reads of each file, half the file's bytes at most, wherever they
+/// lie; its bytes are then the most a file gave it.
 fn header_scan(calls: &[&Rec], data: &DataSet) -> Option<HeaderScan> {
+    let reads = || calls.iter().filter(|r| op(r) == Op::Read && r.bytes > 0);
+    let scanner = reads().next()?.rank;
+    let others_start = reads().find(|r| r.rank != scanner).map(|r| r.start);
+    let alone = others_start.is_some_and(|first| {
+        reads()
+            .filter(|r| r.rank == scanner)
+            .all(|r| r.start < first)
+    });
     let mut seen: HashSet<u64> = HashSet::new();
+    // Per file: the bytes read.
+    let mut swept: HashMap<u64, u64> = HashMap::new();
     let (mut end, mut furthest) = (0i64, 0u64);
     for r in calls {
-        let limit = data.totals.get(&r.file).map_or(0, |f| f.size / 2);
+        let half = data.totals.get(&r.file).map_or(0, |f| f.size / 2);
         match op(r) {
             Op::Open if seen.contains(&r.file) => break,
             Op::Open => {
                 seen.insert(r.file);
             }
             Op::Read if r.bytes > 0 => {
-                let reach = (r.offset.max(0) + r.bytes) as u64;
-                if !seen.contains(&r.file) || r.offset < 0 || reach > limit {
+                if !seen.contains(&r.file) || r.offset < 0 {
                     break;
                 }
+                let (offset, bytes) = (r.offset as u64, r.bytes as u64);
+                let reach = offset + bytes;
+                let total = swept.entry(r.file).or_default();
+                let fits = if alone {
+                    r.rank == scanner && *total + bytes <= half
+                } else {
+                    reach <= half
+                };
+                if !fits {
+                    break;
+                }
+                *total += bytes;
                 furthest = furthest.max(reach);
             }
             _ => {}
         }
         end = r.end;
     }
-    let enough = seen.len() * 10 >= data.files.len() * 9 && data.files.len() >= 2;
+    let enough = seen.len() * 10 >= data.files.len() * 9 && (data.files.len() >= 2 || alone);
     let reopened = calls
         .iter()
         .any(|r| r.start >= end && op(r) == Op::Open && seen.contains(&r.file));
-    (enough && reopened && furthest > 0).then_some(HeaderScan {
+    let bytes = if alone {
+        swept.values().copied().max().unwrap_or(0)
+    } else {
+        furthest
+    };
+    (enough && reopened && bytes > 0).then_some(HeaderScan {
         end,
-        bytes: furthest,
+        bytes,
         files: seen.len() as u64,
+        swept: alone && furthest > bytes,
     })
 }
 
@@ -479,11 +512,21 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
         found.param(
             "reader.header_scan_bytes",
             scan.bytes.to_string(),
-            format!(
-                "before training, {} data files were opened once each and only their first {} \
-                 bytes read (at most), then opened again to train: a scan of their headers",
-                scan.files, scan.bytes
-            ),
+            if scan.swept {
+                format!(
+                    "before training, one process opened {} data files once each and read \
+                     {} bytes at most of a file, here and there, then read nothing more \
+                     while others opened them again to train: a scan of what the files hold \
+                     (labels, an index), replayed as that many bytes from each file's start",
+                    scan.files, scan.bytes
+                )
+            } else {
+                format!(
+                    "before training, {} data files were opened once each and only their first \
+                     {} bytes read (at most), then opened again to train: a scan of their headers",
+                    scan.files, scan.bytes
+                )
+            },
         );
     }
     // The evaluation pass is found first (its takes are not training steps) and written after.
