@@ -761,6 +761,28 @@ fn records_read_one_run_each_through_a_buffered_stream_are_the_samples() {
     assert_structure("zip_stored_threads", &r.fidelity);
 }
 
+/// Random one-second crops of wav files (wave.open reads the header through Python's
+/// buffer, then a seek to the crop and its blocks and a fill): each opening's header read is
+/// replayed before its window, and the window through the same stream.
+#[test]
+fn crops_after_a_header_read_replay_the_header_then_the_window() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let r = trace_characterize_replay(dir.path(), "wav_random_crop");
+    let d = &r.derived;
+    let wav = files_under(&r.real_data)
+        .into_iter()
+        .find(|p| p.extension().is_some_and(|e| e == "wav"))
+        .unwrap();
+    let block = std::fs::metadata(&wav).unwrap().blksize();
+    assert_eq!(d["dataset.header_read_bytes"], block.to_string(), "{d:?}");
+    assert_eq!(
+        d["reader.read_buffer"],
+        format!("{{size: {block}, header_read: False, app_read_size: 0}}")
+    );
+    assert_scores("wav_random_crop", &r.fidelity);
+}
+
 /// Files drawn with replacement (a weighted sampler balancing three classes): samples come
 /// again within an epoch, so the epoch is the draws, not the files seen, and the data set is
 /// larger than the files read.

@@ -495,6 +495,11 @@ pub struct DatasetConfig {
     /// `mmap_indexed_binary`), a file's samples taking the distribution's evenly spaced
     /// quantiles in a seeded order. Default file.
     pub record_length_bytes_per: SizesPer,
+    /// Ours: each opening of a data file first reads its first N bytes, before the samples it
+    /// opened the file for (a library parsing the file's header: `wave.open` before a random
+    /// crop), through the same requests as the samples (`reader.read_buffer`'s buffer then
+    /// holds them). `indexed_binary` and `mmap_indexed_binary` only. Default 0 (none).
+    pub header_read_bytes: u64,
     /// Size of the in-memory sample handed to the training loop. Legacy name
     /// `record_length_resize`. Default 0.
     pub record_length_bytes_resize: f64,
@@ -824,6 +829,7 @@ impl Default for DatasetConfig {
             record_length_bytes_stdev: 0.0,
             record_length_bytes_distribution: Vec::new(),
             record_length_bytes_per: SizesPer::File,
+            header_read_bytes: 0,
             record_length_bytes_resize: 0.0,
             record_dims: Vec::new(),
             record_element_type: ElementType::Uint8,

@@ -753,6 +753,23 @@ impl Config {
                 format!("give {key} a sample size below 2^48 bytes"),
             ));
         }
+        if d.header_read_bytes > 0
+            && !matches!(
+                d.format,
+                FormatKind::IndexedBinary | FormatKind::MmapIndexedBinary
+            )
+        {
+            return Err(invalid(
+                "dataset.header_read_bytes",
+                format!(
+                    "is {}, but {} files are opened by their own format's reads, which a header \
+                     read before the samples would add to.",
+                    d.header_read_bytes,
+                    d.format.name()
+                ),
+                "use format indexed_binary (or mmap_indexed_binary), or remove the key",
+            ));
+        }
         let sizes = &d.record_length_bytes_distribution;
         if d.record_length_bytes_per == crate::SizesPer::Sample {
             if sizes.is_empty() {

@@ -73,6 +73,8 @@ pub(crate) struct IndexedBinaryFormat {
     /// shares, which each file's samples take at evenly spaced quantiles; empty: every
     /// sample of a file has the layout's size.
     pub(crate) sample_sizes: Arc<[(u64, f64)]>,
+    /// `dataset.header_read_bytes`: read at each opening before its samples.
+    pub(crate) header_read: u64,
 }
 
 impl IndexedBinaryFormat {
@@ -98,6 +100,7 @@ impl IndexedBinaryFormat {
             mmap,
             write_chunk: dataset.generation_buffer_size,
             sample_sizes: sizes.into(),
+            header_read: dataset.header_read_bytes,
         }
     }
 
@@ -206,6 +209,7 @@ impl Format for IndexedBinaryFormat {
     fn reader(&self, _layout: &FileLayout) -> Box<dyn FormatReader> {
         Box::new(IndexedBinaryReader {
             mmap: self.mmap,
+            header_read: self.header_read,
             indexes: HashMap::new(),
             open: rustc_hash::FxHashMap::default(),
             buffer: None,
@@ -272,6 +276,8 @@ struct OpenData {
 
 struct IndexedBinaryReader {
     mmap: bool,
+    /// Bytes read from each file's start at each opening (`dataset.header_read_bytes`).
+    header_read: u64,
     indexes: HashMap<PathBuf, Arc<SampleIndex>>,
     open: rustc_hash::FxHashMap<FileKey, OpenData>,
     buffer: Option<IoBuffer>,
@@ -315,6 +321,14 @@ impl FormatReader for IndexedBinaryReader {
                     handle.len()
                 ),
             ));
+        }
+        let mut handle = handle;
+        if self.header_read > 0 {
+            // The file's header, as the program's library parses it before the samples.
+            let len = usize::try_from(self.header_read.min(handle.len()))
+                .map_err(|_| FormatError::corrupt(path, 0, "a header larger than memory"))?;
+            let alignment = storage.capabilities().alignment;
+            read_range(&mut *handle, &mut self.buffer, alignment, 0, len)?;
         }
         self.open.insert(
             key,
@@ -407,6 +421,7 @@ mod tests {
             mmap: false,
             write_chunk: 1 << 20,
             sample_sizes: Arc::from(Vec::new()),
+            header_read: 0,
         };
         let path = dir.path().join("f.indexed_binary");
         let l = layout(3, vec![5, 7], ElementType::Float32);
@@ -428,6 +443,40 @@ mod tests {
     }
 
     #[test]
+    fn each_opening_reads_the_header_first_when_asked_and_then_its_samples() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Metered::new(PosixStorage::new());
+        let format = IndexedBinaryFormat {
+            mmap: false,
+            write_chunk: 1 << 20,
+            sample_sizes: Arc::from(Vec::new()),
+            header_read: 44,
+        };
+        let path = dir.path().join("f.indexed_binary");
+        let l = layout(4, vec![100], ElementType::Uint8);
+        format
+            .generate(&storage, &path, &l, &mut DataRng::for_file(1, 0, 0))
+            .unwrap();
+        let data = std::fs::read(&path).unwrap();
+        let mut reader = format.reader(&l);
+        for _ in 0..2 {
+            let before = storage.counters().snapshot();
+            reader.open(&storage, 0, &path).unwrap();
+            let opened = storage.counters().snapshot() - before;
+            assert_eq!(reader.read_sample(&storage, 0, 3).unwrap(), &data[300..400]);
+            let read = storage.counters().snapshot() - before;
+            // The index files once (kept by the reader), the header at every opening.
+            assert!(opened.bytes_read >= 44, "{opened:?}");
+            assert_eq!(read.bytes_read - opened.bytes_read, 100);
+            reader.close(0);
+        }
+        let before = storage.counters().snapshot();
+        reader.open(&storage, 0, &path).unwrap();
+        let again = storage.counters().snapshot() - before;
+        assert_eq!((again.read_requests, again.bytes_read), (1, 44));
+    }
+
+    #[test]
     fn each_sample_is_one_read_of_exactly_its_bytes() {
         let dir = tempfile::tempdir().unwrap();
         let storage = Metered::new(PosixStorage::new());
@@ -435,6 +484,7 @@ mod tests {
             mmap: false,
             write_chunk: 1 << 20,
             sample_sizes: Arc::from(Vec::new()),
+            header_read: 0,
         };
         let path = dir.path().join("f.indexed_binary");
         let l = layout(4, vec![100], ElementType::Uint8);
@@ -462,6 +512,7 @@ mod tests {
             mmap: true,
             write_chunk: 1 << 20,
             sample_sizes: Arc::from(Vec::new()),
+            header_read: 0,
         };
         let path = dir.path().join("f.mmap_indexed_binary");
         // 3 samples of 5000 bytes: sample 1 spans bytes 5000..10000, pages 4096..12288.
@@ -550,6 +601,7 @@ mod tests {
             mmap: false,
             write_chunk: 1 << 20,
             sample_sizes: Arc::from(Vec::new()),
+            header_read: 0,
         };
         let path = dir.join("f.indexed_binary");
         let l = layout(samples, vec![64], ElementType::Uint8);

@@ -34,6 +34,9 @@ pub(super) struct BufferedFit<'t> {
     /// less half a buffer where the run ends on a full fill before the file's end (the
     /// program took part of it).
     pub taken: Vec<(&'t Rec, u64)>,
+    /// The openings that read the file's first bytes before they seek to the sample, and the
+    /// bytes those reads took (the median), when most do: left out of the runs above.
+    pub header: Option<(usize, u64)>,
 }
 
 impl BufferedFit<'_> {
@@ -82,6 +85,9 @@ impl BufferedFit<'_> {
 /// file's size.
 struct Run<'t> {
     first: Option<&'t Rec>,
+    /// The opening's first run, at the file's start, of a buffer at most, with more runs
+    /// after it: a library reading the file's header before it seeks to the sample.
+    header: bool,
     start: u64,
     sizes: Vec<u64>,
     file_len: u64,
@@ -90,15 +96,22 @@ struct Run<'t> {
 /// The runs of contiguous reads of every opening of a data file, in the order read. An
 /// opening is followed per process, thread and file (a library may read through a copy of
 /// the descriptor); reads before any opening in the calls count as one.
-fn runs<'t>(calls: &[&'t Rec], data: &DataSet) -> Vec<Run<'t>> {
+fn runs<'t>(calls: &[&'t Rec], data: &DataSet, block: u64) -> Vec<Run<'t>> {
     let mut open: HashMap<(u32, u32, u64), Vec<Run<'t>>> = HashMap::new();
     let mut done: Vec<Run<'t>> = Vec::new();
+    // An opening's runs, its header marked.
+    let finish = |mut o: Vec<Run<'t>>, done: &mut Vec<Run<'t>>| {
+        if o.len() >= 2 && o[0].start == 0 && o[0].sizes.iter().sum::<u64>() <= block {
+            o[0].header = true;
+        }
+        done.extend(o);
+    };
     for r in calls {
         let key = (r.rank, r.tid, r.file);
         match op(r) {
             Op::Open if r.fd >= 0 => {
                 if let Some(o) = open.insert(key, Vec::new()) {
-                    done.extend(o);
+                    finish(o, &mut done);
                 }
             }
             Op::Read if r.bytes > 0 && r.offset >= 0 => {
@@ -112,6 +125,7 @@ fn runs<'t>(calls: &[&'t Rec], data: &DataSet) -> Vec<Run<'t>> {
                     }
                     _ => o.push(Run {
                         first: Some(r),
+                        header: false,
                         start: offset,
                         sizes: vec![bytes],
                         file_len: data.totals.get(&r.file).map_or(0, |t| t.size),
@@ -120,13 +134,15 @@ fn runs<'t>(calls: &[&'t Rec], data: &DataSet) -> Vec<Run<'t>> {
             }
             Op::Close => {
                 if let Some(o) = open.remove(&key) {
-                    done.extend(o);
+                    finish(o, &mut done);
                 }
             }
             _ => {}
         }
     }
-    done.extend(open.into_values().flatten());
+    for o in open.into_values() {
+        finish(o, &mut done);
+    }
     done
 }
 
@@ -156,17 +172,20 @@ fn consumed_if_made(stream: &BufferedStream, run: &Run) -> Option<u64> {
 /// The buffered stream that makes nine in ten of the runs of contiguous data reads exactly,
 /// if there is one whose runs read whole blocks longer than the buffer in a fifth of them.
 pub(super) fn buffered_stream<'t>(calls: &[&'t Rec], data: &DataSet) -> Option<BufferedFit<'t>> {
-    let runs = runs(calls, data);
-    if runs.len() < MIN_RUNS {
-        return None;
-    }
     // The buffer: the most frequent request size, a power of two as buffers are.
     let mut counts: HashMap<u64, usize> = HashMap::new();
-    for size in runs.iter().flat_map(|r| &r.sizes) {
-        *counts.entry(*size).or_default() += 1;
+    for r in calls {
+        if op(r) == Op::Read && r.bytes > 0 && r.offset >= 0 {
+            *counts.entry(r.bytes as u64).or_default() += 1;
+        }
     }
     let (&block, _) = counts.iter().max_by_key(|&(size, n)| (*n, *size))?;
     if !block.is_power_of_two() || !(512..=(16 << 20)).contains(&block) {
+        return None;
+    }
+    let (headers, runs): (Vec<Run>, Vec<Run>) =
+        runs(calls, data, block).into_iter().partition(|r| r.header);
+    if runs.len() < MIN_RUNS {
         return None;
     }
     let direct = |s: u64| s > block && s.is_multiple_of(block);
@@ -194,6 +213,12 @@ pub(super) fn buffered_stream<'t>(calls: &[&'t Rec], data: &DataSet) -> Option<B
         .map_or(0, |(&size, _)| size);
     let buffer = usize::try_from(block).ok()?;
     let app_read = usize::try_from(app_read).ok()?;
+    // Headers read before a seek to the sample, in most openings: their median size.
+    let headers_read = (headers.len() * 2 >= runs.len()).then(|| {
+        let mut sizes: Vec<u64> = headers.iter().map(|r| r.sizes.iter().sum()).collect();
+        sizes.sort_unstable();
+        (headers.len(), sizes[sizes.len() / 2])
+    });
     // Each shape the stream may have; the one that makes the most runs.
     let shapes = [(true, app_read), (false, app_read), (true, 0), (false, 0)];
     let fits = shapes.into_iter().map(|(header_read, app_read)| {
@@ -211,6 +236,7 @@ pub(super) fn buffered_stream<'t>(calls: &[&'t Rec], data: &DataSet) -> Option<B
             runs: runs.len(),
             matched: taken.len(),
             taken,
+            header: headers_read,
         }
     });
     fits.max_by_key(|f| f.matched)
@@ -224,6 +250,7 @@ mod tests {
     fn run(start: u64, sizes: &[u64], file_len: u64) -> Run<'static> {
         Run {
             first: None,
+            header: false,
             start,
             sizes: sizes.to_vec(),
             file_len,

@@ -507,6 +507,20 @@ pub(super) fn samples<'t>(
                 .to_string(),
         );
     }
+    if let Some((openings, bytes)) = buffered
+        .as_ref()
+        .filter(|_| crop.is_some() && format == "indexed_binary")
+        .and_then(|fit| fit.header)
+    {
+        found.param(
+            "dataset.header_read_bytes",
+            bytes.to_string(),
+            format!(
+                "{openings} openings read the file's first {bytes} bytes (the median) before \
+                 they seek to the window: a library parsing the file's header"
+            ),
+        );
+    }
     if let Some(sieve) = &sieve {
         found.param(
             "dataset.hdf5.sieve_bytes",

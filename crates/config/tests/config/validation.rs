@@ -425,6 +425,12 @@ fn the_keys_characterize_writes_are_validated() {
         &message,
         &["reader.transfer_size_distribution[0]", "positive"],
     );
+    // A header read at each opening: indexed_binary's only.
+    let message = rejected(
+        &PYTORCH_NPZ.replace("dataset:\n", "dataset:\n  header_read_bytes: 44\n"),
+        1,
+    );
+    assert_contains(&message, &["dataset.header_read_bytes", "indexed_binary"]);
     // A buffered stream: read, and refused beside another request shape, at size 0, with
     // O_DIRECT.
     let c = config(&format!(
