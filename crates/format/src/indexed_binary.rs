@@ -105,15 +105,22 @@ impl IndexedBinaryFormat {
     }
 
     /// The size of each of a file's `samples` samples: the layout's `sample` bytes, or the
-    /// distribution's evenly spaced quantiles in an order drawn from `rng` (so the file's
-    /// total is the distribution's mean times its samples, whatever their number).
+    /// distribution's quantiles at evenly spaced points, shifted together by a draw from
+    /// `rng`, in an order drawn from it too: each file's total is close to the
+    /// distribution's mean times its samples, and files of few samples still take the whole
+    /// distribution between them (the midpoints gave every file of two samples the same two
+    /// sizes).
     fn sizes(&self, samples: u64, sample: u64, rng: &mut DataRng) -> Vec<u64> {
         if self.sample_sizes.is_empty() {
             return vec![sample; samples as usize];
         }
+        let mut word = [0u8; 8];
+        rng.fill(&mut word);
+        // 53 random bits as a uniform number in [0, 1).
+        let shift = (u64::from_le_bytes(word) >> 11) as f64 / (1u64 << 53) as f64;
         let mut sizes: Vec<u64> = (0..samples)
             .map(|i| {
-                let q = (i as f64 + 0.5) / samples as f64;
+                let q = (i as f64 + shift) / samples as f64;
                 let at = self.sample_sizes.partition_point(|&(_, c)| c < q);
                 self.sample_sizes[at.min(self.sample_sizes.len() - 1)].0
             })
