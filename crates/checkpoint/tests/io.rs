@@ -336,6 +336,7 @@ fn local_engines(transfer_size: Option<u64>) -> Vec<(&'static str, Engine)> {
             seed: 0,
             sample_request_patterns: Vec::new(),
             read_buffer: None,
+            head_request_size: None,
             io_depth: 4,
             s3: None,
             read_bytes_per_second: 0,

@@ -251,6 +251,10 @@ pub(crate) fn engine_settings(config: &Config, process: usize) -> (EngineSetting
                 header_read: b.header_read,
                 app_read: usize::try_from(b.app_read_size).unwrap_or(usize::MAX),
             }),
+        head_request_size: config
+            .reader
+            .head_request_size
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
         io_depth: config.storage.io_depth,
         s3,
         read_bytes_per_second: config.storage.read_bytes_per_second,

@@ -966,6 +966,10 @@ pub struct ReaderConfig {
     /// one reads its whole blocks straight and refills the buffer for its tail. Excludes
     /// `transfer_size`, its distribution and the request patterns. Default none.
     pub read_buffer: Option<ReadBuffer>,
+    /// Ours: a read longer than this many bytes is made as a request of them, then one of the
+    /// rest (a record's header read before its payload; h5py reading a heap block's first
+    /// 4 KiB, then the rest of it). Excludes the other request keys. Default none.
+    pub head_request_size: Option<u64>,
     /// Ours: false reads each batch only when the step asks for it, its samples spread over
     /// the `read_threads` (a thread pool mapped over each batch), so no read overlaps compute;
     /// with `read_threads: 0` the step's own thread reads. Default true (the frameworks'
@@ -1067,6 +1071,7 @@ impl Default for ReaderConfig {
             sample_requests: Vec::new(),
             sample_request_patterns: Vec::new(),
             read_buffer: None,
+            head_request_size: None,
             read_ahead: true,
             spread_batches: false,
             preprocess_time: TimeDistribution::default(),

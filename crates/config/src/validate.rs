@@ -199,6 +199,39 @@ impl Config {
                 ));
             }
         }
+        if let Some(head) = self.reader.head_request_size {
+            let others = [
+                (self.reader.transfer_size.is_some(), "reader.transfer_size"),
+                (!sizes.is_empty(), "reader.transfer_size_distribution"),
+                (!one.is_empty(), "reader.sample_requests"),
+                (!several.is_empty(), "reader.sample_request_patterns"),
+                (self.reader.read_buffer.is_some(), "reader.read_buffer"),
+            ];
+            if let Some((_, other)) = others.iter().find(|(set, _)| *set) {
+                return Err(invalid(
+                    "reader.head_request_size",
+                    format!(
+                        "reader.head_request_size makes every request of a read, so {other} \
+                         cannot be set beside it."
+                    ),
+                    format!("keep one: remove {other}, or reader.head_request_size"),
+                ));
+            }
+            if head == 0 {
+                return Err(invalid(
+                    "reader.head_request_size",
+                    "is 0; the first request reads one byte or more.".into(),
+                    "give the head's size, e.g. head_request_size: 4096",
+                ));
+            }
+            if direct && !head.is_multiple_of(4096) {
+                return Err(invalid(
+                    "reader.head_request_size",
+                    format!("is {head}, which O_DIRECT cannot read at an unaligned place."),
+                    "read without O_DIRECT, or give a multiple of 4096",
+                ));
+            }
+        }
         if let Some(buffer) = &self.reader.read_buffer {
             let others = [
                 (self.reader.transfer_size.is_some(), "reader.transfer_size"),
@@ -947,6 +980,7 @@ impl Config {
             || !r.sample_requests.is_empty()
             || !r.sample_request_patterns.is_empty()
             || r.read_buffer.is_some()
+            || r.head_request_size.is_some()
     }
 
     /// The request patterns of whole-file sample reads: `reader.sample_request_patterns`, or

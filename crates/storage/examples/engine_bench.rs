@@ -83,6 +83,7 @@ fn main() {
         seed: 0,
         sample_request_patterns: Vec::new(),
         read_buffer: None,
+        head_request_size: None,
         io_depth: depth as u32,
         s3: None,
         read_bytes_per_second: 0,

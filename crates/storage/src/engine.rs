@@ -132,6 +132,8 @@ pub struct EngineSettings {
     /// `reader.read_buffer`: every read is made as a program reading through a buffered
     /// stream makes it. None: reads are made as asked.
     pub read_buffer: Option<BufferedStream>,
+    /// `reader.head_request_size`: a read longer than this is a request of it, then the rest.
+    pub head_request_size: Option<usize>,
     /// `storage.io_depth`: requests in flight per reader thread (io_uring, s3); 0 counts as 1.
     pub io_depth: u32,
     /// Bucket, endpoint and credentials, for [`EngineKind::S3`].
@@ -242,6 +244,16 @@ pub fn engine_for(settings: &EngineSettings) -> Result<Engine, StorageError> {
     };
     let sizes = match transfer_size {
         Some(n) => Some(RequestSizes::Fixed(n)),
+        None if settings.head_request_size.is_some() => {
+            let head = settings.head_request_size.expect("checked");
+            if head == 0 || (direct && !head.is_multiple_of(DIRECT_ALIGNMENT)) {
+                return Err(invalid(format!(
+                    "reader.head_request_size is {head}: give a positive size (with O_DIRECT, a \
+                     multiple of {DIRECT_ALIGNMENT})"
+                )));
+            }
+            Some(RequestSizes::HeadThenRest(head))
+        }
         None if settings.read_buffer.is_some() => {
             let stream = settings.read_buffer.expect("checked");
             if direct {

@@ -41,6 +41,10 @@ pub enum RequestSizes {
     Patterns(Arc<RequestPatterns>),
     /// Every read is the program's reads through a buffered stream: `reader.read_buffer`.
     Buffered(BufferedStream),
+    /// A read longer than this many bytes is a request of them, then one of the rest: a
+    /// record's header then its payload, h5py's first 4 KiB of a heap block then the rest of
+    /// it: `reader.head_request_size`.
+    HeadThenRest(usize),
 }
 
 /// A program that reads each sample through a buffered stream, as Python's file objects
@@ -310,6 +314,7 @@ impl RequestSizes {
             RequestSizes::Drawn(d) => d.table.iter().map(|&(s, _)| s).max().unwrap_or(1),
             RequestSizes::Patterns(p) => p.largest(),
             RequestSizes::Buffered(b) => b.buffer.max(b.app_read),
+            RequestSizes::HeadThenRest(head) => *head,
         }
     }
 }
@@ -352,7 +357,10 @@ impl<S: Storage> ForwardStorage for SplitReads<S> {
 impl<S: Storage> Storage for SplitReads<S> {
     fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {
         let rng: Option<u64> = match &self.sizes {
-            RequestSizes::Fixed(_) | RequestSizes::Patterns(_) | RequestSizes::Buffered(_) => None,
+            RequestSizes::Fixed(_)
+            | RequestSizes::Patterns(_)
+            | RequestSizes::Buffered(_)
+            | RequestSizes::HeadThenRest(_) => None,
             RequestSizes::Drawn(d) => {
                 // Keyed by the file's name and its folder's, not the whole path: the same
                 // workload and seed draw the same sizes wherever the data folder lies.
@@ -434,6 +442,7 @@ impl SplitRead {
             RequestSizes::Drawn(_) => false,
             RequestSizes::Patterns(_) => true,
             RequestSizes::Buffered(_) => false,
+            RequestSizes::HeadThenRest(head) => len <= head,
         }
     }
 
@@ -528,6 +537,17 @@ impl SplitRead {
 
     /// Appends the pieces of `(buf, offset)` to `out`.
     fn split_into<'a>(&mut self, buf: &'a mut [u8], offset: u64, out: &mut Vec<ReadRequest<'a>>) {
+        if let RequestSizes::HeadThenRest(head) = self.sizes {
+            let (first, rest) = buf.split_at_mut(head.min(buf.len()));
+            out.push(ReadRequest { offset, buf: first });
+            if !rest.is_empty() {
+                out.push(ReadRequest {
+                    offset: offset + head as u64,
+                    buf: rest,
+                });
+            }
+            return;
+        }
         let mut at = offset;
         let mut rest = buf;
         while !rest.is_empty() {
@@ -1065,5 +1085,25 @@ mod tests {
             buffered_requests(plain, 10_000, &[(0, 10), (10, 4086), (4096, 10)]),
             [4096, 4096]
         );
+    }
+
+    #[test]
+    fn a_head_request_comes_first_then_the_rest_in_one() {
+        let (_dir, path, bytes) = file_of(100_000);
+        let counters = Arc::new(IoCounters::default());
+        let metered = Metered::with_counters(PosixStorage::new(), Arc::clone(&counters));
+        let split = SplitReads::with_sizes(metered, RequestSizes::HeadThenRest(4096));
+        let mut handle = split.open(&path).unwrap();
+        for (offset, len, requests) in [(1000u64, 50_000usize, 2u64), (60_000, 100, 1)] {
+            let before = counters.snapshot();
+            let mut buf = vec![0u8; len];
+            handle.read_exact_at(&mut buf, offset).unwrap();
+            assert_eq!(buf, bytes[offset as usize..offset as usize + len]);
+            let made = counters.snapshot() - before;
+            assert_eq!(
+                (made.read_requests, made.bytes_read),
+                (requests, len as u64)
+            );
+        }
     }
 }

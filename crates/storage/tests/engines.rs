@@ -41,6 +41,7 @@ fn settings(engine: EngineKind, odirect: bool, transfer_size: Option<u64>) -> En
         seed: 0,
         sample_request_patterns: Vec::new(),
         read_buffer: None,
+        head_request_size: None,
         io_depth: 4,
         s3: None,
         read_bytes_per_second: 0,

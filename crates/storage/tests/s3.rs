@@ -37,6 +37,7 @@ fn engine_settings(s3: S3Settings, transfer_size: Option<u64>) -> EngineSettings
         seed: 0,
         sample_request_patterns: Vec::new(),
         read_buffer: None,
+        head_request_size: None,
         io_depth: 4,
         s3: Some(s3),
         read_bytes_per_second: 0,

@@ -22,11 +22,21 @@ const DIRECT_SHARE: f64 = 0.2;
 /// Fewest runs that can tell a stream.
 const MIN_RUNS: usize = 8;
 
-/// A buffered stream that makes a trace's requests.
+/// How each run of contiguous reads is made.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum RunShape {
+    /// Through a buffered stream (`reader.read_buffer`).
+    Buffered(BufferedStream),
+    /// A request of this many bytes, then one of the rest (`reader.head_request_size`).
+    HeadThenRest(u64),
+}
+
+/// The requests of a trace's runs of contiguous reads: a buffered stream's, or a head and
+/// the rest.
 #[derive(Debug, Clone)]
 pub(super) struct BufferedFit<'t> {
-    pub stream: BufferedStream,
-    /// Runs of contiguous reads (one per opening, or per seek), and the ones the stream makes
+    pub shape: RunShape,
+    /// Runs of contiguous reads (one per opening, or per seek), and the ones the shape makes
     /// exactly.
     pub runs: usize,
     pub matched: usize,
@@ -45,39 +55,45 @@ impl BufferedFit<'_> {
         self.taken.iter().map(|&(_, n)| n).collect()
     }
 
-    /// The YAML of `reader.read_buffer`.
-    pub fn yaml(&self) -> String {
-        format!(
-            "{{size: {}, header_read: {}, app_read_size: {}}}",
-            self.stream.buffer,
-            if self.stream.header_read {
-                "True"
-            } else {
-                "False"
-            },
-            self.stream.app_read
-        )
-    }
-
-    /// Why.
-    pub fn evidence(&self) -> String {
-        format!(
-            "{} of {} runs of contiguous data reads are the requests of a stream with a buffer \
-             of {} bytes ({}, {}): fills of the buffer and reads of whole blocks, as Python's \
-             file objects make them",
-            self.matched,
-            self.runs,
-            self.stream.buffer,
-            if self.stream.header_read {
-                "a header's read fills it at each sample's start"
-            } else {
-                "no header's read first"
-            },
-            match self.stream.app_read {
-                0 => "the program reads the rest of a sample in one read".to_string(),
-                n => format!("the program reads at most {n} bytes at a time"),
-            }
-        )
+    /// The key that replays the shape, its YAML and why.
+    pub fn param(&self) -> (&'static str, String, String) {
+        match self.shape {
+            RunShape::Buffered(stream) => (
+                "reader.read_buffer",
+                format!(
+                    "{{size: {}, header_read: {}, app_read_size: {}}}",
+                    stream.buffer,
+                    if stream.header_read { "True" } else { "False" },
+                    stream.app_read
+                ),
+                format!(
+                    "{} of {} runs of contiguous data reads are the requests of a stream with a \
+                     buffer of {} bytes ({}, {}): fills of the buffer and reads of whole \
+                     blocks, as Python's file objects make them",
+                    self.matched,
+                    self.runs,
+                    stream.buffer,
+                    if stream.header_read {
+                        "a header's read fills it at each sample's start"
+                    } else {
+                        "no header's read first"
+                    },
+                    match stream.app_read {
+                        0 => "the program reads the rest of a sample in one read".to_string(),
+                        n => format!("the program reads at most {n} bytes at a time"),
+                    }
+                ),
+            ),
+            RunShape::HeadThenRest(head) => (
+                "reader.head_request_size",
+                head.to_string(),
+                format!(
+                    "{} of {} runs of contiguous data reads are a read of {head} bytes, then one \
+                     of the rest (or one read, when no longer): a record's head, then its body",
+                    self.matched, self.runs
+                ),
+            ),
+        }
     }
 }
 
@@ -169,10 +185,12 @@ fn consumed_if_made(stream: &BufferedStream, run: &Run) -> Option<u64> {
         .map(|(_, took)| took)
 }
 
-/// The buffered stream that makes nine in ten of the runs of contiguous data reads exactly,
-/// if there is one whose runs read whole blocks longer than the buffer in a fifth of them.
+/// How the runs of contiguous data reads are made, when one shape makes nine in ten of them
+/// exactly: a buffered stream (whose runs read whole blocks longer than the buffer in a fifth
+/// of them), else a head of the most frequent request size and the rest (half the runs two
+/// reads or more: records read header first).
 pub(super) fn buffered_stream<'t>(calls: &[&'t Rec], data: &DataSet) -> Option<BufferedFit<'t>> {
-    // The buffer: the most frequent request size, a power of two as buffers are.
+    // The buffer, or the head: the most frequent request size.
     let mut counts: HashMap<u64, usize> = HashMap::new();
     for r in calls {
         if op(r) == Op::Read && r.bytes > 0 && r.offset >= 0 {
@@ -180,12 +198,57 @@ pub(super) fn buffered_stream<'t>(calls: &[&'t Rec], data: &DataSet) -> Option<B
         }
     }
     let (&block, _) = counts.iter().max_by_key(|&(size, n)| (*n, *size))?;
-    if !block.is_power_of_two() || !(512..=(16 << 20)).contains(&block) {
-        return None;
-    }
     let (headers, runs): (Vec<Run>, Vec<Run>) =
         runs(calls, data, block).into_iter().partition(|r| r.header);
     if runs.len() < MIN_RUNS {
+        return None;
+    }
+    // Headers read before a seek to the sample, in most openings: their median size.
+    let headers_read = (headers.len() * 2 >= runs.len()).then(|| {
+        let mut sizes: Vec<u64> = headers.iter().map(|r| r.sizes.iter().sum()).collect();
+        sizes.sort_unstable();
+        (headers.len(), sizes[sizes.len() / 2])
+    });
+    let fit = |shape: RunShape, taken: Vec<(&'t Rec, u64)>| BufferedFit {
+        shape,
+        runs: runs.len(),
+        matched: taken.len(),
+        taken,
+        header: headers_read,
+    };
+    let enough = |f: &BufferedFit| f.matched as f64 >= MATCHED_SHARE * f.runs as f64;
+    if let Some(stream) = stream_shape(&runs, block) {
+        let taken = runs
+            .iter()
+            .filter_map(|run| Some((run.first?, consumed_if_made(&stream, run)?)))
+            .collect();
+        let buffered = fit(RunShape::Buffered(stream), taken);
+        if enough(&buffered) {
+            return Some(buffered);
+        }
+    }
+    // A head, then the rest: two reads, the first of the head's size; or one no longer.
+    let two = runs.iter().filter(|r| r.sizes.len() == 2).count();
+    if two * 2 < runs.len() {
+        return None;
+    }
+    let taken = runs
+        .iter()
+        .filter(|r| match r.sizes.as_slice() {
+            [head, _] => *head == block,
+            [one] => *one <= block,
+            _ => false,
+        })
+        .filter_map(|r| Some((r.first?, r.sizes.iter().sum())))
+        .collect();
+    Some(fit(RunShape::HeadThenRest(block), taken)).filter(enough)
+}
+
+/// The buffered stream of a buffer of `block` bytes that makes the most of `runs`, when the
+/// block is a buffer's size (a power of two) and a fifth of the runs read whole blocks past
+/// it.
+fn stream_shape(runs: &[Run], block: u64) -> Option<BufferedStream> {
+    if !block.is_power_of_two() || !(512..=(16 << 20)).contains(&block) {
         return None;
     }
     let direct = |s: u64| s > block && s.is_multiple_of(block);
@@ -199,7 +262,7 @@ pub(super) fn buffered_stream<'t>(calls: &[&'t Rec], data: &DataSet) -> Option<B
     // The program's read size: a read of whole blocks then a fill, again and again in a run,
     // is one read of the program's each time (the blocks and the buffer's size).
     let mut app_reads: HashMap<u64, usize> = HashMap::new();
-    for run in &runs {
+    for run in runs {
         for pair in run.sizes.windows(3) {
             if direct(pair[0]) && pair[1] == block {
                 *app_reads.entry(pair[0] + block).or_default() += 1;
@@ -213,34 +276,19 @@ pub(super) fn buffered_stream<'t>(calls: &[&'t Rec], data: &DataSet) -> Option<B
         .map_or(0, |(&size, _)| size);
     let buffer = usize::try_from(block).ok()?;
     let app_read = usize::try_from(app_read).ok()?;
-    // Headers read before a seek to the sample, in most openings: their median size.
-    let headers_read = (headers.len() * 2 >= runs.len()).then(|| {
-        let mut sizes: Vec<u64> = headers.iter().map(|r| r.sizes.iter().sum()).collect();
-        sizes.sort_unstable();
-        (headers.len(), sizes[sizes.len() / 2])
-    });
     // Each shape the stream may have; the one that makes the most runs.
-    let shapes = [(true, app_read), (false, app_read), (true, 0), (false, 0)];
-    let fits = shapes.into_iter().map(|(header_read, app_read)| {
-        let stream = BufferedStream {
+    [(true, app_read), (false, app_read), (true, 0), (false, 0)]
+        .into_iter()
+        .map(|(header_read, app_read)| BufferedStream {
             buffer,
             header_read,
             app_read,
-        };
-        let taken: Vec<(&Rec, u64)> = runs
-            .iter()
-            .filter_map(|run| Some((run.first?, consumed_if_made(&stream, run)?)))
-            .collect();
-        BufferedFit {
-            stream,
-            runs: runs.len(),
-            matched: taken.len(),
-            taken,
-            header: headers_read,
-        }
-    });
-    fits.max_by_key(|f| f.matched)
-        .filter(|f| f.matched as f64 >= MATCHED_SHARE * f.runs as f64)
+        })
+        .max_by_key(|stream| {
+            runs.iter()
+                .filter(|run| consumed_if_made(stream, run).is_some())
+                .count()
+        })
 }
 
 #[cfg(test)]

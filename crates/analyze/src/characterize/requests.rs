@@ -120,6 +120,9 @@ pub(super) fn order(t: &Timeline, samples: &Samples) -> Found {
     found
 }
 
+/// The most requests the median opening makes for its requests to be a pattern.
+const MAX_PATTERN_REQUESTS: usize = 64;
+
 /// The requests section: `reader.sample_requests` (the same requests at each opening of a
 /// file read whole), `reader.transfer_size_distribution` or `reader.transfer_size`. Returns
 /// the request-size distribution of the data reads too, and the program's own work inside
@@ -210,7 +213,8 @@ pub(super) fn requests(
             ),
         );
     } else if let Some(fit) = &samples.buffered {
-        found.param("reader.read_buffer", fit.yaml(), fit.evidence());
+        let (key, value, why) = fit.param();
+        found.param(key, value, why);
     } else if shares.len() > 1 {
         found.param(
             "reader.transfer_size_distribution",
@@ -552,6 +556,14 @@ pub(super) fn common_patterns(calls: &[&Rec], data: &DataSet) -> Vec<CommonPatte
     done.extend(open.into_iter().map(|((_, _, file), o)| (file, o)));
     done.retain(|(_, o)| !o.requests.is_empty());
     if done.len() < 2 {
+        return Vec::new();
+    }
+    // A pattern is a library's few requests around a file's bulk (a header, a directory, the
+    // rest); openings that make hundreds (a record's fields read one at a time, tf.data's
+    // snapshot shards) are described by their sizes' distribution instead.
+    let mut made: Vec<usize> = done.iter().map(|(_, o)| o.requests.len()).collect();
+    made.sort_unstable();
+    if made[made.len() / 2] > MAX_PATTERN_REQUESTS {
         return Vec::new();
     }
     // Whether each opening read its whole file; one that did not is replayed without the rest.

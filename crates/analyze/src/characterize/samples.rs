@@ -137,7 +137,6 @@ pub(super) fn samples<'t>(
     let fit = super::buffered::buffered_stream(&activity.calls, data);
     let records_in_runs = !whole_files
         && crop.is_none()
-        && format != "hdf5"
         && fit.as_ref().is_some_and(|f| {
             f.runs >= 2 * opens.len().max(1) && f.matched >= 2 * opens.len().max(1)
         });
@@ -219,6 +218,22 @@ pub(super) fn samples<'t>(
         Some(taken) => taken.iter().sum::<u64>() / taken.len().max(1) as u64,
         None => dominant,
     };
+    // dlio replays a program's own requests only through the readers that read whole files
+    // as they are: files of another format (tf.data's snapshot shards are TFRecord framed,
+    // read a record's fields at a time) become npy files of the same size.
+    let (format, format_evidence) =
+        if !patterns.is_empty() && !matches!(format, "npz" | "npy" | "jpeg" | "png" | "hdf5") {
+            (
+                "npy",
+                format!(
+                    "{format_evidence}; read whole in the program's own requests, which dlio's \
+                 {format} reader does not make: emulated by npy files of the same size, whose \
+                 reads take those requests"
+                ),
+            )
+        } else {
+            (format, format_evidence)
+        };
     let members = members_read_apart(&patterns, file_sizes.median as u64);
     // An HDF5 sample's read followed by a read of its label (an images dataset and a labels
     // dataset): the label reads are the format's, not requests of the sample's.

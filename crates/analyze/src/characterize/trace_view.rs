@@ -313,13 +313,30 @@ fn climb_class_folders(
                 e.1 += 1;
             }
         }
-        let siblings: Vec<String> = with_others
+        let mut siblings: Vec<String> = with_others
             .iter()
             .filter(|(folder, (n, mixed))| {
                 **folder != own && *n >= 4 && *mixed as f64 >= INTERLEAVED_SHARE * *n as f64
             })
             .map(|(folder, _)| folder.to_string())
             .collect();
+        // A data set saved one file a folder (tf.data's `save`: `NNNNNNNN.shard/00000000.
+        // snapshot`): the folder read holds its one file, and two or more of its siblings hold
+        // one file each of the kind. They are its shards, however they are read.
+        if siblings.is_empty() && files.len() == 1 {
+            let mut per_folder: HashMap<&str, usize> = HashMap::new();
+            for c in folder_of.values() {
+                *per_folder.entry(c.as_str()).or_default() += 1;
+            }
+            let shards: Vec<String> = per_folder
+                .iter()
+                .filter(|&(folder, &n)| *folder != own && n == 1)
+                .map(|(folder, _)| folder.to_string())
+                .collect();
+            if shards.len() >= 2 && per_folder.get(own.as_str()) == Some(&1) {
+                siblings = shards;
+            }
+        }
         if siblings.is_empty() {
             break;
         }

@@ -87,6 +87,7 @@ pub(super) fn side_files_and_writes(
         }
     }
     side_files.sort_by(|a, b| a.path.cmp(&b.path));
+    unique_side_names(&mut side_files);
     written.sort_by(|a, b| a.path.cmp(&b.path));
     if !side_files.is_empty() {
         found.param(
@@ -340,6 +341,29 @@ fn checkpoints_of(
         bytes: median_bytes(per_step.values().copied().collect()),
         named: false,
     })
+}
+
+/// Gives side files that share a name (each shard's `00000000.snapshot` in a folder of its
+/// own) their folders' names too, then a number, so that each is a file of its own in the
+/// replay rather than one file read for all of them.
+fn unique_side_names(side_files: &mut [SideFileRow]) {
+    let count = |rows: &[SideFileRow], name: &str| rows.iter().filter(|r| r.name == name).count();
+    for i in 0..side_files.len() {
+        if count(side_files, &side_files[i].name) < 2 {
+            continue;
+        }
+        let tail: Vec<&str> = side_files[i].path.rsplit('/').take(2).collect();
+        side_files[i].name = format!(
+            "side/{}",
+            tail.iter().rev().copied().collect::<Vec<_>>().join("/")
+        );
+    }
+    for i in 0..side_files.len() {
+        if count(side_files, &side_files[i].name) >= 2 {
+            let (stem, n) = (side_files[i].name.clone(), i);
+            side_files[i].name = format!("{stem}.{n}");
+        }
+    }
 }
 
 #[cfg(test)]

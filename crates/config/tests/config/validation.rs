@@ -459,6 +459,14 @@ fn the_keys_characterize_writes_are_validated() {
             "  read_buffer: {size: 4096}\n  odirect: True\n",
             &["reader.read_buffer", "O_DIRECT"][..],
         ),
+        (
+            "  head_request_size: 4096\n  read_buffer: {size: 4096}\n",
+            &["reader.head_request_size", "remove reader.read_buffer"][..],
+        ),
+        (
+            "  head_request_size: 0\n",
+            &["reader.head_request_size", "is 0"][..],
+        ),
     ] {
         let message = rejected(&format!("{PYTORCH_NPZ}reader:\n{yaml}"), 1);
         assert_contains(&message, said);
