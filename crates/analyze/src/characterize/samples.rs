@@ -487,24 +487,7 @@ pub(super) fn samples<'t>(
         .as_ref()
         .filter(|t| size_bins(t.iter().copied()).len() > 1)
     {
-        found.param(
-            "dataset.record_length_bytes_distribution",
-            size_bins(taken.iter().copied())
-                .iter()
-                .map(|s| format!("{{size: {}, weight: {}}}", s.size, s.count))
-                .collect::<Vec<_>>()
-                .join(", "),
-            format!(
-                "the windows the program took range from {} to {} bytes",
-                taken.iter().min().copied().unwrap_or(0),
-                taken.iter().max().copied().unwrap_or(0)
-            ),
-        );
-        found.param(
-            "dataset.record_length_bytes_per",
-            "sample".into(),
-            "each window has its own size".into(),
-        );
+        per_sample_sizes(&mut found, taken, "windows or records the program took");
     } else if whole_files {
         found.param(
             "dataset.record_dims",
@@ -1317,25 +1300,8 @@ fn tiled_samples<'t>(
         mean.to_string(),
         format!("records of {mean} bytes (mean)"),
     );
-    let bins = size_bins(lengths.iter().copied());
-    if bins.len() > 1 {
-        found.param(
-            "dataset.record_length_bytes_distribution",
-            bins.iter()
-                .map(|s| format!("{{size: {}, weight: {}}}", s.size, s.count))
-                .collect::<Vec<_>>()
-                .join(", "),
-            format!(
-                "the records range from {} to {} bytes",
-                lengths.iter().min().copied().unwrap_or(0),
-                lengths.iter().max().copied().unwrap_or(0)
-            ),
-        );
-        found.param(
-            "dataset.record_length_bytes_per",
-            "sample".into(),
-            "each record has its own size inside its file".into(),
-        );
+    if size_bins(lengths.iter().copied()).len() > 1 {
+        per_sample_sizes(&mut found, &lengths, "records");
     } else {
         found.param(
             "dataset.record_dims",
@@ -1708,6 +1674,29 @@ fn size_note(format: &str) -> String {
              that the generated files have this size"
         ),
     }
+}
+
+/// `dataset.record_length_bytes_distribution` from `sizes` (the `what` of each sample: records,
+/// windows) and `record_length_bytes_per: sample`: each sample of its own size in its file.
+fn per_sample_sizes(found: &mut Found, sizes: &[u64], what: &str) {
+    found.param(
+        "dataset.record_length_bytes_distribution",
+        size_bins(sizes.iter().copied())
+            .iter()
+            .map(|s| format!("{{size: {}, weight: {}}}", s.size, s.count))
+            .collect::<Vec<_>>()
+            .join(", "),
+        format!(
+            "the {what} range from {} to {} bytes",
+            sizes.iter().min().copied().unwrap_or(0),
+            sizes.iter().max().copied().unwrap_or(0)
+        ),
+    );
+    found.param(
+        "dataset.record_length_bytes_per",
+        "sample".into(),
+        format!("each of the {what} has its own size inside its file"),
+    );
 }
 
 /// Sizes in at most [`MAX_SIZES`](super::MAX_SIZES) equal-count bins, each at its sizes' mean
