@@ -521,10 +521,15 @@ pub(super) fn common_patterns(calls: &[&Rec], data: &DataSet) -> Vec<CommonPatte
     // library may read through a copy of the descriptor (numpy's `fread` on a dup'd one).
     let mut open: HashMap<(u32, u32, u64), Opening> = HashMap::new();
     let mut done: Vec<(u64, Opening)> = Vec::new();
+    // The thread that last opened each file in each process: a read on a thread that did not
+    // open the file belongs to that opening (tf.data opens a shard on one thread and reads it
+    // on others).
+    let mut opener: HashMap<(u32, u64), u32> = HashMap::new();
     for r in calls {
-        let key = (r.rank, r.tid, r.file);
+        let mut key = (r.rank, r.tid, r.file);
         match op(r) {
             Op::Open if r.fd >= 0 => {
+                opener.insert((r.rank, r.file), r.tid);
                 if let Some(o) = open.insert(key, Opening::default()) {
                     done.push((r.file, o));
                 }
@@ -532,6 +537,11 @@ pub(super) fn common_patterns(calls: &[&Rec], data: &DataSet) -> Vec<CommonPatte
             Op::Read if r.bytes > 0 && r.offset >= 0 => {
                 let size = data.totals.get(&r.file).map_or(0, |t| t.size);
                 let offset = r.offset as u64;
+                if !open.contains_key(&key)
+                    && let Some(&tid) = opener.get(&(r.rank, r.file))
+                {
+                    key = (r.rank, tid, r.file);
+                }
                 if let Some(o) = open.get_mut(&key) {
                     o.requests.push(if offset > size / 2 {
                         (true, size.saturating_sub(offset), r.bytes as u64)
