@@ -199,24 +199,25 @@ impl Config {
                 ));
             }
         }
+        // The two shapes that make every request of a read exclude the other request keys
+        // (and the first excludes the second).
+        let shapes = [
+            (self.reader.transfer_size.is_some(), "reader.transfer_size"),
+            (!sizes.is_empty(), "reader.transfer_size_distribution"),
+            (!one.is_empty(), "reader.sample_requests"),
+            (!several.is_empty(), "reader.sample_request_patterns"),
+            (self.reader.read_buffer.is_some(), "reader.read_buffer"),
+        ];
+        let alone = |key: &str, others: &[(bool, &str)]| match others.iter().find(|(set, _)| *set) {
+            Some((_, other)) => Err(invalid(
+                key,
+                format!("{key} makes every request of a read, so {other} cannot be set beside it."),
+                format!("keep one: remove {other}, or {key}"),
+            )),
+            None => Ok(()),
+        };
         if let Some(head) = self.reader.head_request_size {
-            let others = [
-                (self.reader.transfer_size.is_some(), "reader.transfer_size"),
-                (!sizes.is_empty(), "reader.transfer_size_distribution"),
-                (!one.is_empty(), "reader.sample_requests"),
-                (!several.is_empty(), "reader.sample_request_patterns"),
-                (self.reader.read_buffer.is_some(), "reader.read_buffer"),
-            ];
-            if let Some((_, other)) = others.iter().find(|(set, _)| *set) {
-                return Err(invalid(
-                    "reader.head_request_size",
-                    format!(
-                        "reader.head_request_size makes every request of a read, so {other} \
-                         cannot be set beside it."
-                    ),
-                    format!("keep one: remove {other}, or reader.head_request_size"),
-                ));
-            }
+            alone("reader.head_request_size", &shapes)?;
             if head == 0 {
                 return Err(invalid(
                     "reader.head_request_size",
@@ -233,22 +234,7 @@ impl Config {
             }
         }
         if let Some(buffer) = &self.reader.read_buffer {
-            let others = [
-                (self.reader.transfer_size.is_some(), "reader.transfer_size"),
-                (!sizes.is_empty(), "reader.transfer_size_distribution"),
-                (!one.is_empty(), "reader.sample_requests"),
-                (!several.is_empty(), "reader.sample_request_patterns"),
-            ];
-            if let Some((_, other)) = others.iter().find(|(set, _)| *set) {
-                return Err(invalid(
-                    "reader.read_buffer",
-                    format!(
-                        "reader.read_buffer makes every request of a read, so {other} cannot be \
-                         set beside it."
-                    ),
-                    format!("keep one: remove {other}, or reader.read_buffer"),
-                ));
-            }
+            alone("reader.read_buffer", &shapes[..4])?;
             if buffer.size == 0 {
                 return Err(invalid(
                     "reader.read_buffer.size",

@@ -244,8 +244,7 @@ pub fn engine_for(settings: &EngineSettings) -> Result<Engine, StorageError> {
     };
     let sizes = match transfer_size {
         Some(n) => Some(RequestSizes::Fixed(n)),
-        None if settings.head_request_size.is_some() => {
-            let head = settings.head_request_size.expect("checked");
+        None if let Some(head) = settings.head_request_size => {
             if head == 0 || (direct && !head.is_multiple_of(DIRECT_ALIGNMENT)) {
                 return Err(invalid(format!(
                     "reader.head_request_size is {head}: give a positive size (with O_DIRECT, a \
@@ -254,8 +253,7 @@ pub fn engine_for(settings: &EngineSettings) -> Result<Engine, StorageError> {
             }
             Some(RequestSizes::HeadThenRest(head))
         }
-        None if settings.read_buffer.is_some() => {
-            let stream = settings.read_buffer.expect("checked");
+        None if let Some(stream) = settings.read_buffer => {
             if direct {
                 return Err(invalid(
                     "reader.read_buffer replays a buffered stream's unaligned requests, which \

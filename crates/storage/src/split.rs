@@ -92,6 +92,22 @@ impl BufferedStream {
         len: u64,
         file_len: u64,
     ) -> (Vec<BufferedRequest>, (u64, u64)) {
+        let mut requests = Vec::new();
+        let held = self.requests_into(held, offset, len, file_len, &mut requests);
+        (requests, held)
+    }
+
+    /// [`Self::requests`] into `requests` (cleared first), so that a handle reuses one list
+    /// for all its sample reads; returns what the buffer holds after.
+    pub fn requests_into(
+        &self,
+        held: (u64, u64),
+        offset: u64,
+        len: u64,
+        file_len: u64,
+        requests: &mut Vec<BufferedRequest>,
+    ) -> (u64, u64) {
+        requests.clear();
         let block = self.buffer.max(1) as u64;
         // A seek away from what the buffer holds empties it (a seek inside keeps it).
         let mut held = if offset >= held.0 && offset <= held.1 {
@@ -99,7 +115,6 @@ impl BufferedStream {
         } else {
             (offset, offset)
         };
-        let mut requests = Vec::new();
         let end = offset + len;
         let mut at = offset;
         let mut first = true;
@@ -137,7 +152,7 @@ impl BufferedStream {
             }
             at += asked;
         }
-        (requests, held)
+        held
     }
 }
 
@@ -379,6 +394,7 @@ impl<S: Storage> Storage for SplitReads<S> {
             drawn_ahead: None,
             buffer: Vec::new(),
             held: (0, 0),
+            plan: Vec::new(),
         }))
     }
 
@@ -415,6 +431,8 @@ struct SplitRead {
     /// bytes of the file it holds, `[start, end)`.
     buffer: Vec<u8>,
     held: (u64, u64),
+    /// The requests of the current sample read, kept for the next (no allocation a sample).
+    plan: Vec<BufferedRequest>,
 }
 
 impl SplitRead {
@@ -458,8 +476,14 @@ impl SplitRead {
     ) -> Result<(), StorageError> {
         self.check_in_file(offset, buf.len())?;
         let end = offset + buf.len() as u64;
-        let (requests, held) =
-            stream.requests(self.held, offset, buf.len() as u64, self.inner.len());
+        let mut plan = std::mem::take(&mut self.plan);
+        let held = stream.requests_into(
+            self.held,
+            offset,
+            buf.len() as u64,
+            self.inner.len(),
+            &mut plan,
+        );
         // What the buffer already holds of the sample.
         let (start, held_end) = self.held;
         if offset >= start && offset < held_end {
@@ -467,7 +491,7 @@ impl SplitRead {
             let from = (offset - start) as usize;
             buf[..n].copy_from_slice(&self.buffer[from..from + n]);
         }
-        for request in requests {
+        for request in &plan {
             let len = request.len as usize;
             if request.fill {
                 if self.buffer.len() < stream.buffer {
@@ -486,6 +510,7 @@ impl SplitRead {
                     .read_exact_at(&mut buf[into..into + len], request.offset)?;
             }
         }
+        self.plan = plan;
         self.held = held;
         Ok(())
     }
@@ -766,6 +791,7 @@ mod tests {
                 drawn_ahead: None,
                 buffer: Vec::new(),
                 held: (0, 0),
+                plan: Vec::new(),
             };
             let mut buf = vec![0u8; 2000];
             let mut offset = 0u64;
@@ -1024,6 +1050,7 @@ mod tests {
             drawn_ahead: None,
             buffer: Vec::new(),
             held: (0, 0),
+            plan: Vec::new(),
         };
         let split = SplitReads::with_sizes(metered, RequestSizes::Buffered(stream));
         let mut real = split.open(&path).unwrap();

@@ -105,6 +105,8 @@ struct Run<'t> {
     /// after it: a library reading the file's header before it seeks to the sample.
     header: bool,
     start: u64,
+    /// Where its last read ended.
+    end: u64,
     sizes: Vec<u64>,
     file_len: u64,
 }
@@ -117,7 +119,7 @@ fn runs<'t>(calls: &[&'t Rec], data: &DataSet, block: u64) -> Vec<Run<'t>> {
     let mut done: Vec<Run<'t>> = Vec::new();
     // An opening's runs, its header marked.
     let finish = |mut o: Vec<Run<'t>>, done: &mut Vec<Run<'t>>| {
-        if o.len() >= 2 && o[0].start == 0 && o[0].sizes.iter().sum::<u64>() <= block {
+        if o.len() >= 2 && o[0].start == 0 && o[0].end <= block {
             o[0].header = true;
         }
         done.extend(o);
@@ -136,13 +138,15 @@ fn runs<'t>(calls: &[&'t Rec], data: &DataSet, block: u64) -> Vec<Run<'t>> {
                 let o = open.entry(key).or_default();
                 let (offset, bytes) = (r.offset as u64, r.bytes as u64);
                 match o.last_mut() {
-                    Some(run) if run.start + run.sizes.iter().sum::<u64>() == offset => {
-                        run.sizes.push(bytes)
+                    Some(run) if run.end == offset => {
+                        run.sizes.push(bytes);
+                        run.end += bytes;
                     }
                     _ => o.push(Run {
                         first: Some(r),
                         header: false,
                         start: offset,
+                        end: offset + bytes,
                         sizes: vec![bytes],
                         file_len: data.totals.get(&r.file).map_or(0, |t| t.size),
                     }),
@@ -170,7 +174,7 @@ fn made(stream: &BufferedStream, run: &Run, len: u64) -> Vec<u64> {
 
 /// The bytes the program took of `run` if `stream` makes its requests exactly.
 fn consumed_if_made(stream: &BufferedStream, run: &Run) -> Option<u64> {
-    let total: u64 = run.sizes.iter().sum();
+    let total = run.end - run.start;
     let block = stream.buffer as u64;
     let last = *run.sizes.last()?;
     let ends_the_file = run.start + total >= run.file_len;
@@ -205,7 +209,7 @@ pub(super) fn buffered_stream<'t>(calls: &[&'t Rec], data: &DataSet) -> Option<B
     }
     // Headers read before a seek to the sample, in most openings: their median size.
     let headers_read = (headers.len() * 2 >= runs.len()).then(|| {
-        let mut sizes: Vec<u64> = headers.iter().map(|r| r.sizes.iter().sum()).collect();
+        let mut sizes: Vec<u64> = headers.iter().map(|r| r.end - r.start).collect();
         sizes.sort_unstable();
         (headers.len(), sizes[sizes.len() / 2])
     });
@@ -239,7 +243,7 @@ pub(super) fn buffered_stream<'t>(calls: &[&'t Rec], data: &DataSet) -> Option<B
             [one] => *one <= block,
             _ => false,
         })
-        .filter_map(|r| Some((r.first?, r.sizes.iter().sum())))
+        .filter_map(|r| Some((r.first?, r.end - r.start)))
         .collect();
     Some(fit(RunShape::HeadThenRest(block), taken)).filter(enough)
 }
@@ -300,6 +304,7 @@ mod tests {
             first: None,
             header: false,
             start,
+            end: start + sizes.iter().sum::<u64>(),
             sizes: sizes.to_vec(),
             file_len,
         }

@@ -347,21 +347,23 @@ fn checkpoints_of(
 /// own) their folders' names too, then a number, so that each is a file of its own in the
 /// replay rather than one file read for all of them.
 fn unique_side_names(side_files: &mut [SideFileRow]) {
-    let count = |rows: &[SideFileRow], name: &str| rows.iter().filter(|r| r.name == name).count();
-    for i in 0..side_files.len() {
-        if count(side_files, &side_files[i].name) < 2 {
-            continue;
+    let counts = |rows: &[SideFileRow]| {
+        let mut n: HashMap<String, usize> = HashMap::new();
+        for r in rows {
+            *n.entry(r.name.clone()).or_default() += 1;
         }
-        let tail: Vec<&str> = side_files[i].path.rsplit('/').take(2).collect();
-        side_files[i].name = format!(
-            "side/{}",
-            tail.iter().rev().copied().collect::<Vec<_>>().join("/")
-        );
+        n
+    };
+    let shared = counts(side_files);
+    for row in side_files.iter_mut().filter(|r| shared[&r.name] > 1) {
+        let mut tail: Vec<&str> = row.path.rsplit('/').take(2).collect();
+        tail.reverse();
+        row.name = format!("side/{}", tail.join("/"));
     }
-    for i in 0..side_files.len() {
-        if count(side_files, &side_files[i].name) >= 2 {
-            let (stem, n) = (side_files[i].name.clone(), i);
-            side_files[i].name = format!("{stem}.{n}");
+    let shared = counts(side_files);
+    for (i, row) in side_files.iter_mut().enumerate() {
+        if shared[&row.name] > 1 {
+            row.name = format!("{}.{i}", row.name);
         }
     }
 }
@@ -373,6 +375,34 @@ mod tests {
     fn series(paths: &[&str]) -> Option<(u64, Vec<u64>)> {
         step_series(paths.iter().copied())
             .map(|(d, members)| (d, members.iter().map(|&(_, n)| n).collect()))
+    }
+
+    #[test]
+    fn side_files_of_one_name_keep_their_folders_names_apart() {
+        let row = |path: &str| SideFileRow {
+            path: path.into(),
+            name: format!("side/{}", path.rsplit('/').next().unwrap()),
+            size: 1,
+            reads: 2,
+            every_steps: 1,
+        };
+        let mut rows = [
+            row("/d/val/1.shard/00000000.snapshot"),
+            row("/d/val/2.shard/00000000.snapshot"),
+            row("/d/meta/spec.pb"),
+            row("/x/a/1.shard/00000000.snapshot"),
+        ];
+        unique_side_names(&mut rows);
+        let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "side/1.shard/00000000.snapshot.0",
+                "side/2.shard/00000000.snapshot",
+                "side/spec.pb",
+                "side/1.shard/00000000.snapshot.3",
+            ]
+        );
     }
 
     #[test]
