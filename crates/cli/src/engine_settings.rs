@@ -259,6 +259,9 @@ pub(crate) fn engine_settings(config: &Config, process: usize) -> (EngineSetting
         s3,
         read_bytes_per_second: config.storage.read_bytes_per_second,
         fresh_read_share: config.reader.fresh_read_share,
+        // Validated as seconds from 0 (`reader.request_work_time`).
+        request_work: std::time::Duration::try_from_secs_f64(config.reader.request_work_time)
+            .unwrap_or_default(),
     };
     (settings, endpoint_note)
 }

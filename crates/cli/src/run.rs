@@ -11,7 +11,7 @@ use dlio_config::{Config, Loaded};
 use dlio_format::{Format, GenerationJob};
 use dlio_loader::{StopCause, StopSignal};
 use dlio_metrics::{HostInfo, HostShare, MetricParams, RankReport, RunInfo};
-use dlio_storage::{DataFiles, FileList, IoCounters, PathTable, SplitReads, Storage};
+use dlio_storage::{DataFiles, FileList, IoCounters, PathTable, Storage};
 use dlio_trace::Tracer;
 use dlio_trainer::{CheckpointSetup, Comm, LocalGroup, RankSetup, SideRead, TrainError};
 use indicatif::MultiProgress;
@@ -623,10 +623,7 @@ impl Run<'_> {
             };
             let metered =
                 dlio_trace::metered_and_traced(raw, tracer.clone(), Arc::clone(&counters));
-            let storage: Arc<dyn Storage> = match prepared.engine.request_sizes() {
-                Some(sizes) => Arc::new(SplitReads::with_sizes(metered, sizes.clone())),
-                None => Arc::new(metered),
-            };
+            let storage = prepared.engine.split(metered);
             io.counters.push(counters);
             io.storages.push(storage);
             io.tracers.push(tracer);

@@ -1007,6 +1007,14 @@ pub struct ReaderConfig {
     /// the reader's warm buffer; 1: every one fresh; `dlio characterize` measures it as the
     /// share of a traced program's large reads slower than twice the fastest). Default 0.
     pub fresh_read_share: f64,
+    /// Ours: seconds of the reader's own work between two requests of one read that
+    /// continue each other, when reads are split (`transfer_size`,
+    /// `transfer_size_distribution`): a program that decodes as it streams a file (gunzip,
+    /// text decoding, a tar member's header) works on each chunk before it asks for the next.
+    /// Spent busy on the reader's core, as `sample_requests`' `work`; the requests are then
+    /// made one after another. `dlio characterize` measures it as the mean pause between two
+    /// reads of one opening. Default 0.
+    pub request_work_time: f64,
     /// Ours: before the first epoch, each rank reads the first this many bytes of every file
     /// it trains on, once, as a sampler that groups samples by what their headers say does
     /// (image sizes for aspect-ratio buckets; `dlio characterize` finds such a pass). 0: no
@@ -1079,6 +1087,7 @@ impl Default for ReaderConfig {
             batch_time: TimeDistribution::default(),
             open_time: TimeDistribution::default(),
             fresh_read_share: 0.0,
+            request_work_time: 0.0,
             header_scan_bytes: 0,
             epoch_start_time: 0.0,
             worker_start_interval: 0.0,

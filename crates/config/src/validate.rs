@@ -233,6 +233,25 @@ impl Config {
                 ));
             }
         }
+        let work = self.reader.request_work_time;
+        if work != 0.0 {
+            seconds_in_range(
+                "reader.request_work_time",
+                work,
+                "the seconds a reader works between two requests",
+            )?;
+            if !(shapes[0].0 || shapes[1].0) {
+                return Err(invalid(
+                    "reader.request_work_time",
+                    format!(
+                        "is {work}, but reads are not split into requests of their own sizes, so \
+                         there are no requests to work between."
+                    ),
+                    "set reader.transfer_size or reader.transfer_size_distribution beside it, or \
+                     remove reader.request_work_time",
+                ));
+            }
+        }
         if let Some(buffer) = &self.reader.read_buffer {
             alone("reader.read_buffer", &shapes[..4])?;
             if buffer.size == 0 {

@@ -144,6 +144,9 @@ pub struct EngineSettings {
     /// `reader.fresh_read_share`: that share of the reads of [`crate::FRESH_FROM`] bytes and
     /// more land in pages the process has not touched ([`crate::FreshPages`]); 0 is none.
     pub fresh_read_share: f64,
+    /// `reader.request_work_time`: the reader's own work between two requests of a read
+    /// that continue each other, with `transfer_size` or its distribution.
+    pub request_work: std::time::Duration,
 }
 
 /// A ready engine (files checked, ring allowed, bucket reached).
@@ -151,6 +154,7 @@ pub struct EngineSettings {
 pub struct Engine {
     raw: Arc<dyn Storage>,
     sizes: Option<RequestSizes>,
+    request_work: std::time::Duration,
 }
 
 impl Engine {
@@ -172,6 +176,17 @@ impl Engine {
         self.sizes.as_ref()
     }
 
+    /// `inner` with reads split as the engine splits them (and the work between requests),
+    /// or `inner` itself when they are not.
+    pub fn split<S: Storage + 'static>(&self, inner: S) -> Arc<dyn Storage> {
+        match &self.sizes {
+            Some(sizes) => Arc::new(
+                SplitReads::with_sizes(inner, sizes.clone()).with_request_work(self.request_work),
+            ),
+            None => Arc::new(inner),
+        }
+    }
+
     /// The engine itself, without the transfer-size split: for callers that stack their own
     /// decorators (tracing, metering) between the engine and [`SplitReads`], so that every
     /// transfer is seen by them.
@@ -182,7 +197,7 @@ impl Engine {
     /// The storage for generation, listing and checkpoints (reads split by the transfer size).
     pub fn storage(&self) -> Arc<dyn Storage> {
         match &self.sizes {
-            Some(sizes) => Arc::new(SplitReads::with_sizes(Arc::clone(&self.raw), sizes.clone())),
+            Some(_) => self.split(Arc::clone(&self.raw)),
             None => Arc::clone(&self.raw),
         }
     }
@@ -190,11 +205,7 @@ impl Engine {
     /// A storage that counts into `counters` (e.g. one set per rank): every transfer is one
     /// read request, and each read call's latency goes into the counters' histogram.
     pub fn metered(&self, counters: Arc<IoCounters>) -> Arc<dyn Storage> {
-        let metered = Metered::with_counters(Arc::clone(&self.raw), counters);
-        match &self.sizes {
-            Some(sizes) => Arc::new(SplitReads::with_sizes(metered, sizes.clone())),
-            None => Arc::new(metered),
-        }
+        self.split(Metered::with_counters(Arc::clone(&self.raw), counters))
     }
 }
 
@@ -285,7 +296,19 @@ pub fn engine_for(settings: &EngineSettings) -> Result<Engine, StorageError> {
         }
         None => drawn_sizes(settings, direct)?,
     };
-    Ok(Engine { raw, sizes })
+    if !settings.request_work.is_zero()
+        && !matches!(sizes, Some(RequestSizes::Fixed(_) | RequestSizes::Drawn(_)))
+    {
+        return Err(invalid(
+            "reader.request_work_time is set but reads are not split into requests of their \
+             own sizes; set reader.transfer_size or reader.transfer_size_distribution beside it",
+        ));
+    }
+    Ok(Engine {
+        raw,
+        sizes,
+        request_work: settings.request_work,
+    })
 }
 
 /// `reader.transfer_size` as a request size: positive, and with O_DIRECT a multiple of the

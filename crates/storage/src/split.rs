@@ -340,6 +340,7 @@ impl RequestSizes {
 pub struct SplitReads<S: Storage> {
     inner: S,
     sizes: RequestSizes,
+    request_work: std::time::Duration,
 }
 
 impl<S: Storage> SplitReads<S> {
@@ -354,7 +355,20 @@ impl<S: Storage> SplitReads<S> {
             RequestSizes::Fixed(n) => RequestSizes::Fixed(n.max(1)),
             drawn => drawn,
         };
-        SplitReads { inner, sizes }
+        SplitReads {
+            inner,
+            sizes,
+            request_work: std::time::Duration::ZERO,
+        }
+    }
+
+    /// The reader's own work between two requests that continue each other
+    /// (`reader.request_work_time`), spent busy, with [`RequestSizes::Fixed`] and
+    /// [`RequestSizes::Drawn`]: the requests of a read are then made one after another, as a
+    /// program that decodes each chunk before it asks for the next makes them.
+    pub fn with_request_work(mut self, work: std::time::Duration) -> SplitReads<S> {
+        self.request_work = work;
+        self
     }
 
     /// How requests are sized.
@@ -395,6 +409,11 @@ impl<S: Storage> Storage for SplitReads<S> {
             buffer: Vec::new(),
             held: (0, 0),
             plan: Vec::new(),
+            request_work: match self.sizes {
+                RequestSizes::Fixed(_) | RequestSizes::Drawn(_) => self.request_work,
+                _ => std::time::Duration::ZERO,
+            },
+            last_end: None,
         }))
     }
 
@@ -433,6 +452,11 @@ struct SplitRead {
     held: (u64, u64),
     /// The requests of the current sample read, kept for the next (no allocation a sample).
     plan: Vec<BufferedRequest>,
+    /// The work between two requests that continue each other (zero: none, and the pieces
+    /// of a read go to the engine together).
+    request_work: std::time::Duration,
+    /// Where the handle's last request ended, with `request_work`.
+    last_end: Option<u64>,
 }
 
 impl SplitRead {
@@ -560,6 +584,24 @@ impl SplitRead {
         Ok(())
     }
 
+    /// Makes `pieces`, the requests of one or more reads in order: together, or without
+    /// `request_work` one after another, with the work before each that continues the one
+    /// before it.
+    fn read_pieces(&mut self, pieces: &mut [ReadRequest<'_>]) -> Result<(), StorageError> {
+        if self.request_work.is_zero() {
+            return self.inner.read_batch(pieces);
+        }
+        let mut previous_end = None;
+        for piece in pieces.iter_mut() {
+            if previous_end == Some(piece.offset) {
+                busy_for(self.request_work);
+            }
+            self.inner.read_exact_at(piece.buf, piece.offset)?;
+            previous_end = Some(piece.offset + piece.buf.len() as u64);
+        }
+        Ok(())
+    }
+
     /// Appends the pieces of `(buf, offset)` to `out`.
     fn split_into<'a>(&mut self, buf: &'a mut [u8], offset: u64, out: &mut Vec<ReadRequest<'a>>) {
         if let RequestSizes::HeadThenRest(head) = self.sizes {
@@ -612,7 +654,17 @@ impl ReadHandle for SplitRead {
             return Ok(n);
         }
         let end = buf.len().min(self.next_size(offset));
-        self.inner.read_at(&mut buf[..end], offset)
+        if self.request_work.is_zero() {
+            return self.inner.read_at(&mut buf[..end], offset);
+        }
+        // A caller's loop of reads, each one request: the work comes before a request that
+        // goes on where the handle's last one stopped.
+        if self.last_end == Some(offset) {
+            busy_for(self.request_work);
+        }
+        let read = self.inner.read_at(&mut buf[..end], offset)?;
+        self.last_end = Some(offset + read as u64);
+        Ok(read)
     }
 
     /// At most one transfer, as `read_at`.
@@ -623,6 +675,10 @@ impl ReadHandle for SplitRead {
     ) -> Result<Option<usize>, StorageError> {
         if let RequestSizes::Buffered(_) = self.sizes {
             // The stream's requests depend on what it read before: they are made in order.
+            return self.read_at(buf, offset).map(Some);
+        }
+        if !self.request_work.is_zero() {
+            // The work between requests is spent whether or not the bytes are cached.
             return self.read_at(buf, offset).map(Some);
         }
         let size = self.next_size(offset);
@@ -654,7 +710,7 @@ impl ReadHandle for SplitRead {
         if let [one] = requests.as_mut_slice() {
             return self.inner.read_exact_at(one.buf, one.offset);
         }
-        self.inner.read_batch(&mut requests)
+        self.read_pieces(&mut requests)
     }
 
     fn read_batch(&mut self, requests: &mut [ReadRequest<'_>]) -> Result<(), StorageError> {
@@ -671,7 +727,7 @@ impl ReadHandle for SplitRead {
         for request in requests.iter_mut() {
             self.split_into(request.buf, request.offset, &mut pieces);
         }
-        self.inner.read_batch(&mut pieces)
+        self.read_pieces(&mut pieces)
     }
 
     fn read_stream(
@@ -712,7 +768,7 @@ impl ReadHandle for SplitRead {
                 let buf = &mut slot[..extent.len];
                 self.split_into(buf, extent.offset, &mut pieces);
             }
-            self.inner.read_batch(&mut pieces)?;
+            self.read_pieces(&mut pieces)?;
             drop(pieces);
             for (extent, slot) in group.iter().zip(window.chunks(block)) {
                 consume(extent.offset, &slot[..extent.len])?;
@@ -792,6 +848,8 @@ mod tests {
                 buffer: Vec::new(),
                 held: (0, 0),
                 plan: Vec::new(),
+                request_work: std::time::Duration::ZERO,
+                last_end: None,
             };
             let mut buf = vec![0u8; 2000];
             let mut offset = 0u64;
@@ -1051,6 +1109,8 @@ mod tests {
             buffer: Vec::new(),
             held: (0, 0),
             plan: Vec::new(),
+            request_work: std::time::Duration::ZERO,
+            last_end: None,
         };
         let split = SplitReads::with_sizes(metered, RequestSizes::Buffered(stream));
         let mut real = split.open(&path).unwrap();
@@ -1132,5 +1192,55 @@ mod tests {
                 (requests, len as u64)
             );
         }
+    }
+
+    #[test]
+    fn work_between_requests_comes_between_those_that_continue_each_other() {
+        let (_dir, path, bytes) = file_of(10_000);
+        let work = std::time::Duration::from_millis(2);
+        let (storage, counters) = counted(RequestSizes::Fixed(1000));
+        let storage = storage.with_request_work(work);
+        let mut handle = storage.open(&path).unwrap();
+        // One read of ten requests: nine stretches of work between them, at the least.
+        let started = std::time::Instant::now();
+        let mut buf = vec![0u8; bytes.len()];
+        handle.read_exact_at(&mut buf, 0).unwrap();
+        assert!(started.elapsed() >= 9 * work, "{:?}", started.elapsed());
+        assert_eq!(buf, bytes);
+        let s = counters.snapshot();
+        assert_eq!((s.read_requests, s.bytes_read), (10, 10_000));
+        // A caller's loop of one-request reads works before each that goes on from the last.
+        let started = std::time::Instant::now();
+        let mut at = 0u64;
+        while at < 5000 {
+            at += handle.read_at(&mut buf[..5000 - at as usize], at).unwrap() as u64;
+        }
+        assert!(started.elapsed() >= 4 * work, "{:?}", started.elapsed());
+        assert_eq!(counters.snapshot().read_requests, 15);
+        // Without the work, the same requests.
+        let (plain, counters) = counted(RequestSizes::Fixed(1000));
+        plain
+            .open(&path)
+            .unwrap()
+            .read_exact_at(&mut buf, 0)
+            .unwrap();
+        assert_eq!(counters.snapshot().read_requests, 10);
+    }
+
+    #[test]
+    fn work_between_requests_is_for_split_reads_only() {
+        let settings = crate::EngineSettings {
+            request_work: std::time::Duration::from_millis(1),
+            head_request_size: Some(4096),
+            ..Default::default()
+        };
+        let err = crate::engine_for(&settings).unwrap_err().to_string();
+        assert!(err.contains("reader.request_work_time"), "{err}");
+        let settings = crate::EngineSettings {
+            request_work: std::time::Duration::from_millis(1),
+            transfer_size: Some(4096),
+            ..Default::default()
+        };
+        assert!(crate::engine_for(&settings).is_ok());
     }
 }

@@ -46,6 +46,7 @@ fn settings(engine: EngineKind, odirect: bool, transfer_size: Option<u64>) -> En
         s3: None,
         read_bytes_per_second: 0,
         fresh_read_share: 0.0,
+        request_work: std::time::Duration::ZERO,
     }
 }
 

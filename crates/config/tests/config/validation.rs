@@ -446,6 +446,12 @@ fn the_keys_characterize_writes_are_validated() {
         })
     );
     assert!(c.shapes_requests());
+    // The work between requests: read beside a transfer size.
+    let c = config(&format!(
+        "{PYTORCH_NPZ}reader:\n  transfer_size: 10240\n  request_work_time: 0.00015\n"
+    ));
+    c.validate(1).expect("valid");
+    assert_eq!(c.reader.request_work_time, 0.00015);
     for (yaml, said) in [
         (
             "  read_buffer: {size: 4096}\n  transfer_size: 4096\n",
@@ -466,6 +472,21 @@ fn the_keys_characterize_writes_are_validated() {
         (
             "  head_request_size: 0\n",
             &["reader.head_request_size", "is 0"][..],
+        ),
+        (
+            "  request_work_time: 0.001\n",
+            &["reader.request_work_time", "reader.transfer_size"][..],
+        ),
+        (
+            "  request_work_time: 0.001\n  read_buffer: {size: 4096}\n",
+            &[
+                "reader.request_work_time",
+                "remove reader.request_work_time",
+            ][..],
+        ),
+        (
+            "  request_work_time: -1\n  transfer_size: 4096\n",
+            &["reader.request_work_time", "is -1"][..],
         ),
     ] {
         let message = rejected(&format!("{PYTORCH_NPZ}reader:\n{yaml}"), 1);
