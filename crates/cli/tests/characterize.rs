@@ -762,6 +762,26 @@ fn records_read_one_run_each_through_a_buffered_stream_are_the_samples() {
     assert_structure("zip_stored_threads", &r.fidelity);
 }
 
+/// Tar shards streamed through gzip by two worker processes (tarfile's "r|gz"): each 10 KiB
+/// read is decompressed and parsed before the next is asked for, so the replay works as long
+/// between a shard's requests, and its shards take as long to read.
+#[test]
+fn a_stream_decoded_as_it_is_read_works_between_its_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = trace_characterize_replay(dir.path(), "targz_shards_procpool");
+    let d = &r.derived;
+    assert_eq!(d["dataset.num_samples_per_file"], "1", "{d:?}");
+    assert!(
+        d["reader.transfer_size_distribution"].starts_with("{size: 10240, "),
+        "{d:?}"
+    );
+    // Inflating 10 KiB of gzip and parsing tar headers takes tens of microseconds or more; a
+    // busy machine only lengthens it.
+    let work = seconds(&d["reader.request_work_time"]);
+    assert!(work >= 20e-6, "{work}");
+    assert_scores("targz_shards_procpool", &r.fidelity);
+}
+
 /// Random one-second crops of wav files (wave.open reads the header through Python's
 /// buffer, then a seek to the crop and its blocks and a fill): each opening's header read is
 /// replayed before its window, and the window through the same stream.

@@ -138,6 +138,15 @@ pub struct ReaderThread {
     pub bytes: u64,
 }
 
+/// Whether no process has two threads that read data: each reading process's own work
+/// (between its reads) then takes a core of its own, where threads of one Python process take
+/// turns on its interpreter.
+fn one_thread_per_process(threads: &[ReaderThread]) -> bool {
+    let mut pids: Vec<u32> = threads.iter().map(|t| t.pid).collect();
+    pids.sort_unstable();
+    pids.windows(2).all(|w| w[0] != w[1])
+}
+
 /// Summary figures of a set of values.
 #[derive(Debug, Clone, Copy, Serialize, Default, PartialEq)]
 pub struct Stats {
@@ -569,8 +578,15 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
     }
     found.append(samples::read_type(&activity, &samples));
     found.append(requests::order(t, &samples));
-    let (transfer_sizes, work_inside, f) =
-        requests::requests(&activity, &samples, readers.read_threads);
+    let (transfer_sizes, work_inside, f) = requests::requests(
+        &activity,
+        &samples,
+        data,
+        (
+            readers.read_threads,
+            one_thread_per_process(&readers.threads),
+        ),
+    );
     found.append(f);
     found.append(requests::read_buffers(&activity));
     found.append(eval_found);

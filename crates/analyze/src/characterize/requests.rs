@@ -130,7 +130,8 @@ const MAX_PATTERN_REQUESTS: usize = 64;
 pub(super) fn requests(
     activity: &Activity,
     samples: &Samples,
-    reading_threads: u64,
+    data: &DataSet,
+    (reading_threads, one_thread_per_process): (u64, bool),
 ) -> (Vec<SizeShare>, f64, Found) {
     let mut found = Found::default();
     let Activity { reads, opens, .. } = activity;
@@ -238,6 +239,28 @@ pub(super) fn requests(
             format!("every data read is {dominant} bytes"),
         );
     }
+    let mut streamed_work = 0.0;
+    let split = found.has("reader.transfer_size_distribution") || found.has("reader.transfer_size");
+    if split && whole_files && one_thread_per_process {
+        // The work between a file's requests: the program decodes each chunk as it streams
+        // the file (gunzip, text), on a core of its own per reading process.
+        if let Some(work) = request_work(&activity.calls, data) {
+            found.param(
+                "reader.request_work_time",
+                format!("{:.6}", work.seconds),
+                format!(
+                    "the mean pause between two reads of one opening, over {} openings of 3 \
+                     reads or more ({} pauses, those over ten times the median left out), is \
+                     {:.3} ms: the program's own work on each \
+                     chunk before it asks for the next (decoding as it streams the file)",
+                    work.openings,
+                    work.pauses,
+                    work.seconds * 1e3
+                ),
+            );
+            streamed_work = work.per_opening_s();
+        }
+    }
     if shares.len() > 1 && patterns.is_empty() && samples.buffered.is_none() {
         found.note(
             "request sizes are drawn per request from the distribution; the order of a \
@@ -253,7 +276,60 @@ pub(super) fn requests(
         .map(|p| p.work_s.iter().sum::<f64>() * p.count as f64)
         .sum::<f64>()
         / openings.max(1) as f64;
-    (shares.clone(), work, found)
+    (shares.clone(), work + streamed_work, found)
+}
+
+/// The pause between two reads of one opening, where openings read in several requests.
+struct RequestWork {
+    /// The mean pause, seconds.
+    seconds: f64,
+    /// Openings of [`MIN_STREAMED_REQUESTS`] reads or more.
+    openings: usize,
+    /// Pauses between two of their reads.
+    pauses: usize,
+}
+
+impl RequestWork {
+    /// The work of a mean opening: the pause after each of its reads but the last.
+    fn per_opening_s(&self) -> f64 {
+        self.seconds * self.pauses as f64 / self.openings.max(1) as f64
+    }
+}
+
+/// The fewest reads an opening makes for the pauses between them to be a stream's work.
+const MIN_STREAMED_REQUESTS: usize = 3;
+
+/// The program's own work between two reads of one opening (`reader.request_work_time`): the
+/// mean pause over the openings that make [`MIN_STREAMED_REQUESTS`] reads or more, when most
+/// openings do and it is [`super::MIN_PREPROCESS_S`] or more. Pauses between reads of
+/// two threads of one opening (a pool that shares a file), which may overlap, are left out
+/// by being negative.
+fn request_work(calls: &[&Rec], data: &DataSet) -> Option<RequestWork> {
+    let all = openings(calls, data);
+    let streamed: Vec<&Opening> = all
+        .iter()
+        .map(|(_, o)| o)
+        .filter(|o| o.requests.len() >= MIN_STREAMED_REQUESTS)
+        .collect();
+    if streamed.len() * 2 <= all.len() {
+        return None;
+    }
+    let mut pauses: Vec<f64> = streamed
+        .iter()
+        .flat_map(|o| o.gaps.iter().filter(|&&g| g >= 0).map(|&g| g as f64 / 1e9))
+        .collect();
+    // The mean, as the replay spends one value after every request and the run's length is
+    // their sum (a stream's pauses are often of two kinds: a gzip block decoded, a tar
+    // header parsed); the pauses over ten times the median (the process descheduled) are
+    // left out.
+    let median = Stats::of(&pauses).median;
+    pauses.retain(|&p| p <= 10.0 * median);
+    let seconds = Stats::of(&pauses).mean;
+    (seconds >= super::MIN_PREPROCESS_S).then_some(RequestWork {
+        seconds,
+        openings: streamed.len(),
+        pauses: pauses.len(),
+    })
 }
 
 /// A pattern's requests as `reader.sample_requests` entries.
@@ -501,22 +577,21 @@ fn reads_to_end(p: &[PatternStep]) -> bool {
 /// The most patterns a program's openings are described by.
 const MAX_PATTERNS: usize = 8;
 
-/// The request sequences file openings make (each read as from the start, or from the end
-/// when it starts past the middle, and its size), most made first: the one that 80% or more
-/// of the openings make, else the fewest that together make 80% or more (each made by a
-/// twentieth of the openings or more, at most [`MAX_PATTERNS`]: an npz whose openings each
-/// read one of its members). Empty when no such set exists.
-pub(super) fn common_patterns(calls: &[&Rec], data: &DataSet) -> Vec<CommonPattern> {
-    /// An opening's requests, and when each ended and the next started.
-    #[derive(Default)]
-    struct Opening {
-        requests: Vec<PatternStep>,
-        /// (end of the last read, start of the next) nanoseconds, between consecutive reads.
-        gaps: Vec<i64>,
-        last_end: Option<i64>,
-        /// The stretches read, from the file's start.
-        covered: Vec<(u64, u64)>,
-    }
+/// An opening's requests, and when each ended and the next started.
+#[derive(Default)]
+struct Opening {
+    requests: Vec<PatternStep>,
+    /// (end of the last read, start of the next) nanoseconds, between consecutive reads.
+    gaps: Vec<i64>,
+    last_end: Option<i64>,
+    /// The stretches read, from the file's start.
+    covered: Vec<(u64, u64)>,
+}
+
+/// The openings of data files that read something, each with its file, in the order they
+/// ended: the requests each made (as from the file's start, or from its end when they start
+/// past the middle) and the pauses between them.
+fn openings(calls: &[&Rec], data: &DataSet) -> Vec<(u64, Opening)> {
     // An opening is followed per process, thread and file rather than per descriptor: a
     // library may read through a copy of the descriptor (numpy's `fread` on a dup'd one).
     let mut open: HashMap<(u32, u32, u64), Opening> = HashMap::new();
@@ -565,6 +640,16 @@ pub(super) fn common_patterns(calls: &[&Rec], data: &DataSet) -> Vec<CommonPatte
     }
     done.extend(open.into_iter().map(|((_, _, file), o)| (file, o)));
     done.retain(|(_, o)| !o.requests.is_empty());
+    done
+}
+
+/// The request sequences file openings make (each read as from the start, or from the end
+/// when it starts past the middle, and its size), most made first: the one that 80% or more
+/// of the openings make, else the fewest that together make 80% or more (each made by a
+/// twentieth of the openings or more, at most [`MAX_PATTERNS`]: an npz whose openings each
+/// read one of its members). Empty when no such set exists.
+pub(super) fn common_patterns(calls: &[&Rec], data: &DataSet) -> Vec<CommonPattern> {
+    let mut done = openings(calls, data);
     if done.len() < 2 {
         return Vec::new();
     }

@@ -173,16 +173,26 @@ pub(super) fn timing(
                 ),
             );
         }
-        if a.per_sample_s >= MIN_PREPROCESS_S {
+        // The work between a sample's own requests is replayed inside its read.
+        let per_sample_s = (a.per_sample_s - work_inside_s).max(0.0);
+        if per_sample_s >= MIN_PREPROCESS_S {
             loader_work(
                 &mut found,
-                a.per_sample_s,
+                per_sample_s,
                 a.readers,
                 a.consumer.is_some(),
                 format!(
                     "a reader's burst of {batch} samples holds {:.3} ms between two samples \
-                     outside the I/O calls: the loader's own work (decoding, the interpreter)",
-                    a.per_sample_s * 1e3
+                     outside the I/O calls{}: the loader's own work (decoding, the interpreter)",
+                    per_sample_s * 1e3,
+                    if work_inside_s > 0.0 {
+                        format!(
+                            " besides the {:.3} ms between a sample's own requests",
+                            work_inside_s * 1e3
+                        )
+                    } else {
+                        String::new()
+                    }
                 ),
             );
         }
@@ -238,19 +248,20 @@ pub(super) fn timing(
         // lengthen every sample's loader time if the mean were taken.
         // The work between a sample's own requests is replayed inside its read
         // (`sample_requests[].work`): what is left between samples is the rest.
-        let per_sample = if k >= 2.0 {
+        let per_event = if k >= 2.0 {
             ((fetch_s.median - k * (io_per_sample + work_inside_s)) / (k - 1.0)).max(0.0)
         } else {
             0.0
         };
-        // The replay spends the preprocess time once per sample, a row where an event stands
-        // for a row group's rows: the time between two events is spread over their rows.
-        let per_sample = per_sample / unit_rows as f64;
-        let per_sample = if per_sample >= MIN_PREPROCESS_S {
-            per_sample
+        let per_event = if per_event >= MIN_PREPROCESS_S {
+            per_event
         } else {
             0.0
         };
+        // The replay spends the preprocess time once per sample, a row where an event stands
+        // for a row group's rows: the time between two events is spread over their rows
+        // (however short each row's share: what is measured is the event's).
+        let per_sample = per_event / unit_rows as f64;
         // Pauses far from the median that recur (a tenth of the steps or more: batches whose
         // compute depends on what they hold) are the program's rhythm, not one-off stalls:
         // the measured distribution is replayed, all of it, by its quantiles.
@@ -281,10 +292,10 @@ pub(super) fn timing(
             .chain(std::iter::repeat_n(0.0, merged))
             .collect();
         let value = if recurring {
-            quantiles_value(&pauses, per_sample)
+            quantiles_value(&pauses, per_event)
         } else {
             stats_value(&Stats {
-                mean: (compute_s.mean - per_sample).max(0.0),
+                mean: (compute_s.mean - per_event).max(0.0),
                 ..compute_s
             })
         };
@@ -322,10 +333,10 @@ pub(super) fn timing(
                 },
                 compute_s.mean * 1e3,
                 compute_s.stdev * 1e3,
-                if per_sample > 0.0 {
+                if per_event > 0.0 {
                     format!(
                         ", less one sample's loader time ({:.3} ms)",
-                        per_sample * 1e3
+                        per_event * 1e3
                     )
                 } else {
                     String::new()
@@ -341,11 +352,16 @@ pub(super) fn timing(
                 format!(
                     "bursts last {:.3} ms (median) for {k} samples on each of {} reading threads, \
                      {:.3} ms of I/O calls per sample: {:.3} ms between two samples is the \
-                     loader's own work (decoding, the interpreter)",
+                     loader's own work (decoding, the interpreter){}",
                     fetch_s.median * 1e3,
                     lanes as u64,
                     io_per_sample * 1e3,
-                    per_sample * 1e3
+                    per_event * 1e3,
+                    if unit_rows > 1 {
+                        format!(", spread over the {unit_rows} rows a sample read stands for")
+                    } else {
+                        String::new()
+                    }
                 ),
             );
         }
@@ -620,7 +636,13 @@ fn stats_value(s: &Stats) -> String {
 /// cores would stretch every one of them. Under a sleep's slack it is spent busy whatever the
 /// threads.
 fn loader_work(found: &mut Found, seconds: f64, lanes: u64, processes: bool, evidence: String) {
-    found.param("reader.preprocess_time", format!("{seconds:.6}"), evidence);
+    // Six places, or nine for a row's share of a row group's time (under 10 us).
+    let value = if seconds < 10e-6 {
+        format!("{seconds:.9}")
+    } else {
+        format!("{seconds:.6}")
+    };
+    found.param("reader.preprocess_time", value, evidence);
     let why = if processes {
         format!(
             "{lanes} worker processes read, each with an interpreter of its own: their time \
