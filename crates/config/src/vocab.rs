@@ -351,6 +351,11 @@ pub enum PreprocessWork {
     /// work the time stands for does: it competes for cores as that work would, and times
     /// shorter than a sleep's slack (about 50 us) are kept.
     Cpu,
+    /// The rank's reader threads keep a core busy for that long one at a time, taking turns
+    /// on a lock they share, as a CPython process's threads take turns on its interpreter (the
+    /// global interpreter lock); their reads are made outside it, as CPython releases the lock
+    /// around a read.
+    Gil,
 }
 
 /// `dataset.hdf5.label_read` (ours): what a sample's read takes of the `labels` dataset.

@@ -178,6 +178,7 @@ impl Loader {
             .map_err(LoaderError::Setting)?;
         let open_time =
             TimeSampler::new("reader.open_time", &spec.open_time).map_err(LoaderError::Setting)?;
+        let work = reader::LoaderWork::new(spec.preprocess_work);
         let mut workers = Vec::new();
         // One reader per thread (the inline reader when there is none), from the format at
         // once, so that they may share what they fetched.
@@ -196,7 +197,10 @@ impl Loader {
                 &spec,
                 &*format,
                 next_reader(),
-                [preprocess.clone(), batch_time.clone(), open_time.clone()],
+                (
+                    [preprocess.clone(), batch_time.clone(), open_time.clone()],
+                    work.clone(),
+                ),
                 seed,
                 w,
                 Arc::clone(&stop),
@@ -223,7 +227,10 @@ impl Loader {
                 &spec,
                 &*format,
                 next_reader(),
-                [preprocess.clone(), batch_time.clone(), open_time.clone()],
+                (
+                    [preprocess.clone(), batch_time.clone(), open_time.clone()],
+                    work.clone(),
+                ),
                 spec.seed,
                 0,
                 Arc::clone(&stop),

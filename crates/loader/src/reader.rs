@@ -31,8 +31,8 @@ pub(crate) struct SampleReader {
     preprocess: TimeSampler,
     /// The preprocess sleeps, kept to their drawn length on average.
     preprocess_sleep: CompensatedSleep,
-    /// `reader.preprocess_work: cpu`: the preprocess time keeps the core busy instead.
-    preprocess_busy: bool,
+    /// `reader.preprocess_work`: how the preprocess, batch and open times are spent.
+    work: LoaderWork,
     /// `reader.batch_time`, slept after each batch's samples are read.
     batch_time: TimeSampler,
     /// The batch-time sleeps, kept to their drawn length on average.
@@ -72,13 +72,43 @@ pub(crate) struct SampleReader {
     pub(crate) stop: Arc<StopSignal>,
 }
 
-/// Spends a drawn loader time `d`: busy on the core (`preprocess_work: cpu`) or asleep, kept
-/// to its length on average by `sleep`. A stop ends it early; the epoch loop then sees it.
-fn spend(stop: &StopSignal, busy: bool, sleep: &mut CompensatedSleep, d: Duration) {
-    let _ = if busy {
-        stop.busy(d)
-    } else {
-        sleep.sleep(stop, d)
+/// How a rank's reader threads spend their drawn loader times (`reader.preprocess_work`).
+#[derive(Debug, Clone)]
+pub(crate) enum LoaderWork {
+    /// Asleep, kept to its length on average.
+    Sleep,
+    /// Busy on the thread's core.
+    Busy,
+    /// Busy on the thread's core while holding the rank's interpreter lock, which its
+    /// reader threads share: one of them works at a time.
+    BusyInTurn(Arc<std::sync::Mutex<()>>),
+}
+
+impl LoaderWork {
+    /// The work `preprocess_work` names, with a lock of its own for [`LoaderWork::BusyInTurn`]
+    /// (one loader, one rank, one lock).
+    pub(crate) fn new(work: dlio_config::PreprocessWork) -> LoaderWork {
+        match work {
+            dlio_config::PreprocessWork::Sleep => LoaderWork::Sleep,
+            dlio_config::PreprocessWork::Cpu => LoaderWork::Busy,
+            dlio_config::PreprocessWork::Gil => LoaderWork::BusyInTurn(Arc::default()),
+        }
+    }
+}
+
+/// Spends a drawn loader time `d` as `work` says, a sleep kept to its length on average by
+/// `sleep`. A stop ends it early; the epoch loop then sees it.
+fn spend(stop: &StopSignal, work: &LoaderWork, sleep: &mut CompensatedSleep, d: Duration) {
+    let _ = match work {
+        LoaderWork::Sleep => sleep.sleep(stop, d),
+        LoaderWork::Busy => stop.busy(d),
+        LoaderWork::BusyInTurn(lock) => {
+            // A thread that panicked while holding the lock held nothing but its turn.
+            let _turn = lock
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            stop.busy(d)
+        }
     };
 }
 
@@ -111,7 +141,7 @@ impl SampleReader {
         spec: &LoaderSpec,
         format: &dyn Format,
         reader: Box<dyn dlio_format::FormatReader>,
-        [preprocess, batch_time, open_time]: [TimeSampler; 3],
+        ([preprocess, batch_time, open_time], work): ([TimeSampler; 3], LoaderWork),
         seed: u64,
         worker: u32,
         stop: Arc<StopSignal>,
@@ -133,7 +163,7 @@ impl SampleReader {
             current: None,
             preprocess,
             preprocess_sleep: CompensatedSleep::default(),
-            preprocess_busy: spec.preprocess_work == dlio_config::PreprocessWork::Cpu,
+            work,
             batch_time,
             batch_sleep: CompensatedSleep::default(),
             open_time,
@@ -435,7 +465,7 @@ impl SampleReader {
             && another
             && let Some(d) = self.open_time.draw(&mut self.rng)
         {
-            spend(&self.stop, self.preprocess_busy, &mut self.open_sleep, d);
+            spend(&self.stop, &self.work, &mut self.open_sleep, d);
         }
         Ok(())
     }
@@ -467,7 +497,7 @@ impl SampleReader {
     /// slept: `reader.batch_time`.
     pub(crate) fn batch_done(&mut self) {
         if let Some(d) = self.batch_time.draw(&mut self.rng) {
-            spend(&self.stop, self.preprocess_busy, &mut self.batch_sleep, d);
+            spend(&self.stop, &self.work, &mut self.batch_sleep, d);
         }
     }
 
@@ -490,12 +520,7 @@ impl SampleReader {
     fn preprocess_sleep(&mut self, epoch: u32, global: u64, read_end: Instant) -> bool {
         let slept = match self.preprocess.draw(&mut self.rng) {
             Some(d) => {
-                spend(
-                    &self.stop,
-                    self.preprocess_busy,
-                    &mut self.preprocess_sleep,
-                    d,
-                );
+                spend(&self.stop, &self.work, &mut self.preprocess_sleep, d);
                 read_end.elapsed()
             }
             None => Duration::ZERO,

@@ -471,8 +471,13 @@ fn process_cpu() -> std::time::Duration {
     std::time::Duration::from_millis(ticks * 10)
 }
 
+/// Held by the tests that spend busy time: the process's CPU time, which one of them
+/// measures, counts every thread of this test binary.
+static BUSY_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn preprocess_work_cpu_keeps_a_core_busy_where_a_sleep_does_not() {
+    let _alone = BUSY_TESTS.lock().unwrap_or_else(|p| p.into_inner());
     let tmp = tempfile::tempdir().unwrap();
     let files = dataset(tmp.path(), 8); // 24 samples
     let per_sample = std::time::Duration::from_millis(10);
@@ -497,6 +502,27 @@ fn preprocess_work_cpu_keeps_a_core_busy_where_a_sleep_does_not() {
         "busy: {busy:?}"
     );
     assert!(slept < busy / 2, "slept: {slept:?}, busy: {busy:?}");
+}
+
+#[test]
+fn preprocess_work_gil_spends_the_threads_work_one_thread_at_a_time() {
+    let _alone = BUSY_TESTS.lock().unwrap_or_else(|p| p.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let files = dataset(tmp.path(), 8); // 24 samples
+    let per_sample = std::time::Duration::from_millis(5);
+    let mut s = spec(Sampler::Index, ReadType::OnDemand, 4);
+    s.preprocess_time = TimeDistribution::Constant {
+        value: per_sample.as_secs_f64(),
+    };
+    s.preprocess_work = dlio_config::PreprocessWork::Gil;
+    let started = std::time::Instant::now();
+    let out = read_epoch(&files, s, plan(8, Sampler::Index, 4, Shuffle::Off));
+    assert_eq!(out.samples, 24);
+    // Four threads, each busy 5 ms a sample, one at a time: the epoch lasts the work of all
+    // 24 samples at the least (four threads at once would take a quarter of it, or half on
+    // two cores).
+    let took = started.elapsed();
+    assert!(took >= 24 * per_sample, "{took:?}");
 }
 
 /// An engine whose background reads finish on their own threads and ring the bell, the

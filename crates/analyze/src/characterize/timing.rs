@@ -253,15 +253,17 @@ pub(super) fn timing(
         } else {
             0.0
         };
-        let per_event = if per_event >= MIN_PREPROCESS_S {
-            per_event
-        } else {
-            0.0
-        };
         // The replay spends the preprocess time once per sample, a row where an event stands
-        // for a row group's rows: the time between two events is spread over their rows
-        // (however short each row's share: what is measured is the event's).
+        // for a row group's rows: the time between two events is spread over their rows.
+        // A row's share under the floor is left out: the replay's own time per row (its
+        // spans, its clock readings), which it spends once it spends any, would outweigh it
+        // (pyarrow's 0.4 us a row became 1.8 us).
         let per_sample = per_event / unit_rows as f64;
+        let (per_event, per_sample) = if per_sample >= MIN_PREPROCESS_S {
+            (per_event, per_sample)
+        } else {
+            (0.0, 0.0)
+        };
         // Pauses far from the median that recur (a tenth of the steps or more: batches whose
         // compute depends on what they hold) are the program's rhythm, not one-off stalls:
         // the measured distribution is replayed, all of it, by its quantiles.
@@ -631,39 +633,65 @@ fn stats_value(s: &Stats) -> String {
 /// (`reader.preprocess_work: cpu`), which keeps times far shorter than a sleep's slack; so is
 /// the work of worker processes, each with an interpreter of its own, which take a core each
 /// and slow each other down when they are more than the cores. The work of several threads
-/// is slept: a Python pool's threads take turns on one interpreter (the GIL), so their
-/// stretches overlap in time without each taking a core, and busy waits on more threads than
-/// cores would stretch every one of them. Under a sleep's slack it is spent busy whatever the
-/// threads.
+/// of one process is slept: a Python pool's threads take turns on one interpreter (the GIL),
+/// so their stretches overlap in time without each taking a core, and busy waits on more
+/// threads than cores would stretch every one of them. Under a sleep's slack it is spent busy
+/// one thread at a time (`gil`): what each thread measured between its samples is then the
+/// others' turns and its own, and its own is that time over the threads.
 fn loader_work(found: &mut Found, seconds: f64, lanes: u64, processes: bool, evidence: String) {
     // Six places, or nine for a row's share of a row group's time (under 10 us).
-    let value = if seconds < 10e-6 {
-        format!("{seconds:.9}")
-    } else {
-        format!("{seconds:.6}")
+    let value = |seconds: f64| {
+        if seconds < 10e-6 {
+            format!("{seconds:.9}")
+        } else {
+            format!("{seconds:.6}")
+        }
     };
-    found.param("reader.preprocess_time", value, evidence);
-    let why = if processes {
-        format!(
-            "{lanes} worker processes read, each with an interpreter of its own: their time \
-             between reads is work on a core each, which the emulation's reader threads spend \
-             busy (and their batch time too)"
+    let (work, why) = if processes {
+        (
+            "cpu",
+            format!(
+                "{lanes} worker processes read, each with an interpreter of its own: their time \
+                 between reads is work on a core each, which the emulation's reader threads \
+                 spend busy (and their batch time too)"
+            ),
         )
     } else if lanes <= 1 {
-        "one thread reads: its time between reads is its own work on a core, which the \
-         emulation spends busy (and its batch time too)"
-            .into()
-    } else if seconds < SLEEP_SLACK_S {
-        format!(
-            "{:.0} us is shorter than a sleep can keep (about {:.0} us): the emulation spends it \
-             busy on a core",
-            seconds * 1e6,
-            SLEEP_SLACK_S * 1e6
+        (
+            "cpu",
+            "one thread reads: its time between reads is its own work on a core, which the \
+             emulation spends busy (and its batch time too)"
+                .into(),
         )
+    } else if seconds < SLEEP_SLACK_S {
+        let own = seconds / lanes as f64;
+        found.param(
+            "reader.preprocess_time",
+            value(own),
+            format!(
+                "{evidence}; {lanes} threads of one process take turns on its interpreter, so \
+                 a thread's own share of that is {:.1} us",
+                own * 1e6
+            ),
+        );
+        found.param(
+            "reader.preprocess_work",
+            "gil".into(),
+            format!(
+                "{:.0} us is shorter than a sleep can keep (about {:.0} us): the emulation's \
+                 threads spend their work busy, one at a time as a Python process's threads \
+                 do",
+                seconds * 1e6,
+                SLEEP_SLACK_S * 1e6
+            ),
+        );
+        return;
     } else {
+        found.param("reader.preprocess_time", value(seconds), evidence);
         return;
     };
-    found.param("reader.preprocess_work", "cpu".into(), why);
+    found.param("reader.preprocess_time", value(seconds), evidence);
+    found.param("reader.preprocess_work", work.into(), why);
 }
 
 /// About the shortest sleep that lasts what was asked on Linux (the timer's slack and the

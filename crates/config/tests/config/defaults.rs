@@ -368,3 +368,21 @@ fn yaml_anchors_and_merge_keys_are_resolved() {
         (5, 4)
     );
 }
+
+#[test]
+fn preprocess_work_names_how_the_loader_time_is_spent() {
+    use dlio_config::PreprocessWork;
+    for (text, expected) in [
+        ("sleep", PreprocessWork::Sleep),
+        ("cpu", PreprocessWork::Cpu),
+        ("gil", PreprocessWork::Gil),
+    ] {
+        let c = Config::from_yaml(&format!("reader:\n  preprocess_work: {text}\n"))
+            .unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(c.reader.preprocess_work, expected, "{text}");
+    }
+    let e = Config::from_yaml("reader:\n  preprocess_work: threads\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("preprocess_work") && e.contains("gil"), "{e}");
+}
