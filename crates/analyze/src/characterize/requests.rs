@@ -579,19 +579,19 @@ const MAX_PATTERNS: usize = 8;
 
 /// An opening's requests, and when each ended and the next started.
 #[derive(Default)]
-struct Opening {
+pub(super) struct Opening {
     requests: Vec<PatternStep>,
     /// (end of the last read, start of the next) nanoseconds, between consecutive reads.
     gaps: Vec<i64>,
     last_end: Option<i64>,
-    /// The stretches read, from the file's start.
-    covered: Vec<(u64, u64)>,
+    /// The stretches read, from the file's start, in the order read.
+    pub covered: Vec<(u64, u64)>,
 }
 
 /// The openings of data files that read something, each with its file, in the order they
 /// ended: the requests each made (as from the file's start, or from its end when they start
 /// past the middle) and the pauses between them.
-fn openings(calls: &[&Rec], data: &DataSet) -> Vec<(u64, Opening)> {
+pub(super) fn openings(calls: &[&Rec], data: &DataSet) -> Vec<(u64, Opening)> {
     // An opening is followed per process, thread and file rather than per descriptor: a
     // library may read through a copy of the descriptor (numpy's `fread` on a dup'd one).
     let mut open: HashMap<(u32, u32, u64), Opening> = HashMap::new();

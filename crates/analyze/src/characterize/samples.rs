@@ -722,26 +722,10 @@ struct Crop {
 
 /// [`Crop`] when eight or more openings read windows of their files.
 fn crops(data: &DataSet, activity: &Activity) -> Option<Crop> {
-    let mut openings: HashMap<(u32, u32, u64), Vec<(u64, u64)>> = HashMap::new();
-    let mut done: Vec<(u64, Vec<(u64, u64)>)> = Vec::new();
-    for r in &activity.calls {
-        let key = (r.rank, r.tid, r.file);
-        match super::op(r) {
-            crate::event::Op::Open if r.fd >= 0 => {
-                if let Some(o) = openings.insert(key, Vec::new()) {
-                    done.push((r.file, o));
-                }
-            }
-            crate::event::Op::Read if r.bytes > 0 && r.offset >= 0 => {
-                if let Some(o) = openings.get_mut(&key) {
-                    o.push((r.offset as u64, (r.offset + r.bytes) as u64));
-                }
-            }
-            _ => {}
-        }
-    }
-    done.extend(openings.into_iter().map(|((_, _, f), o)| (f, o)));
-    done.retain(|(_, o)| !o.is_empty());
+    let done: Vec<(u64, Vec<(u64, u64)>)> = super::requests::openings(&activity.calls, data)
+        .into_iter()
+        .map(|(file, o)| (file, o.covered))
+        .collect();
     if done.len() < 8 {
         return None;
     }
