@@ -323,10 +323,10 @@ pub(crate) fn io_op(name: &str) -> Op {
             Op::Open
         }
         "close" | "fclose" => Op::Close,
-        "read" | "pread" | "pread64" | "readv" | "preadv" | "preadv2" | "fread" | "GET" => Op::Read,
-        "write" | "pwrite" | "pwrite64" | "writev" | "pwritev" | "pwritev2" | "fwrite" | "PUT" => {
-            Op::Write
-        }
+        "read" | "pread" | "pread64" | "readv" | "preadv" | "preadv64" | "preadv2" | "fread"
+        | "GET" => Op::Read,
+        "write" | "pwrite" | "pwrite64" | "writev" | "pwritev" | "pwritev64" | "pwritev2"
+        | "fwrite" | "PUT" => Op::Write,
         "lseek" | "lseek64" | "fseek" | "fseeko" => Op::Seek,
         "mmap" | "mmap64" => Op::Map,
         _ => Op::Meta,

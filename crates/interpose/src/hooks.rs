@@ -643,6 +643,37 @@ positional_vector_hook!(preadv64, "preadv64");
 positional_vector_hook!(pwritev, "pwritev");
 positional_vector_hook!(pwritev64, "pwritev64");
 
+/// `preadv2`/`pwritev2` (CPython's `os.preadv` and `os.pwritev` call them): an offset of -1
+/// reads or writes at the file's position and moves it, as `readv` does.
+macro_rules! flagged_vector_hook {
+    ($name:ident, $label:literal) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(
+            fd: c_int,
+            iov: *const iovec,
+            count: c_int,
+            offset: off_t,
+            flags: c_int,
+        ) -> ssize_t {
+            let Some(real) = real!($name: unsafe extern "C" fn(c_int, *const iovec, c_int, off_t, c_int) -> ssize_t)
+            else {
+                return missing();
+            };
+            // SAFETY: the caller's arguments, passed on unchanged.
+            traced(|| unsafe { real(fd, iov, count, offset, flags) }, |ret, s, e| {
+                // SAFETY: the iovecs the caller gave libc, still valid after the call.
+                let bytes = unsafe { iov_bytes(iov, count) };
+                let at = (offset != -1).then_some(offset);
+                transfer($label, POSIX, fd, s, e, bytes, ret as i64, at)
+            })
+        }
+    };
+}
+flagged_vector_hook!(preadv2, "preadv2");
+flagged_vector_hook!(preadv64v2, "preadv2");
+flagged_vector_hook!(pwritev2, "pwritev2");
+flagged_vector_hook!(pwritev64v2, "pwritev2");
+
 macro_rules! lseek_hook {
     ($name:ident) => {
         #[unsafe(no_mangle)]

@@ -4,8 +4,8 @@
 //! Where it sits: outside the pipeline, in someone else's process. `dlio trace` sets
 //! `DLIO_TRACE_DIR` and `LD_PRELOAD`; without `DLIO_TRACE_DIR` every hook only calls libc.
 //!
-//! What it records: the POSIX calls `open`/`openat`/`creat`, `read`/`pread`/`readv`/`preadv`,
-//! `write`/`pwrite`/`writev`, `lseek`, `mmap`, `close`, `stat`/`lstat`/`fstat`/`fstatat`
+//! What it records: the POSIX calls `open`/`openat`/`creat`,
+//! `read`/`pread`/`readv`/`preadv`/`preadv2`, `write`/`pwrite`/`writev`/`pwritev`/`pwritev2`, `lseek`, `mmap`, `close`, `stat`/`lstat`/`fstat`/`fstatat`
 //! (with the file's size) and stdio's `fopen`/`fread`/`fwrite`/`fclose`, on every thread,
 //! each as one dftracer event (`cat` `POSIX` or `STDIO`, `ts`/`dur` in microseconds with
 //! nanosecond decimals, `args.fname` the absolute path). Reads and writes carry the file

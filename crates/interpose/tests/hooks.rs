@@ -168,7 +168,9 @@ fn each_hooked_call_records_its_file_bytes_offset_and_duration() {
             t("read", 5050, 10, 10),
             t("readv", 5060, 70, 70),
             t("preadv", 1, 70, 70),
-            t("read", 5130, 10000, 4870),
+            t("preadv2", 2, 70, 70),
+            t("preadv2", 5130, 70, 70),
+            t("read", 5200, 10000, 4800),
             t("mmap", 0, 10000, 0),
             t("fread", 0, 123, 123),
             t("fread", 123, 70, 70),
@@ -178,8 +180,8 @@ fn each_hooked_call_records_its_file_bytes_offset_and_duration() {
         names(&data),
         [
             "open", "write", "close", "open", "read", "read", "lseek", "read", "pread", "read",
-            "readv", "preadv", "read", "fstat", "mmap", "close", "stat", "fopen", "fread", "fread",
-            "fclose",
+            "readv", "preadv", "preadv2", "preadv2", "read", "fstat", "mmap", "close", "stat",
+            "fopen", "fread", "fread", "fclose",
         ]
     );
     let stat = data.iter().find(|e| e["name"] == "stat").unwrap();

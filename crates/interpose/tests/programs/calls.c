@@ -42,7 +42,9 @@ int main(int argc, char **argv) {
     struct iovec iov[2] = {{buf, 30}, {buf + 100, 40}};
     check(readv(fd, iov, 2) == 70, "readv");               /* offset 5060 */
     check(preadv(fd, iov, 2, 1) == 70, "preadv");          /* offset 1 */
-    check(read(fd, buf, 10000) == 10000 - 5130, "read to the end"); /* offset 5130 */
+    check(preadv2(fd, iov, 2, 2, 0) == 70, "preadv2");     /* offset 2 (CPython's os.preadv) */
+    check(preadv2(fd, iov, 2, -1, 0) == 70, "preadv2 -1"); /* offset 5130, the position */
+    check(read(fd, buf, 10000) == 10000 - 5200, "read to the end"); /* offset 5200 */
     struct stat st;
     check(fstat(fd, &st) == 0 && st.st_size == 10000, "fstat");
     void *map = mmap(NULL, 10000, PROT_READ, MAP_PRIVATE, fd, 0);
