@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Characterisation on programs it has never seen (#30): every program of bench/corpus/programs
-# (78 training-style programs: PyTorch DataLoader, tf.data, h5py, numpy memmap, PIL, pyarrow,
+# (84 training-style programs: PyTorch DataLoader, tf.data, h5py, numpy memmap, PIL, pyarrow,
 # pickle, torch.load, json lines, pandas csv, zarr-like chunks, webdataset tars, random crops,
 # pools of threads and processes, weighted draws with replacement, HDF5 opened per worker, tf.data
 # cache(), readv by token budget, staged shard caches, spawned workers, FFCV-like index files,
 # Arrow IPC and datasets, Kaldi archives, shared-memory rings, gzip TFRecords and json lines,
 # SQLite blobs, stored zips, gzip-filtered HDF5 curricula, CIFAR's fixed-length records, packed
 # token streams, two ranks of a LiDAR loader, DLRM rows, video segments, tar.gz shards in a
-# process pool, tf.data snapshots, variable-length HDF5, hive-partitioned parquet curricula, ...)
+# process pool, tf.data snapshots, variable-length HDF5, hive-partitioned parquet curricula,
+# shelve stores, object-store range reads, bz2 json lines, tf.data CsvDataset, mixed-format
+# ConcatDatasets, page files read with os.preadv, ...)
 # and the eight of crates/cli/tests/programs is made,
 # traced with `dlio trace`, characterised with `dlio characterize`, replayed with
 # `dlio run --trace` (release build) and scored twice: by `dlio fidelity` (its verdict and the
