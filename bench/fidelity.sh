@@ -62,9 +62,18 @@ for prog in "${programs[@]}"; do
   if ! "$DLIO" characterize "$d/traces" --out "$d/workload/characterized.yaml" >"$d/characterize.log" 2>&1; then
     printf '%-24s characterize failed: %s\n' "$name" "$(tail -1 "$d/characterize.log")"; continue
   fi
-  if ! "$DLIO" run "workload=$d/workload/characterized.yaml" "++workload.dataset.data_folder=$d/emulated" \
+  # A replay that runs ten times as long as the program's traced run (and over a minute) is
+  # stopped and reported: a wrong workload must not hold up the rest of the corpus.
+  traced_s=$(python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); print(int(m.get("wall_seconds", 30)))' \
+    "$d/traces/dlio-trace.json" 2>/dev/null || echo 30)
+  limit_s=$(( traced_s * 10 > 60 ? traced_s * 10 : 60 ))
+  status=0
+  timeout "$limit_s" "$DLIO" run "workload=$d/workload/characterized.yaml" "++workload.dataset.data_folder=$d/emulated" \
       "++workload.checkpoint.checkpoint_folder=$d/checkpoints" "hydra.run.dir=$d/run" --trace \
-      >"$d/run.log" 2>&1; then
+      >"$d/run.log" 2>&1 || status=$?
+  if [ "$status" = 124 ]; then
+    printf '%-24s the replay ran over %s s (ten times the traced run), stopped: the workload is wrong\n' "$name" "$limit_s"; continue
+  elif [ "$status" != 0 ]; then
     printf '%-24s the replay failed: %s\n' "$name" "$(grep -m1 -i error "$d/run.log" || tail -1 "$d/run.log")"; continue
   fi
   "$DLIO" fidelity "$d/traces" "$d/run" >"$d/fidelity.txt" 2>&1 || true

@@ -1136,7 +1136,8 @@ fn stream_samples<'t>(
 
 /// The records of files whose reads tile them: per data file, where its records begin and
 /// their lengths, when in nine files of ten a run of its distinct (offset, length) reads, each
-/// starting where the one before ended and each read as often as the others, covers four
+/// starting where the one before ended (or at the page or sector boundary after it: see
+/// [`next_record_at`]) and each read as often as the others, covers four
 /// fifths of the file or more, and no other read of the file overlaps it (a header and an
 /// index before the records, a footer after them, read apart): records read one by one through
 /// an index. `None` otherwise.
@@ -1175,7 +1176,7 @@ fn records_tiling(
         for i in 1..=sorted.len() {
             let goes_on = i < sorted.len() && {
                 let (prev, next) = (sorted[i - 1], sorted[i]);
-                next.0 == prev.0 + prev.1 && next.2 == prev.2
+                next_record_at(prev.0 + prev.1, next.0) && next.2 == prev.2
             };
             if !goes_on {
                 let bytes: u64 = sorted[first..i].iter().map(|t| t.1).sum();
@@ -1185,7 +1186,7 @@ fn records_tiling(
                 first = i;
             }
         }
-        let Some((from, to, bytes)) = best else {
+        let Some((from, to, _)) = best else {
             continue;
         };
         let (start, end) = (sorted[from].0, sorted[to - 1].0 + sorted[to - 1].1);
@@ -1193,12 +1194,20 @@ fn records_tiling(
             .iter()
             .chain(&sorted[to..])
             .all(|&(offset, len, _)| offset + len <= start || offset >= end);
-        if to - from >= 2 && apart && bytes * 5 >= size * 4 {
+        // What the run spans, the padding between its records included.
+        if to - from >= 2 && apart && (end - start) * 5 >= size * 4 {
             let lengths = sorted[from..to].iter().map(|t| t.1).collect();
             tiled.insert(file, (start, lengths));
         }
     }
     (tiled.len() * 10 >= files * 9 && !tiled.is_empty()).then_some(tiled)
+}
+
+/// Whether a record that starts at `next` follows one that ended at `end`: right after it,
+/// or at the next boundary of a page (4 KiB) or a sector (512 bytes) after it, as a file of
+/// page-aligned records (an LMDB-like page file) places them, the padding between them unread.
+fn next_record_at(end: u64, next: u64) -> bool {
+    next == end || (next > end && [512, 4096].iter().any(|&a| next == end.next_multiple_of(a)))
 }
 
 /// The samples of records read one by one through an index: a read is a record, of its own
@@ -1969,6 +1978,39 @@ mod layout_tests {
         let mut with_whole = refs.clone();
         with_whole.push(&whole);
         assert!(records_tiling(&with_whole, |_| 8000, 1).is_none());
+    }
+
+    #[test]
+    fn records_on_page_boundaries_tile_their_file_with_the_padding_unread() {
+        // Records of 5000 to 9000 bytes, each at the first 4 KiB page after the one before
+        // (an LMDB-like page file), read in a shuffled order, three times each.
+        let lengths: Vec<i64> = (0..20).map(|k| 5000 + (k * 1777) % 4000).collect();
+        let mut offsets = Vec::new();
+        let mut at = 0i64;
+        for len in &lengths {
+            offsets.push(at);
+            at = ((at + len) as u64).next_multiple_of(4096) as i64;
+        }
+        let size = at as u64;
+        let mut reads = Vec::new();
+        for epoch in 0..3i64 {
+            for k in 0..20usize {
+                let k = (k * 7 + epoch as usize) % 20;
+                reads.push(read(epoch * 100 + k as i64, offsets[k], lengths[k]));
+            }
+        }
+        let refs: Vec<&Rec> = reads.iter().collect();
+        let tiled = records_tiling(&refs, |_| size, 1).expect("records");
+        assert_eq!(tiled[&1].0, 0);
+        assert_eq!(
+            tiled[&1].1,
+            lengths.iter().map(|&l| l as u64).collect::<Vec<_>>()
+        );
+        // A gap of more than the padding to the next page is not the next record.
+        assert!(!next_record_at(5000, 12288));
+        assert!(
+            next_record_at(5000, 8192) && next_record_at(5000, 5120) && next_record_at(5000, 5000)
+        );
     }
 
     #[test]
