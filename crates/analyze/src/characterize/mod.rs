@@ -138,6 +138,73 @@ pub struct ReaderThread {
     pub bytes: u64,
 }
 
+/// A note when the workload found would replay for many times as long as the traced
+/// training did (its steps' compute, or its samples' loader time over the readers): a sign
+/// that the samples or the batch were misread (a slice taken for a sample, one sample per
+/// burst), which a user should know before running it.
+fn replay_out_of_proportion(
+    found: &Found,
+    samples: &samples::Samples,
+    readers: &readers::Readers,
+    activity: &Activity,
+    time: &timing::Timing,
+) -> Option<String> {
+    let seconds_of = |key: &str| {
+        found
+            .params
+            .iter()
+            .find(|p| p.key == key)
+            .and_then(|p| p.value.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    let samples_replayed = samples.per_epoch() * samples.epochs * samples.unit_rows.max(1);
+    let ReplayLength {
+        steps,
+        compute_s,
+        loader_s,
+    } = ReplayLength::of(
+        samples_replayed,
+        readers.batch,
+        time.compute_s.mean,
+        seconds_of("reader.preprocess_time"),
+        readers.read_threads,
+    );
+    let replay_s = compute_s.max(loader_s);
+    let traced_s = secs(activity.run_end - activity.window.0);
+    (replay_s > 5.0 * traced_s + 1.0).then(|| {
+        format!(
+            "the replay would last about {replay_s:.0} s ({steps:.0} steps of {:.3} ms of \
+             compute, {:.0} s of loader time over {} readers), {:.0} times the {traced_s:.1} s \
+             the program trained for: the samples or the batch found are likely wrong (see the \
+             evidence of dataset.num_samples_per_file and reader.batch_size)",
+            time.compute_s.mean * 1e3,
+            loader_s,
+            readers.read_threads.max(1),
+            replay_s / traced_s.max(1e-9)
+        )
+    })
+}
+
+/// How long a replay lasts at the least: its steps' compute, and its samples' loader time
+/// spread over its readers.
+#[derive(Debug, PartialEq)]
+struct ReplayLength {
+    steps: f64,
+    compute_s: f64,
+    loader_s: f64,
+}
+
+impl ReplayLength {
+    fn of(samples: u64, batch: u64, compute_s: f64, preprocess_s: f64, readers: u64) -> Self {
+        let steps = (samples as f64 / batch.max(1) as f64).max(1.0);
+        ReplayLength {
+            steps,
+            compute_s: steps * compute_s,
+            loader_s: samples as f64 * preprocess_s / readers.max(1) as f64,
+        }
+    }
+}
+
 /// Whether no process has two threads that read data: each reading process's own work
 /// (between its reads) then takes a core of its own, where threads of one Python process take
 /// turns on its interpreter.
@@ -610,6 +677,9 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
         writes::side_files_and_writes(t, data, &activity, &readers, &eval);
     found.append(f);
     found.append(writes::checkpoints(t, &written, &activity, &readers));
+    if let Some(note) = replay_out_of_proportion(&found, &samples, &readers, &activity, &time) {
+        found.note(note);
+    }
 
     let mut c = Characterization {
         traces: t.inputs.clone(),
@@ -632,4 +702,23 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
     };
     c.workload_yaml = output::workload_yaml(&c);
     c
+}
+
+#[cfg(test)]
+mod replay_length_tests {
+    use super::ReplayLength;
+
+    #[test]
+    fn a_replay_lasts_its_steps_compute_or_its_loader_time_over_the_readers() {
+        // 5634 slices a sample, one epoch, batches of one, 12 ms of compute, 0.52 s of loader
+        // time a sample on two readers: the loader's 1465 s, where the program ran 5 s.
+        let l = ReplayLength::of(5634, 1, 0.012, 0.52, 2);
+        assert_eq!(l.steps, 5634.0);
+        assert!((l.compute_s - 67.6).abs() < 0.1, "{l:?}");
+        assert!((l.loader_s - 1464.8).abs() < 0.1, "{l:?}");
+        // 7200 samples in batches of 32, 11 ms of compute: 225 steps, 2.5 s.
+        let l = ReplayLength::of(7200, 32, 0.011, 0.0, 2);
+        assert_eq!((l.steps, l.loader_s), (225.0, 0.0));
+        assert!((l.compute_s - 2.475).abs() < 1e-9, "{l:?}");
+    }
 }
