@@ -517,6 +517,30 @@ fn header_scan(calls: &[&Rec], data: &DataSet) -> Option<HeaderScan> {
     let reopened = calls
         .iter()
         .any(|r| r.start >= end && op(r) == Op::Open && seen.contains(&r.file));
+    // A scan's openings read nothing more: a file whose next call after the run is a read,
+    // not an opening, was opened for training (tf.data opens every shard of an epoch and reads
+    // its first 64 KiB at once, then the rest as the shard's turn comes).
+    let mut decided: HashSet<u64> = HashSet::new();
+    let mut read_on = false;
+    for r in calls
+        .iter()
+        .filter(|r| r.start >= end && seen.contains(&r.file))
+    {
+        if decided.len() == seen.len() {
+            break;
+        }
+        match op(r) {
+            Op::Open => {
+                decided.insert(r.file);
+            }
+            Op::Read if r.bytes > 0 && !decided.contains(&r.file) => {
+                read_on = true;
+                break;
+            }
+            _ => {}
+        }
+    }
+    let reopened = reopened && !read_on;
     let bytes = if alone {
         swept.values().copied().max().unwrap_or(0)
     } else {
@@ -720,5 +744,94 @@ mod replay_length_tests {
         let l = ReplayLength::of(7200, 32, 0.011, 0.0, 2);
         assert_eq!((l.steps, l.loader_s), (225.0, 0.0));
         assert!((l.compute_s - 2.475).abs() < 1e-9, "{l:?}");
+    }
+}
+
+#[cfg(test)]
+mod header_scan_tests {
+    use std::collections::HashMap;
+
+    use super::trace_view::{DataSet, FileTotals};
+    use super::{Op, Rec, header_scan};
+    use crate::event::Layer;
+
+    fn call(i: i64, op: Op, file: u64, offset: i64, bytes: i64) -> Rec {
+        Rec {
+            rank: 1,
+            tid: 1,
+            start: i * 1000,
+            end: i * 1000 + 10,
+            layer: Layer::ReaderPosix as u8,
+            op: op as u8,
+            item: false,
+            fd: 3,
+            file,
+            offset,
+            bytes,
+        }
+    }
+
+    fn data_set(files: u64, size: u64) -> DataSet {
+        DataSet {
+            dir: "/data".into(),
+            files: (0..files).collect(),
+            totals: (0..files)
+                .map(|f| {
+                    let totals = FileTotals {
+                        size,
+                        ..Default::default()
+                    };
+                    (f, totals)
+                })
+                .collect::<HashMap<_, _>>(),
+            extension: "bin".into(),
+            subfolders: 0,
+        }
+    }
+
+    #[test]
+    fn a_scan_is_openings_that_read_a_files_first_bytes_and_nothing_more() {
+        let data = data_set(4, 1 << 20);
+        // Each file opened and its first 4 KiB read, then each opened again and read whole.
+        let mut calls = Vec::new();
+        let mut i = 0;
+        let mut next = || {
+            i += 1;
+            i
+        };
+        for f in 0..4 {
+            calls.push(call(next(), Op::Open, f, -1, 0));
+            calls.push(call(next(), Op::Read, f, 0, 4096));
+        }
+        let scan_calls = calls.len();
+        for f in 0..4 {
+            calls.push(call(next(), Op::Open, f, -1, 0));
+            for k in 0..16 {
+                calls.push(call(next(), Op::Read, f, k * 65536, 65536));
+            }
+        }
+        let refs: Vec<&Rec> = calls.iter().collect();
+        let scan = header_scan(&refs, &data).expect("a scan");
+        assert_eq!((scan.bytes, scan.files), (4096, 4));
+        assert_eq!(scan.end, calls[scan_calls - 1].end);
+        // tf.data's interleave: every file opened and its first 64 KiB read at once, then the
+        // same openings read on (no opening between): no scan.
+        let mut calls = Vec::new();
+        for f in 0..4 {
+            calls.push(call(next(), Op::Open, f, -1, 0));
+            calls.push(call(next(), Op::Read, f, 0, 65536));
+        }
+        for f in 0..4 {
+            for k in 1..16 {
+                calls.push(call(next(), Op::Read, f, k * 65536, 65536));
+            }
+        }
+        // A later epoch opens them again.
+        for f in 0..4 {
+            calls.push(call(next(), Op::Open, f, -1, 0));
+            calls.push(call(next(), Op::Read, f, 0, 65536));
+        }
+        let refs: Vec<&Rec> = calls.iter().collect();
+        assert!(header_scan(&refs, &data).is_none());
     }
 }
