@@ -68,7 +68,39 @@ struct Replayed {
     fidelity: Value,
     real_data: PathBuf,
     emulated_data: PathBuf,
+    /// The share of a core a busy thread got right after the replay ([`core_share`]).
+    core_share: f64,
 }
+
+/// The share of a core a busy thread gets over 300 ms: its time on a core over its time on a
+/// core or waiting for one (`/proc/thread-self/schedstat`). Near 1 with a core to spare; about
+/// two thirds with two busy loops on two cores. 1 where the kernel does not say.
+fn core_share() -> f64 {
+    let schedstat = || -> Option<(f64, f64)> {
+        let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+        let mut fields = text.split_whitespace().map(|f| f.parse::<f64>().ok());
+        Some((fields.next()??, fields.next()??))
+    };
+    let Some((ran, waited)) = schedstat() else {
+        return 1.0;
+    };
+    let started = std::time::Instant::now();
+    while started.elapsed() < std::time::Duration::from_millis(300) {
+        std::hint::spin_loop();
+    }
+    match schedstat() {
+        Some((ran_after, waited_after)) => {
+            let ran = ran_after - ran;
+            ran / (ran + waited_after - waited).max(1.0)
+        }
+        None => 1.0,
+    }
+}
+
+/// Below this share of a core ([`core_share`]) the machine is saturated: the replay's sleeps
+/// and the program's traced ones stretch by whatever the other load takes, so the bounds on
+/// time are not asserted, only those on what was read.
+const SATURATED_CORE_SHARE: f64 = 0.8;
 
 /// Makes the program's data, traces it, characterises the trace, replays the workload with
 /// `dlio run --trace` and scores it.
@@ -131,12 +163,14 @@ fn trace_characterize_replay(dir: &Path, name: &str) -> Replayed {
     );
     run_ok(dlio().arg("fidelity").arg(&traces).arg(&run));
     let fidelity = json(&run.join("fidelity.json"));
+    let core_share = core_share();
     Replayed {
         derived: characterized(&characterization),
         characterization,
         fidelity,
         real_data: data,
         emulated_data: emulated.join("train"),
+        core_share,
     }
 }
 
@@ -146,8 +180,10 @@ fn trace_characterize_replay(dir: &Path, name: &str) -> Replayed {
 /// loaded machine wait for a core differently (the I/O phase moved by 6% with both cores
 /// busy); the read calls' own durations (I/O time and loading time per step) not at all: the
 /// debug build's bookkeeping (about 0.5 ms per step) is a large share of these programs'
-/// 0.3-3 ms loads. `bench/fidelity.sh` checks every bound at the tool's limits with the
-/// release build on a quiet machine.
+/// 0.3-3 ms loads. On a saturated machine ([`SATURATED_CORE_SHARE`]) the step rhythm is not
+/// held either: with two busy loops on the two cores, a debug replay of eval_every_n_steps
+/// lasted 2.3 times its trace (its derived workload right). `bench/fidelity.sh` checks every
+/// bound at the tool's limits with the release build on a quiet machine.
 const TEST_LIMITS: [(&str, Option<f64>); 8] = [
     ("data bytes read", Some(0.02)),
     ("read calls", Some(0.10)),
@@ -159,7 +195,17 @@ const TEST_LIMITS: [(&str, Option<f64>); 8] = [
     ("loading time per step", None),
 ];
 
-fn assert_scores(name: &str, f: &Value) {
+fn assert_scores(name: &str, r: &Replayed) {
+    let f = &r.fidelity;
+    if r.core_share < SATURATED_CORE_SHARE {
+        eprintln!(
+            "{name}: a busy thread got {:.0}% of a core after the replay: the machine is \
+             saturated, so only the bounds on what was read are asserted",
+            r.core_share * 100.0
+        );
+        assert_structure(name, f);
+        return;
+    }
     let bounds = f["bounds"].as_array().unwrap();
     assert_eq!(bounds.len(), TEST_LIMITS.len(), "{}", f["bounds"]);
     for b in bounds {
@@ -243,7 +289,7 @@ fn an_npz_loop_is_characterised_and_replayed() {
     assert!((0.035..0.06).contains(&compute), "{compute}");
     // The generated files have the program's files' size.
     assert_eq!(sizes(&r.emulated_data, "npz"), sizes(&r.real_data, "npz"));
-    assert_scores("npz_loop", &r.fidelity);
+    assert_scores("npz_loop", &r);
     // 32 steps; on a loaded machine a pause inside a burst can stretch past the compute
     // level and split one step in two.
     for side in ["real", "emulated"] {
@@ -282,7 +328,7 @@ fn npz_files_read_one_member_per_opening_hold_a_sample_per_member() {
     // The generated files have the program's files' size, so the requests land where the
     // program's did; the replay reads the bytes and makes the calls the program made.
     assert_eq!(sizes(&r.emulated_data, "npz"), sizes(&r.real_data, "npz"));
-    assert_scores("npz_members", &r.fidelity);
+    assert_scores("npz_members", &r);
     let bytes = r.fidelity["bounds"]
         .as_array()
         .unwrap()
@@ -345,7 +391,7 @@ fn a_chunked_reader_with_a_metadata_file_is_characterised_and_replayed() {
             f.display()
         );
     }
-    assert_scores("chunked_reader", &r.fidelity);
+    assert_scores("chunked_reader", &r);
 }
 
 #[test]
@@ -373,7 +419,7 @@ fn a_thread_pool_of_readers_is_characterised_and_replayed() {
         256
     );
     assert_eq!(sizes(&r.emulated_data, "npy"), vec![128 << 10; 128]);
-    assert_scores("thread_pool", &r.fidelity);
+    assert_scores("thread_pool", &r);
 
     // Deliberately wrong workloads fail the verdict, on the bounds they break.
     // The files have one dimension (`record_dims`), which sets their size.
@@ -679,7 +725,7 @@ fn records_read_through_an_index_are_samples_of_their_own_sizes() {
         (emulated / real - 1.0).abs() < 0.02,
         "{emulated} for {real}"
     );
-    assert_scores("indexed_records_pread", &r.fidelity);
+    assert_scores("indexed_records_pread", &r);
 }
 
 /// Windows read at random offsets of large files (random crops) are samples of their own:
@@ -704,7 +750,7 @@ fn random_windows_of_large_files_are_samples_and_the_steps_cap_the_epoch() {
     // As many windows as fit in the median file (192 to 416 KiB).
     let per_file: u64 = d["dataset.num_samples_per_file"].parse().unwrap();
     assert!((12..=26).contains(&per_file), "{per_file}");
-    assert_scores("random_windows", &r.fidelity);
+    assert_scores("random_windows", &r);
 }
 
 /// Utterances of Kaldi archives read through Python's buffered file objects, an opening an
@@ -728,7 +774,7 @@ fn samples_read_through_a_buffered_stream_are_replayed_through_one() {
     // The matrices' mean size is 45,549 bytes, and a 15-byte header each.
     let record: u64 = d["dataset.record_length_bytes"].parse().unwrap();
     assert!((44_000..=47_000).contains(&record), "{record}");
-    assert_scores("kaldi_ark_scp_frames", &r.fidelity);
+    assert_scores("kaldi_ark_scp_frames", &r);
 }
 
 /// The members of a stored zip read through one ZipFile a thread (each member a seek, its
@@ -779,7 +825,7 @@ fn a_stream_decoded_as_it_is_read_works_between_its_requests() {
     // busy machine only lengthens it.
     let work = seconds(&d["reader.request_work_time"]);
     assert!(work >= 20e-6, "{work}");
-    assert_scores("targz_shards_procpool", &r.fidelity);
+    assert_scores("targz_shards_procpool", &r);
 }
 
 /// Random one-second crops of wav files (wave.open reads the header through Python's
@@ -801,7 +847,7 @@ fn crops_after_a_header_read_replay_the_header_then_the_window() {
         d["reader.read_buffer"],
         format!("{{size: {block}, header_read: False, app_read_size: 0}}")
     );
-    assert_scores("wav_random_crop", &r.fidelity);
+    assert_scores("wav_random_crop", &r);
 }
 
 /// Files drawn with replacement (a weighted sampler balancing three classes): samples come
@@ -824,7 +870,7 @@ fn draws_with_replacement_are_replayed_as_draws_from_a_larger_data_set() {
     // 95 distinct files of 120 for 192 draws: uniform draws find that many in about 118.
     let files: u64 = d["dataset.num_files_train"].parse().unwrap();
     assert!((100..=140).contains(&files), "{files}");
-    assert_scores("weighted_draws_npy", &r.fidelity);
+    assert_scores("weighted_draws_npy", &r);
 }
 
 /// Parquet files read whole by pandas (pyarrow reads the footer on the calling thread and the
@@ -871,7 +917,7 @@ fn an_evaluation_split_read_between_epochs_is_an_evaluation_pass() {
         assert_eq!(d.get(key).map(String::as_str), Some(value), "{key}: {d:?}");
     }
     assert!(!d.contains_key("dataset.side_files"), "{d:?}");
-    assert_scores("npy_shards_ckpt_eval", &r.fidelity);
+    assert_scores("npy_shards_ckpt_eval", &r);
 }
 
 /// An evaluation every 10 training steps, counted over the run, with 20 steps an epoch:
@@ -893,7 +939,7 @@ fn evaluations_every_few_steps_are_replayed_between_those_steps() {
     }
     assert!(!d.contains_key("dataset.side_files"), "{d:?}");
     assert!(!d.contains_key("evaluation.epochs_between_evals"), "{d:?}");
-    assert_scores("eval_every_n_steps", &r.fidelity);
+    assert_scores("eval_every_n_steps", &r);
 }
 
 /// Parquet files read by row group with column selection: the files' own columns, those whose
@@ -924,7 +970,7 @@ fn parquet_row_groups_with_column_selection_are_replayed_by_row_group() {
     }
     // A row group a step: 256 rows.
     assert_eq!(d["reader.batch_size"], "256");
-    assert_scores("parquet_rowgroups", &r.fidelity);
+    assert_scores("parquet_rowgroups", &r);
 }
 
 fn replay_variant(dir: &Path, r: &Replayed, what: &str, edit: &str) -> Value {
