@@ -747,29 +747,31 @@ mod replay_length_tests {
     }
 }
 
+/// A POSIX call of the tests: the `i`-th (1 us apart, 10 ns long), of one thread on
+/// descriptor 3.
+#[cfg(test)]
+fn test_call(i: i64, op: Op, file: u64, offset: i64, bytes: i64) -> Rec {
+    Rec {
+        rank: 7,
+        tid: 7,
+        start: i * 1000,
+        end: i * 1000 + 10,
+        layer: crate::event::Layer::ReaderPosix as u8,
+        op: op as u8,
+        item: false,
+        fd: 3,
+        file,
+        offset,
+        bytes,
+    }
+}
+
 #[cfg(test)]
 mod header_scan_tests {
     use std::collections::HashMap;
 
     use super::trace_view::{DataSet, FileTotals};
-    use super::{Op, Rec, header_scan};
-    use crate::event::Layer;
-
-    fn call(i: i64, op: Op, file: u64, offset: i64, bytes: i64) -> Rec {
-        Rec {
-            rank: 1,
-            tid: 1,
-            start: i * 1000,
-            end: i * 1000 + 10,
-            layer: Layer::ReaderPosix as u8,
-            op: op as u8,
-            item: false,
-            fd: 3,
-            file,
-            offset,
-            bytes,
-        }
-    }
+    use super::{Op, Rec, header_scan, test_call as call};
 
     fn data_set(files: u64, size: u64) -> DataSet {
         DataSet {

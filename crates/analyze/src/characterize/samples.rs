@@ -1880,22 +1880,10 @@ mod tests {
 #[cfg(test)]
 mod layout_tests {
     use super::*;
-    use crate::event::{Layer, Op};
+    use crate::event::Op;
 
     fn read(i: i64, offset: i64, bytes: i64) -> Rec {
-        Rec {
-            rank: 7,
-            tid: 7,
-            start: i * 1000,
-            end: i * 1000 + 10,
-            layer: Layer::ReaderPosix as u8,
-            op: Op::Read as u8,
-            item: false,
-            fd: 3,
-            file: 1,
-            offset,
-            bytes,
-        }
+        super::super::test_call(i, Op::Read, 1, offset, bytes)
     }
 
     /// `total` rows of 3072 bytes from 2048, windows of 64 KiB.
