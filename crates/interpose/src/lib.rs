@@ -5,10 +5,11 @@
 //! `DLIO_TRACE_DIR` and `LD_PRELOAD`; without `DLIO_TRACE_DIR` every hook only calls libc.
 //!
 //! What it records: the POSIX calls `open`/`openat`/`creat`,
-//! `read`/`pread`/`readv`/`preadv`/`preadv2`, `write`/`pwrite`/`writev`/`pwritev`/`pwritev2`, `lseek`, `mmap`, `close`, `stat`/`lstat`/`fstat`/`fstatat`
-//! (with the file's size) and stdio's `fopen`/`fread`/`fwrite`/`fclose`, on every thread,
-//! each as one dftracer event (`cat` `POSIX` or `STDIO`, `ts`/`dur` in microseconds with
-//! nanosecond decimals, `args.fname` the absolute path). Reads and writes carry the file
+//! `read`/`pread`/`readv`/`preadv`/`preadv2`, `write`/`pwrite`/`writev`/`pwritev`/`pwritev2`,
+//! `lseek`, `mmap`, `close`, `stat`/`lstat`/`fstat`/`fstatat` (with the file's size) and
+//! stdio's `fopen`/`fread`/`fwrite`/`fclose`, on every thread, each as one dftracer event
+//! (`cat` `POSIX` or `STDIO`, `ts`/`dur` in microseconds with nanosecond decimals,
+//! `args.fname` the absolute path). Reads and writes carry the file
 //! offset they started at: given for positional calls, followed per descriptor for the others
 //! (`read` advances it, `lseek` sets it). Only descriptors the program opened through these
 //! calls (and their copies) are followed, and pipes, named `pipe:[INODE]` with no offset: a

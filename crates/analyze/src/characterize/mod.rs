@@ -514,33 +514,31 @@ fn header_scan(calls: &[&Rec], data: &DataSet) -> Option<HeaderScan> {
         end = r.end;
     }
     let enough = seen.len() * 10 >= data.files.len() * 9 && (data.files.len() >= 2 || alone);
-    let reopened = calls
-        .iter()
-        .any(|r| r.start >= end && op(r) == Op::Open && seen.contains(&r.file));
-    // A scan's openings read nothing more: a file whose next call after the run is a read,
-    // not an opening, was opened for training (tf.data opens every shard of an epoch and reads
-    // its first 64 KiB at once, then the rest as the shard's turn comes).
-    let mut decided: HashSet<u64> = HashSet::new();
+    // The scanned files are opened again after the run, each before it is read again: a
+    // scan's openings read nothing more. A file whose next call after the run is a read was
+    // opened for training (tf.data opens every shard of an epoch and reads its first 64 KiB at
+    // once, then the rest as the shard's turn comes).
+    let mut reopened: HashSet<u64> = HashSet::new();
     let mut read_on = false;
     for r in calls
         .iter()
         .filter(|r| r.start >= end && seen.contains(&r.file))
     {
-        if decided.len() == seen.len() {
+        if reopened.len() == seen.len() {
             break;
         }
         match op(r) {
             Op::Open => {
-                decided.insert(r.file);
+                reopened.insert(r.file);
             }
-            Op::Read if r.bytes > 0 && !decided.contains(&r.file) => {
+            Op::Read if r.bytes > 0 && !reopened.contains(&r.file) => {
                 read_on = true;
                 break;
             }
             _ => {}
         }
     }
-    let reopened = reopened && !read_on;
+    let reopened = !reopened.is_empty() && !read_on;
     let bytes = if alone {
         swept.values().copied().max().unwrap_or(0)
     } else {

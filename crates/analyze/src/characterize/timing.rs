@@ -639,59 +639,45 @@ fn stats_value(s: &Stats) -> String {
 /// one thread at a time (`gil`): what each thread measured between its samples is then the
 /// others' turns and its own, and its own is that time over the threads.
 fn loader_work(found: &mut Found, seconds: f64, lanes: u64, processes: bool, evidence: String) {
-    // Six places, or nine for a row's share of a row group's time (under 10 us).
-    let value = |seconds: f64| {
-        if seconds < 10e-6 {
-            format!("{seconds:.9}")
-        } else {
-            format!("{seconds:.6}")
-        }
-    };
-    let (work, why) = if processes {
-        (
-            "cpu",
-            format!(
-                "{lanes} worker processes read, each with an interpreter of its own: their time \
-                 between reads is work on a core each, which the emulation's reader threads \
-                 spend busy (and their batch time too)"
-            ),
-        )
+    // What each reader spends per sample, its evidence, and how it is spent (none: slept).
+    let (per_reader, evidence, work): (f64, String, Option<(&str, String)>) = if processes {
+        let why = format!(
+            "{lanes} worker processes read, each with an interpreter of its own: their time \
+             between reads is work on a core each, which the emulation's reader threads spend \
+             busy (and their batch time too)"
+        );
+        (seconds, evidence, Some(("cpu", why)))
     } else if lanes <= 1 {
-        (
-            "cpu",
-            "one thread reads: its time between reads is its own work on a core, which the \
-             emulation spends busy (and its batch time too)"
-                .into(),
-        )
+        let why = "one thread reads: its time between reads is its own work on a core, which \
+                   the emulation spends busy (and its batch time too)";
+        (seconds, evidence, Some(("cpu", why.into())))
     } else if seconds < SLEEP_SLACK_S {
         let own = seconds / lanes as f64;
-        found.param(
-            "reader.preprocess_time",
-            value(own),
-            format!(
-                "{evidence}; {lanes} threads of one process take turns on its interpreter, so \
-                 a thread's own share of that is {:.1} us",
-                own * 1e6
-            ),
+        let evidence = format!(
+            "{evidence}; {lanes} threads of one process take turns on its interpreter, so a \
+             thread's own share of that is {:.1} us",
+            own * 1e6
         );
-        found.param(
-            "reader.preprocess_work",
-            "gil".into(),
-            format!(
-                "{:.0} us is shorter than a sleep can keep (about {:.0} us): the emulation's \
-                 threads spend their work busy, one at a time as a Python process's threads \
-                 do",
-                seconds * 1e6,
-                SLEEP_SLACK_S * 1e6
-            ),
+        let why = format!(
+            "{:.0} us is shorter than a sleep can keep (about {:.0} us): the emulation's threads \
+             spend their work busy, one at a time as a Python process's threads do",
+            seconds * 1e6,
+            SLEEP_SLACK_S * 1e6
         );
-        return;
+        (own, evidence, Some(("gil", why)))
     } else {
-        found.param("reader.preprocess_time", value(seconds), evidence);
-        return;
+        (seconds, evidence, None)
     };
-    found.param("reader.preprocess_time", value(seconds), evidence);
-    found.param("reader.preprocess_work", work.into(), why);
+    // Six places, or nine under 10 us (a thread's share of a pool's time).
+    let value = if per_reader < 10e-6 {
+        format!("{per_reader:.9}")
+    } else {
+        format!("{per_reader:.6}")
+    };
+    found.param("reader.preprocess_time", value, evidence);
+    if let Some((work, why)) = work {
+        found.param("reader.preprocess_work", work.into(), why);
+    }
 }
 
 /// About the shortest sleep that lasts what was asked on Linux (the timer's slack and the
