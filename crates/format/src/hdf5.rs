@@ -160,6 +160,7 @@ impl Format for Hdf5Format {
             sieve_bytes: self.sieve_bytes,
             open: rustc_hash::FxHashMap::default(),
             buffer: None,
+            label_buffer: None,
             chunk: Vec::new(),
             sample: Vec::new(),
         })
@@ -459,6 +460,8 @@ struct Hdf5Reader {
     sieve_bytes: u64,
     open: rustc_hash::FxHashMap<FileKey, OpenHdf5>,
     buffer: Option<IoBuffer>,
+    /// Where the labels' reads land (apart from `buffer`, which may hold the sample).
+    label_buffer: Option<IoBuffer>,
     chunk: Vec<u8>,
     sample: Vec<u8>,
 }
@@ -656,6 +659,34 @@ impl FormatReader for Hdf5Reader {
             });
         }
         let alignment = storage.capabilities().alignment;
+        // One contiguous record dataset (dlio's own layout): the sample is its bytes where
+        // the read put them, handed out without a copy into `sample`.
+        if let [record] = &file.records[..]
+            && let Placement::Contiguous(base) = record.placement
+        {
+            let part = record.shape[1..].iter().product::<usize>() * record.itemsize;
+            let offset = base + sample * part as u64;
+            let end = base + record.shape[0] as u64 * part as u64;
+            let bytes = if self.sieve_bytes > part as u64 {
+                file.sieves[0].read(
+                    &mut *file.handle,
+                    alignment,
+                    (offset, part, end),
+                    self.sieve_bytes,
+                )?
+            } else {
+                read_range(&mut *file.handle, &mut self.buffer, alignment, offset, part)?
+            };
+            read_label(
+                &mut *file.handle,
+                file.labels,
+                self.label_read,
+                &mut self.label_buffer,
+                alignment,
+                sample,
+            )?;
+            return Ok(bytes);
+        }
         self.sample.clear();
         for d in 0..file.records.len() {
             let record = &file.records[d];
@@ -702,29 +733,51 @@ impl FormatReader for Hdf5Reader {
                 }
             }
         }
-        if let Some((base, count)) = file.labels
-            && sample < count
-        {
-            // What the reader takes of the labels; the sample it hands out stays the records'.
-            let left = (count - sample) * LABEL_BYTES as u64;
-            let len = match self.label_read {
-                LabelRead::ToEnd => left.min(SIEVE_BUFFER_BYTES),
-                _ => LABEL_BYTES as u64,
-            };
-            read_range(
-                &mut *file.handle,
-                &mut self.buffer,
-                alignment,
-                base + sample * LABEL_BYTES as u64,
-                len as usize,
-            )?;
-        }
+        read_label(
+            &mut *file.handle,
+            file.labels,
+            self.label_read,
+            &mut self.label_buffer,
+            alignment,
+            sample,
+        )?;
         Ok(&self.sample)
     }
 
     fn close(&mut self, key: FileKey) {
         self.open.remove(&key);
     }
+}
+
+/// What a sample's read also takes of the `labels` dataset (at `labels`: its address and
+/// count), into a buffer of its own so that the sample's bytes stay where they were read.
+fn read_label(
+    handle: &mut dyn ReadHandle,
+    labels: Option<(u64, u64)>,
+    label_read: LabelRead,
+    buffer: &mut Option<IoBuffer>,
+    alignment: usize,
+    sample: u64,
+) -> Result<(), FormatError> {
+    let Some((base, count)) = labels else {
+        return Ok(());
+    };
+    if sample >= count {
+        return Ok(());
+    }
+    let left = (count - sample) * LABEL_BYTES as u64;
+    let len = match label_read {
+        LabelRead::ToEnd => left.min(SIEVE_BUFFER_BYTES),
+        _ => LABEL_BYTES as u64,
+    };
+    read_range(
+        handle,
+        buffer,
+        alignment,
+        base + sample * LABEL_BYTES as u64,
+        len as usize,
+    )?;
+    Ok(())
 }
 
 /// Copies sample `sample` of chunked record dataset `d` into `out` (C order), reading every
