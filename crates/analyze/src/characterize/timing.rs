@@ -293,8 +293,16 @@ pub(super) fn timing(
             .copied()
             .chain(std::iter::repeat_n(0.0, merged))
             .collect();
+        // The steady pauses are replayed by their quantiles when there are enough of them to
+        // draw a shape: a mean (or a normal law) would give every step the same pause, or a
+        // symmetric spread, where a program's pauses lean to one side of their mean (a step
+        // that sometimes collects garbage, a sleep's lateness), and the gaps between the
+        // replay's bursts would follow another distribution than the program's.
+        let shaped = !recurring && steady.len() >= MIN_SHAPED_PAUSES;
         let value = if recurring {
             quantiles_value(&pauses, per_event)
+        } else if shaped {
+            quantiles_value(&steady, per_event)
         } else {
             stats_value(&Stats {
                 mean: (compute_s.mean - per_event).max(0.0),
@@ -314,6 +322,12 @@ pub(super) fn timing(
                 "; {outliers} of the {} lay far from the rest, too many to be one-off stalls: the \
                  times are evenly spaced quantiles of every pause",
                 training_pauses.len()
+            )
+        } else if shaped {
+            format!(
+                "; the times are evenly spaced quantiles of the {} steady pauses, which keep \
+                 their shape",
+                steady.len()
             )
         } else {
             String::new()
@@ -614,6 +628,10 @@ fn quantiles_value(values: &[f64], minus: f64) -> String {
         .collect();
     format!("{{type: quantiles, values: [{}]}}", quantiles.join(", "))
 }
+
+/// The fewest steady pauses whose quantiles are written as the compute time: under it, their
+/// mean (and stdev), as a few values draw no shape.
+const MIN_SHAPED_PAUSES: usize = 8;
 
 /// A time as the workload writes it: its mean, or a normal law when the stdev is over 5% of
 /// the mean.
