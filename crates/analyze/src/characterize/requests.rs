@@ -746,6 +746,19 @@ pub(super) fn common_patterns(calls: &[&Rec], data: &DataSet) -> Vec<CommonPatte
         snap_nearly_equal(&mut openings);
         chosen = keys(&done, true);
     }
+    if chosen.is_empty() {
+        // One pattern made by half the openings or more, the others each a variant of their
+        // own (a WAV's optional chunk skipped in some files, its length theirs): that pattern
+        // stands for every opening. Its requests are the program's, where sizes drawn one by
+        // one from all the openings' requests would split each file into as many small
+        // requests as its header's fields (twice the program's read calls).
+        let openings: Vec<(&[PatternStep], bool)> = done
+            .iter()
+            .zip(&whole)
+            .map(|((_, o), &w)| (o.requests.as_slice(), w))
+            .collect();
+        chosen = made_by_half(&openings);
+    }
     chosen
         .into_iter()
         .map(|(requests, read_rest, count)| {
@@ -807,6 +820,21 @@ fn most_made(
         }
     }
     Vec::new()
+}
+
+/// The pattern made by half the openings or more, with its count; empty when none is.
+fn made_by_half(openings: &[(&[PatternStep], bool)]) -> Vec<(Vec<PatternStep>, bool, u64)> {
+    let mut counts: HashMap<(&[PatternStep], bool), u64> = HashMap::new();
+    for &key in openings {
+        *counts.entry(key).or_default() += 1;
+    }
+    counts
+        .into_iter()
+        .filter(|&(_, n)| n * 2 >= openings.len() as u64)
+        .max_by(|(a, n), (b, m)| n.cmp(m).then(b.cmp(a)))
+        .map(|((requests, whole), n)| (requests.to_vec(), whole, n))
+        .into_iter()
+        .collect()
 }
 
 /// The bytes a set of stretches covers, each counted once.
@@ -1020,6 +1048,24 @@ mod tests {
         let (per_call, per_byte) = fastest_read_cost(&one);
         assert_eq!(per_call, 0.0);
         assert!(one.iter().filter(|&&(b, t)| t > 2.0 * per_byte * b).count() == 10);
+    }
+
+    #[test]
+    fn a_pattern_made_by_half_the_openings_stands_for_a_tail_of_variants() {
+        // 7 WAV openings read the same fields; 3 skip a chunk of their own length first.
+        let common: Vec<PatternStep> = vec![(false, 0, 12), (false, 12, 8), (false, 20, 16)];
+        let variants: Vec<Vec<PatternStep>> = (0..3u64)
+            .map(|i| vec![(false, 0, 12), (false, 12, 8), (false, 60 + 10 * i, 8)])
+            .collect();
+        let mut openings: Vec<(&[PatternStep], bool)> =
+            std::iter::repeat_n((common.as_slice(), true), 7).collect();
+        openings.extend(variants.iter().map(|v| (v.as_slice(), true)));
+        assert_eq!(made_by_half(&openings), vec![(common.clone(), true, 7)]);
+        // Under half: no pattern stands for the rest.
+        let few: Vec<(&[PatternStep], bool)> = std::iter::repeat_n((common.as_slice(), true), 2)
+            .chain(variants.iter().map(|v| (v.as_slice(), true)))
+            .collect();
+        assert!(made_by_half(&few).is_empty());
     }
 
     #[test]
