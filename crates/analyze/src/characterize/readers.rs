@@ -255,6 +255,32 @@ pub(super) fn readers(
                 evidence,
             );
         }
+    } else if let Some(initial) = (paused && read_threads == 1 && !only_main)
+        .then(|| initial_samples(sample_events, batch))
+        .filter(|&initial| initial >= 2 * batch.max(1))
+    {
+        // One thread beside the training loop (a producer filling a bounded queue) whose
+        // first burst holds several batches: it read ahead until the queue was full, then one
+        // batch each time the loop took one. dlio's reader keeps `prefetch_size` finished
+        // batches besides the one handed over and the one it reads.
+        let batches = initial / batch.max(1);
+        found.param(
+            "reader.read_ahead",
+            "True".into(),
+            format!(
+                "the one reading thread is not the program's main thread, and its first burst \
+                 holds {batches} batches ({initial} samples) where the others hold one: it \
+                 reads ahead of the steps"
+            ),
+        );
+        found.param(
+            "reader.prefetch_size",
+            batches.saturating_sub(2).max(1).to_string(),
+            format!(
+                "the first burst's {batches} batches: the one the first step took, the one the \
+                 reader read while it waited for room, and those waiting between them"
+            ),
+        );
     } else if read_threads > 0 {
         found.param(
             "reader.read_ahead",
