@@ -481,6 +481,41 @@ fn evaluations_every_few_steps_fall_inside_epochs_and_split_the_blocks() {
 }
 
 #[test]
+fn an_evaluation_pass_reads_only_its_steps_of_the_split() {
+    // 4 evaluation files in batches of 2 hold 2 steps; steps_per_eval 1 reads one of them
+    // after each of the 2 epochs.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args = small(tmp.path(), 8, 2);
+    args.retain(|a| !a.contains("evaluation=False") && !a.contains("num_files_eval"));
+    args.push("++workload.workflow.generate_data=True".into());
+    args.push("++workload.workflow.evaluation=True".into());
+    args.push("++workload.dataset.num_files_eval=4".into());
+    args.push("++workload.reader.batch_size_eval=2".into());
+    args.push("++workload.evaluation.steps_per_eval=1".into());
+    args.push("++workload.train.epochs=2".into());
+    run_ok(dlio().arg("run").args(&args));
+    let o = json(&tmp.path().join("out/0_output.json"));
+    for epoch in ["1", "2"] {
+        let compute = &o[epoch]["compute"];
+        assert_eq!(
+            compute["eval"].as_array().unwrap().len(),
+            1,
+            "{epoch}: {compute}"
+        );
+        assert_eq!(
+            compute["block1"].as_array().unwrap().len(),
+            4,
+            "{epoch}: {compute}"
+        );
+    }
+    // Without workflow.evaluation, the key would do nothing: refused.
+    let mut off = small(tmp.path(), 8, 2);
+    off.push("++workload.evaluation.steps_per_eval=1".into());
+    let err = run_err(dlio().arg("run").args(&off));
+    assert!(err.contains("evaluation.steps_per_eval"), "{err}");
+}
+
+#[test]
 fn dlio_benchmark_behaves_like_dlio_run() {
     let tmp = tempfile::tempdir().unwrap();
     let mut args = small(tmp.path(), 4, 2);

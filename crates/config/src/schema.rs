@@ -1170,6 +1170,10 @@ pub struct EvaluationConfig {
     /// (`eval_after_epoch`, `epochs_between_evals`); a pass may fall inside an epoch. 0 (the
     /// default): evaluations follow epochs, as DLIO's.
     pub steps_between_evals: u64,
+    /// Ours: the steps (of `reader.batch_size_eval`) each evaluation pass reads, as a training
+    /// loop's `eval_iters` or `limit_val_batches` reads a part of the split. 0 (the default):
+    /// the whole split, as DLIO's.
+    pub steps_per_eval: u64,
 }
 
 impl Default for EvaluationConfig {
@@ -1179,6 +1183,7 @@ impl Default for EvaluationConfig {
             eval_after_epoch: 1,
             epochs_between_evals: 1,
             steps_between_evals: 0,
+            steps_per_eval: 0,
         }
     }
 }

@@ -133,6 +133,16 @@ impl Config {
                 "set workflow.evaluation: True, or remove evaluation.steps_between_evals",
             ));
         }
+        if self.evaluation.steps_per_eval > 0 && !self.workflow.evaluation {
+            return Err(invalid(
+                "evaluation.steps_per_eval",
+                format!(
+                    "is {}, but workflow.evaluation is False: no evaluation pass runs.",
+                    self.evaluation.steps_per_eval
+                ),
+                "set workflow.evaluation: True, or remove evaluation.steps_per_eval",
+            ));
+        }
         let interval = self.reader.worker_start_interval;
         seconds_in_range(
             "reader.worker_start_interval",

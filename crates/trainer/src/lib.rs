@@ -232,7 +232,8 @@ pub fn eval_plan_spec(config: &Config, world: u32, num_files: u64, random_seed: 
     PlanSpec {
         num_files,
         batch_size: config.reader.batch_size_eval.max(1),
-        total_training_steps: None,
+        total_training_steps: (config.evaluation.steps_per_eval > 0)
+            .then_some(config.evaluation.steps_per_eval),
         ..train_plan_spec(config, world, num_files, random_seed)
     }
 }

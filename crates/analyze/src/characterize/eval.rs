@@ -44,6 +44,7 @@ pub(super) fn eval_pass(
     activity: &Activity,
     training_samples: &[&Rec],
     epochs: u64,
+    windows_per_file: Option<u64>,
 ) -> (EvalPass, Found) {
     let mut found = Found::default();
     let (start, end) = activity.window;
@@ -189,6 +190,29 @@ pub(super) fn eval_pass(
         }),
     );
     found.param("reader.batch_size_eval", batch.to_string(), step_evidence);
+    // Samples that are windows of larger files: a pass that opened fewer of them than the
+    // split's files hold read a part of the split (a loop's `eval_iters`), where DLIO's pass
+    // reads every window the files hold.
+    if let Some(per_file) = windows_per_file {
+        let opened: Vec<f64> = windows
+            .iter()
+            .map(|(_, _, c)| c.iter().filter(|r| op(r) == Op::Open).count() as f64)
+            .collect();
+        let per_pass = Stats::of(&opened).median.round() as u64;
+        let steps = per_pass.div_ceil(batch);
+        let whole = (files.len() as u64 * per_file).div_ceil(batch);
+        if per_pass > 0 && steps < whole {
+            found.param(
+                "evaluation.steps_per_eval",
+                steps.to_string(),
+                format!(
+                    "a pass opened {per_pass} windows (median of {passes} passes), {steps} \
+                     steps of {batch}, where the split's {} files hold {whole} steps of them",
+                    files.len()
+                ),
+            );
+        }
+    }
     found.param(
         "evaluation.eval_time",
         format!("{eval_time:.6}"),

@@ -628,7 +628,17 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
         );
     }
     // The evaluation pass is found first (its takes are not training steps) and written after.
-    let (eval, eval_found) = eval::eval_pass(t, data, &activity, &samples.events, samples.epochs);
+    let windows_per_file = samples
+        .windows
+        .then(|| samples.in_data_set / (data.files.len() as u64).max(1));
+    let (eval, eval_found) = eval::eval_pass(
+        t,
+        data,
+        &activity,
+        &samples.events,
+        samples.epochs,
+        windows_per_file,
+    );
     let (readers, f) = readers::readers(t, &activity, &samples, &eval);
     found.append(f);
     found.append(readers::last_batch(&samples, &readers));
