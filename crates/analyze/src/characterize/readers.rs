@@ -32,6 +32,10 @@ pub(super) struct Readers {
     pub read_threads: u64,
     /// A stream's step, seconds: its compute, as the reads run ahead of it.
     pub stream_step_s: Option<f64>,
+    /// One reading thread beside the main loop read batches ahead at the start (a producer
+    /// filling a bounded queue): the first burst's extra batches are its prefetch, not steps
+    /// read back to back.
+    pub early_ahead: bool,
 }
 
 /// The readers section: `reader.batch_size`, `reader.read_threads`, `reader.read_ahead` and
@@ -189,6 +193,7 @@ pub(super) fn readers(
             )
         },
     );
+    let mut early_ahead = false;
     if let Some(a) = &ahead {
         found.param(
             "reader.read_ahead",
@@ -257,12 +262,15 @@ pub(super) fn readers(
         }
     } else if let Some(initial) = (paused && read_threads == 1 && !only_main)
         .then(|| initial_samples(sample_events, batch))
-        .filter(|&initial| initial >= 2 * batch.max(1))
+        .filter(|&initial| initial >= 3 * batch.max(1))
     {
         // One thread beside the training loop (a producer filling a bounded queue) whose
-        // first burst holds several batches: it read ahead until the queue was full, then one
-        // batch each time the loop took one. dlio's reader keeps `prefetch_size` finished
-        // batches besides the one handed over and the one it reads.
+        // first burst holds three batches or more: it read ahead until the queue was full,
+        // then one batch each time the loop took one. dlio's reader keeps `prefetch_size`
+        // finished batches besides the one handed over and the one it reads, so its first
+        // burst is two batches more than that (one batch ahead, two in the first burst, is
+        // replayed as a step read with the next, its pause 0: see the timing section).
+        early_ahead = true;
         let batches = initial / batch.max(1);
         found.param(
             "reader.read_ahead",
@@ -303,6 +311,7 @@ pub(super) fn readers(
             threads: reader_threads,
             read_threads,
             stream_step_s: None,
+            early_ahead,
         },
         found,
     )
@@ -349,6 +358,7 @@ fn stream_readers(activity: &Activity, samples: &Samples, stream: &Stream) -> (R
             threads: census.threads,
             read_threads: stream.open_at_once,
             stream_step_s: steps.map(|s| s.step_s),
+            early_ahead: false,
         },
         found,
     )

@@ -197,16 +197,24 @@ pub(super) fn samples<'t>(
     };
     // Whole files or windows read through a buffered stream (Python's file objects), one run
     // of contiguous reads an opening: the stream's requests, not drawn sizes, replay theirs.
+    // A pattern that only half the openings make or more (the rest variants of it) gives way
+    // to a buffered stream that makes every opening's requests.
+    let half_only = matches!(patterns.as_slice(), [p] if p.share < 0.8);
     let buffered = match fit {
         Some(fit)
             if (whole_files || crop.is_some())
-                && patterns.is_empty()
+                && (patterns.is_empty() || half_only)
                 && fit.runs as f64 <= 1.1 * opens.len() as f64 =>
         {
             Some(fit)
         }
         Some(fit) if records_in_runs => Some(fit),
         _ => None,
+    };
+    let patterns = if half_only && buffered.is_some() {
+        Vec::new()
+    } else {
+        patterns
     };
     // A window or a record is what the program took of it: the stream's last fill reads past
     // it.

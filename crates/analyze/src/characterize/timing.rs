@@ -274,7 +274,8 @@ pub(super) fn timing(
         // them: when most bursts would hold several batches, the batch is what is wrong.
         let replay_steps = (sample_events.len() as u64 * unit_rows) / batch.max(1);
         let merged = replay_steps.saturating_sub(bursts.len() as u64) as usize;
-        let merged = if merged * 4 <= bursts.len() {
+        // A producer's first batches read ahead are its prefetch, replayed as such.
+        let merged = if merged * 4 <= bursts.len() && !readers.early_ahead {
             merged
         } else {
             0
