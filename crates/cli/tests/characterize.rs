@@ -942,6 +942,66 @@ fn evaluations_every_few_steps_are_replayed_between_those_steps() {
     assert_scores("eval_every_n_steps", &r);
 }
 
+/// An evaluation every 10 steps that reads one window of each of 10 clips, where the clips
+/// hold 17 windows each: each pass is one step of 10 (`evaluation.steps_per_eval`), not the
+/// whole split, and the replay reads the program's bytes from the training folder.
+#[test]
+fn an_evaluation_of_a_few_windows_reads_only_those_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = trace_characterize_replay(dir.path(), "video_tail_index_threadpool");
+    let d = &r.derived;
+    for (key, value) in [
+        ("workflow.evaluation", "True"),
+        ("dataset.num_files_eval", "10"),
+        ("reader.batch_size_eval", "10"),
+        ("evaluation.steps_per_eval", "1"),
+        ("evaluation.steps_between_evals", "10"),
+    ] {
+        assert_eq!(d.get(key).map(String::as_str), Some(value), "{key}: {d:?}");
+    }
+    // The bytes and the files of the training folder: before the cap, the passes read every
+    // window of the split, twice the program's bytes.
+    let bounds = r.fidelity["bounds"].as_array().unwrap();
+    for (bound, limit) in [("data bytes read", 0.02), ("files read", 0.05)] {
+        let b = bounds.iter().find(|b| b["name"] == bound).unwrap();
+        let error = b["error"].as_f64().unwrap();
+        assert!(error <= limit, "{bound}: {error}\n{}", r.fidelity["bounds"]);
+    }
+}
+
+/// A producer thread that fills a queue of two shards while the loop trains: its first burst
+/// holds four shards, then one a step. It reads ahead (prefetch 2: the queue's two, besides
+/// the shard taken and the one waiting for room), so the replay's last read comes when the
+/// program's did.
+#[test]
+fn a_producer_thread_filling_a_queue_reads_ahead_by_the_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = trace_characterize_replay(dir.path(), "shard_producer_queue_readinto");
+    let d = &r.derived;
+    for (key, value) in [
+        ("dataset.num_files_train", "4"),
+        ("reader.batch_size", "1"),
+        ("reader.read_threads", "1"),
+        ("reader.read_ahead", "True"),
+        ("reader.prefetch_size", "2"),
+        ("train.epochs", "3"),
+    ] {
+        assert_eq!(d.get(key).map(String::as_str), Some(value), "{key}: {d:?}");
+    }
+    // Read the shards at their steps instead, its I/O phase was 39% long. (Its gaps stay
+    // apart: dlio's loader does not read ahead across an epoch's end, the producer does.)
+    let bounds = r.fidelity["bounds"].as_array().unwrap();
+    let mut limits = vec![("data bytes read", 0.02), ("read calls", 0.10)];
+    if r.core_share >= SATURATED_CORE_SHARE {
+        limits.push(("I/O phase (s)", 0.25));
+    }
+    for (bound, limit) in limits {
+        let b = bounds.iter().find(|b| b["name"] == bound).unwrap();
+        let error = b["error"].as_f64().unwrap();
+        assert!(error <= limit, "{bound}: {error}\n{}", r.fidelity["bounds"]);
+    }
+}
+
 /// Parquet files read by row group with column selection: the files' own columns, those whose
 /// chunks the reads cover marked read, the footer read as pyarrow reads it.
 #[test]
