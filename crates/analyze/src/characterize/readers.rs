@@ -147,14 +147,12 @@ pub(super) fn readers(
             "no compute pauses to group samples by".into()
         },
     );
-    // A dlio reader thread that reads ahead reads whole batches: where an epoch is fewer steps
-    // than the program had reading threads (an I/O pool fetching a whole epoch in one burst),
-    // the threads beyond them would only open the files. Without read-ahead (steps found by
-    // their pauses) every batch's samples are spread over all the threads, as the program's
-    // pool spread them (tf.data's readers, one file each).
+    // A dlio reader thread reads whole batches: where an epoch is fewer steps than the
+    // program had reading threads (an I/O pool fetching a whole epoch in one burst), the
+    // threads beyond them would only open the files.
     let epoch_steps = samples.per_epoch().div_ceil(batch.max(1)).max(1);
     let pooled = read_threads;
-    let read_threads = if read_threads > epoch_steps && ahead.is_none() && !paused {
+    let read_threads = if read_threads > epoch_steps && ahead.is_none() {
         epoch_steps
     } else {
         read_threads
