@@ -961,12 +961,7 @@ fn an_evaluation_of_a_few_windows_reads_only_those_steps() {
     }
     // The bytes and the files of the training folder: before the cap, the passes read every
     // window of the split, twice the program's bytes.
-    let bounds = r.fidelity["bounds"].as_array().unwrap();
-    for (bound, limit) in [("data bytes read", 0.02), ("files read", 0.05)] {
-        let b = bounds.iter().find(|b| b["name"] == bound).unwrap();
-        let error = b["error"].as_f64().unwrap();
-        assert!(error <= limit, "{bound}: {error}\n{}", r.fidelity["bounds"]);
-    }
+    assert_bounds_within(&r, &[("data bytes read", 0.02), ("files read", 0.05)]);
 }
 
 /// A producer thread that fills a queue of two shards while the loop trains: its first burst
@@ -990,12 +985,18 @@ fn a_producer_thread_filling_a_queue_reads_ahead_by_the_queue() {
     }
     // Read the shards at their steps instead, its I/O phase was 39% long. (Its gaps stay
     // apart: dlio's loader does not read ahead across an epoch's end, the producer does.)
-    let bounds = r.fidelity["bounds"].as_array().unwrap();
     let mut limits = vec![("data bytes read", 0.02), ("read calls", 0.10)];
     if r.core_share >= SATURATED_CORE_SHARE {
         limits.push(("I/O phase (s)", 0.25));
     }
-    for (bound, limit) in limits {
+    assert_bounds_within(&r, &limits);
+}
+
+/// Each named bound of the replay's fidelity within its limit (for tests that hold some
+/// bounds only: a class whose other bounds the replay does not meet yet, said where used).
+fn assert_bounds_within(r: &Replayed, limits: &[(&str, f64)]) {
+    let bounds = r.fidelity["bounds"].as_array().unwrap();
+    for &(bound, limit) in limits {
         let b = bounds.iter().find(|b| b["name"] == bound).unwrap();
         let error = b["error"].as_f64().unwrap();
         assert!(error <= limit, "{bound}: {error}\n{}", r.fidelity["bounds"]);

@@ -437,17 +437,26 @@ fn read_threads_zero_one_two_and_evaluation_run() {
     }
 }
 
+/// `args` with an evaluation split of 4 files read in batches of 2 (data generated).
+fn with_evaluation(mut args: Vec<String>) -> Vec<String> {
+    args.retain(|a| !a.contains("evaluation=False") && !a.contains("num_files_eval"));
+    for arg in [
+        "++workload.workflow.generate_data=True",
+        "++workload.workflow.evaluation=True",
+        "++workload.dataset.num_files_eval=4",
+        "++workload.reader.batch_size_eval=2",
+    ] {
+        args.push(arg.into());
+    }
+    args
+}
+
 #[test]
 fn evaluations_every_few_steps_fall_inside_epochs_and_split_the_blocks() {
     // 8 files in batches of 2: 4 steps an epoch; an evaluation (4 files, 2 steps) after every
     // 2 steps of the run: two passes in each epoch, one of them mid-epoch.
     let tmp = tempfile::tempdir().unwrap();
-    let mut args = small(tmp.path(), 8, 2);
-    args.retain(|a| !a.contains("evaluation=False") && !a.contains("num_files_eval"));
-    args.push("++workload.workflow.generate_data=True".into());
-    args.push("++workload.workflow.evaluation=True".into());
-    args.push("++workload.dataset.num_files_eval=4".into());
-    args.push("++workload.reader.batch_size_eval=2".into());
+    let mut args = with_evaluation(small(tmp.path(), 8, 2));
     args.push("++workload.evaluation.eval_time=0.001".into());
     args.push("++workload.evaluation.steps_between_evals=2".into());
     args.push("++workload.train.epochs=2".into());
@@ -485,12 +494,7 @@ fn an_evaluation_pass_reads_only_its_steps_of_the_split() {
     // 4 evaluation files in batches of 2 hold 2 steps; steps_per_eval 1 reads one of them
     // after each of the 2 epochs.
     let tmp = tempfile::tempdir().unwrap();
-    let mut args = small(tmp.path(), 8, 2);
-    args.retain(|a| !a.contains("evaluation=False") && !a.contains("num_files_eval"));
-    args.push("++workload.workflow.generate_data=True".into());
-    args.push("++workload.workflow.evaluation=True".into());
-    args.push("++workload.dataset.num_files_eval=4".into());
-    args.push("++workload.reader.batch_size_eval=2".into());
+    let mut args = with_evaluation(small(tmp.path(), 8, 2));
     args.push("++workload.evaluation.steps_per_eval=1".into());
     args.push("++workload.train.epochs=2".into());
     run_ok(dlio().arg("run").args(&args));

@@ -123,25 +123,23 @@ impl Config {
             self.reader.epoch_start_time,
             "the seconds a loader takes to start",
         )?;
-        if self.evaluation.steps_between_evals > 0 && !self.workflow.evaluation {
-            return Err(invalid(
+        // Keys of the evaluation pass that would do nothing without one.
+        for (key, value) in [
+            (
                 "evaluation.steps_between_evals",
-                format!(
-                    "is {}, but workflow.evaluation is False: no evaluation pass runs.",
-                    self.evaluation.steps_between_evals
-                ),
-                "set workflow.evaluation: True, or remove evaluation.steps_between_evals",
-            ));
-        }
-        if self.evaluation.steps_per_eval > 0 && !self.workflow.evaluation {
-            return Err(invalid(
-                "evaluation.steps_per_eval",
-                format!(
-                    "is {}, but workflow.evaluation is False: no evaluation pass runs.",
-                    self.evaluation.steps_per_eval
-                ),
-                "set workflow.evaluation: True, or remove evaluation.steps_per_eval",
-            ));
+                self.evaluation.steps_between_evals,
+            ),
+            ("evaluation.steps_per_eval", self.evaluation.steps_per_eval),
+        ] {
+            if value > 0 && !self.workflow.evaluation {
+                return Err(invalid(
+                    key,
+                    format!(
+                        "is {value}, but workflow.evaluation is False: no evaluation pass runs."
+                    ),
+                    format!("set workflow.evaluation: True, or remove {key}"),
+                ));
+            }
         }
         let interval = self.reader.worker_start_interval;
         seconds_in_range(
