@@ -288,12 +288,26 @@ pub(super) fn timing(
         } else {
             String::new()
         };
-        let recurring = recurring || merged > 0;
-        let pauses: Vec<f64> = training_pauses
-            .iter()
-            .copied()
-            .chain(std::iter::repeat_n(0.0, merged))
-            .collect();
+        // Bursts that held fewer samples than a batch (a token budget's batches, each of the
+        // bytes its documents took): the replay has fewer steps than the program, and the
+        // pauses of the steps it lacks would be lost. As many of its pauses are two of the
+        // program's together, so that they add up to the program's. A few of them, as above.
+        let fewer = (bursts.len() as u64).saturating_sub(replay_steps) as usize;
+        let fewer = if merged == 0 && fewer * 4 <= bursts.len() && !readers.early_ahead {
+            fewer.min(training_pauses.len() / 2)
+        } else {
+            0
+        };
+        let recurring = recurring || merged > 0 || fewer > 0;
+        let pauses: Vec<f64> = if fewer > 0 {
+            paired_pauses(&training_pauses, fewer)
+        } else {
+            training_pauses
+                .iter()
+                .copied()
+                .chain(std::iter::repeat_n(0.0, merged))
+                .collect()
+        };
         // The steady pauses are replayed by their quantiles when there are enough of them to
         // draw a shape: a mean (or a normal law) would give every step the same pause, or a
         // symmetric spread, where a program's pauses lean to one side of their mean (a step
@@ -310,7 +324,15 @@ pub(super) fn timing(
                 ..compute_s
             })
         };
-        let outliers_said = if merged > 0 {
+        let outliers_said = if fewer > 0 {
+            format!(
+                "; {fewer} fewer steps than bursts ({replay_steps} batches of {batch} in {} \
+                 bursts: some held fewer samples than a batch): as many pauses are two of the \
+                 program's together, and the times are evenly spaced quantiles of those and \
+                 every other pause",
+                bursts.len()
+            )
+        } else if merged > 0 {
             format!(
                 "; {merged} more steps than bursts ({replay_steps} batches of {batch} in {} \
                  bursts: some held two batches, read back to back): those steps pause 0 ms, \
@@ -630,6 +652,28 @@ fn quantiles_value(values: &[f64], minus: f64) -> String {
     format!("{{type: quantiles, values: [{}]}}", quantiles.join(", "))
 }
 
+/// `pauses` with `pairs` of them (at most half), evenly spread over the run, each added to
+/// the one after it: as many fewer values with the same sum.
+fn paired_pauses(pauses: &[f64], pairs: usize) -> Vec<f64> {
+    let pairs = pairs.min(pauses.len() / 2);
+    if pairs == 0 {
+        return pauses.to_vec();
+    }
+    let stride = pauses.len() / pairs;
+    let mut out = Vec::with_capacity(pauses.len() - pairs);
+    let mut i = 0;
+    while i < pauses.len() {
+        if i % stride == 0 && i / stride < pairs && i + 1 < pauses.len() {
+            out.push(pauses[i] + pauses[i + 1]);
+            i += 2;
+        } else {
+            out.push(pauses[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
 /// The fewest steady pauses whose quantiles are written as the compute time: under it, their
 /// mean (and stdev), as a few values draw no shape.
 const MIN_SHAPED_PAUSES: usize = 8;
@@ -721,6 +765,16 @@ fn steady_values(values: &[f64]) -> (Vec<f64>, usize) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn paired_pauses_keep_their_sum_in_fewer_values() {
+        let pauses: Vec<f64> = (1..=10).map(f64::from).collect();
+        let paired = super::paired_pauses(&pauses, 2);
+        assert_eq!(paired, vec![3.0, 3.0, 4.0, 5.0, 13.0, 8.0, 9.0, 10.0]);
+        assert_eq!(paired.iter().sum::<f64>(), pauses.iter().sum::<f64>());
+        // At most half of them.
+        assert_eq!(super::paired_pauses(&pauses, 9).len(), 5);
+    }
+
     #[test]
     fn quantiles_span_the_measured_times_less_the_loader_time() {
         // 8 pauses of 21 ms and 2 of 31 ms, less 0.5 ms of loader time each.
