@@ -696,12 +696,7 @@ pub(super) fn common_patterns(calls: &[&Rec], data: &DataSet) -> Vec<CommonPatte
         }
     }
     let keys = |done: &[(u64, Opening)], several| -> Vec<(Vec<PatternStep>, bool, u64)> {
-        let openings: Vec<(&[PatternStep], bool)> = done
-            .iter()
-            .zip(&whole)
-            .map(|((_, o), &w)| (o.requests.as_slice(), w))
-            .collect();
-        most_made(&openings, several)
+        most_made(&keyed(done, &whole), several)
     };
     let mut chosen = keys(&done, false);
     if chosen.is_empty() {
@@ -752,12 +747,7 @@ pub(super) fn common_patterns(calls: &[&Rec], data: &DataSet) -> Vec<CommonPatte
         // stands for every opening. Its requests are the program's, where sizes drawn one by
         // one from all the openings' requests would split each file into as many small
         // requests as its header's fields (twice the program's read calls).
-        let openings: Vec<(&[PatternStep], bool)> = done
-            .iter()
-            .zip(&whole)
-            .map(|((_, o), &w)| (o.requests.as_slice(), w))
-            .collect();
-        chosen = made_by_half(&openings);
+        chosen = made_by_half(&keyed(&done, &whole));
     }
     chosen
         .into_iter()
@@ -799,11 +789,8 @@ fn most_made(
     openings: &[(&[PatternStep], bool)],
     several: bool,
 ) -> Vec<(Vec<PatternStep>, bool, u64)> {
-    let mut counts: HashMap<(&[PatternStep], bool), u64> = HashMap::new();
-    for &key in openings {
-        *counts.entry(key).or_default() += 1;
-    }
-    let mut by_count: Vec<((&[PatternStep], bool), u64)> = counts.into_iter().collect();
+    let mut by_count: Vec<((&[PatternStep], bool), u64)> =
+        pattern_counts(openings).into_iter().collect();
     // Most made first; ties to the longer pattern, then a fixed order.
     by_count.sort_by(|(a, n), (b, m)| m.cmp(n).then(b.0.len().cmp(&a.0.len())).then(a.cmp(b)));
     let total = openings.len() as u64;
@@ -824,17 +811,33 @@ fn most_made(
 
 /// The pattern made by half the openings or more, with its count; empty when none is.
 fn made_by_half(openings: &[(&[PatternStep], bool)]) -> Vec<(Vec<PatternStep>, bool, u64)> {
-    let mut counts: HashMap<(&[PatternStep], bool), u64> = HashMap::new();
-    for &key in openings {
-        *counts.entry(key).or_default() += 1;
-    }
-    counts
+    pattern_counts(openings)
         .into_iter()
         .filter(|&(_, n)| n * 2 >= openings.len() as u64)
         .max_by(|(a, n), (b, m)| n.cmp(m).then(b.cmp(a)))
         .map(|((requests, whole), n)| (requests.to_vec(), whole, n))
         .into_iter()
         .collect()
+}
+
+/// Each opening's requests and whether it read its whole file (`whole`, in the same order):
+/// what the patterns are counted by.
+fn keyed<'a>(done: &'a [(u64, Opening)], whole: &[bool]) -> Vec<(&'a [PatternStep], bool)> {
+    done.iter()
+        .zip(whole)
+        .map(|((_, o), &w)| (o.requests.as_slice(), w))
+        .collect()
+}
+
+/// How many openings made each (requests, whole file) key.
+fn pattern_counts<'a>(
+    openings: &[(&'a [PatternStep], bool)],
+) -> HashMap<(&'a [PatternStep], bool), u64> {
+    let mut counts = HashMap::new();
+    for &key in openings {
+        *counts.entry(key).or_default() += 1;
+    }
+    counts
 }
 
 /// The bytes a set of stretches covers, each counted once.
