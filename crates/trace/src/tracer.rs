@@ -781,8 +781,7 @@ impl Tracer {
             path: spill.clone(),
             source,
         })?;
-        let base = Instant::now();
-        let clock = Clock::start();
+        let (clock, base) = Clock::start();
         let base_unix_ns = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))

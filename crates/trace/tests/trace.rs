@@ -491,6 +491,43 @@ fn stamped_and_instant_timed_events_share_one_timeline() {
 }
 
 #[test]
+fn an_instant_and_a_stamp_taken_together_are_one_moment_in_the_trace() {
+    // Steps are cut where a compute span (timed with Instants) ends, and a reader's refill
+    // (stamped) begins microseconds later: an offset between the two clocks' bases moves
+    // reads into the wrong step. The clocks' bases were once 20 µs apart.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tracer = Tracer::create(&TraceOptions::new(dir.path(), 0, 1)).expect("tracer");
+    let file = tracer.file(Path::new("/data/a.npy"));
+    const PAIRS: i64 = 21;
+    for k in 0..PAIRS {
+        let (at, stamp) = (Instant::now(), tracer.stamp());
+        tracer.complete(ai::COMPUTE, at, at, &[("step", k)]);
+        tracer.io_between(IoOp::Read, file, Some(k as u64), Some(1), stamp, stamp);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let summary = tracer.finish().expect("finish").expect("enabled");
+    let events = load(&summary.path);
+    let ts_of = |name: &str, key: &str, k: i64| {
+        complete_events(&events)
+            .into_iter()
+            .find(|e| e["name"] == name && e["args"][key].as_i64() == Some(k))
+            .and_then(|e| e["ts"].as_f64())
+            .unwrap_or_else(|| panic!("no {name} event with {key} {k}"))
+    };
+    let mut apart: Vec<f64> = (0..PAIRS)
+        .map(|k| (ts_of("compute", "step", k) - ts_of("pread", "offset", k)).abs())
+        .collect();
+    apart.sort_by(f64::total_cmp);
+    // The median pair: one preempted pair on a busy machine does not move it; the trace's
+    // microsecond timestamps round each side by up to 1 µs.
+    let median = apart[apart.len() / 2];
+    assert!(
+        median <= 3.0,
+        "an Instant and a stamp taken together lie {median} µs apart: {apart:?}"
+    );
+}
+
+#[test]
 fn a_prepared_span_is_recorded_as_complete_records_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let tracer = Tracer::create(&TraceOptions::new(dir.path(), 0, 1)).expect("tracer");
