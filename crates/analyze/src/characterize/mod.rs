@@ -47,7 +47,7 @@ mod writes;
 pub(crate) use consumer::{Consumer, find_consumer};
 pub use output::{CharacterizationFiles, render_characterization, write_characterization};
 use trace_view::Burst;
-pub(crate) use trace_view::{DataSet, bursts, data_calls};
+pub(crate) use trace_view::{DataSet, bursts, data_calls, is_system_path};
 pub(crate) use trace_view::{compute_ends, compute_starts};
 
 /// The shortest ratio between the median compute pause and the median of the level of pauses
