@@ -155,67 +155,48 @@ impl DataSet {
             .map(|(h, f)| (*h, f, t.path(*h)))
             .filter(|(_, _, p)| !is_system_path(p))
             .collect();
-        let dir = match dir {
-            Some(d) => d.to_string_lossy().trim_end_matches('/').to_string(),
+        let (dir, files, extension, subfolders) = match dir {
+            Some(d) => in_folder(t, &read, d.to_string_lossy().trim_end_matches('/'))?,
             None => {
                 let mut by_dir: BTreeMap<&str, u64> = BTreeMap::new();
                 for (_, f, p) in &read {
                     *by_dir.entry(parent_of(p)).or_default() += f.bytes_read;
                 }
-                by_dir
-                    .into_iter()
-                    .max_by_key(|(_, bytes)| *bytes)
-                    .map(|(d, _)| d.to_string())
-                    .ok_or_else(|| {
-                        AnalyzeError::Unusable(format!(
-                            "the traces read no file outside the interpreter's and the system's \
-                             folders ({} files read in all): the program read no data, or read \
-                             it in a way the trace does not show (memory maps, a network \
-                             client); check the command, or name the data folder with \
-                             --data-dir",
-                            totals.values().filter(|f| f.bytes_read > 0).count()
-                        ))
-                    })?
+                let mut candidates: Vec<(&str, u64)> = by_dir.into_iter().collect();
+                candidates.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+                if candidates.is_empty() {
+                    return Err(AnalyzeError::Unusable(format!(
+                        "the traces read no file outside the interpreter's and the system's \
+                         folders ({} files read in all): the program read no data, or read \
+                         it in a way the trace does not show (memory maps, a network \
+                         client); check the command, or name the data folder with \
+                         --data-dir",
+                        totals.values().filter(|f| f.bytes_read > 0).count()
+                    )));
+                }
+                // The folder that read the most bytes, with the class folders read interleaved
+                // beside it: one of eight subfolders (a shard a folder) can read less than an
+                // evaluation split's folder, and the data set is all eight.
+                let bytes_of = |files: &HashSet<u64>| -> u64 {
+                    files
+                        .iter()
+                        .filter_map(|f| totals.get(f))
+                        .map(|f| f.bytes_read)
+                        .sum()
+                };
+                let mut best: Option<(String, HashSet<u64>, String, u64)> = None;
+                for (d, _) in candidates.into_iter().take(MAX_CANDIDATE_FOLDERS) {
+                    let found = in_folder(t, &read, d)?;
+                    if best
+                        .as_ref()
+                        .is_none_or(|b| bytes_of(&found.1) > bytes_of(&b.1))
+                    {
+                        best = Some(found);
+                    }
+                }
+                best.expect("one candidate or more")
             }
         };
-        let in_dir: Vec<&(u64, &FileTotals, &str)> = read
-            .iter()
-            .filter(|(_, _, p)| parent_of(p) == dir)
-            .collect();
-        let below: Vec<&(u64, &FileTotals, &str)> = if in_dir.is_empty() {
-            // A named folder whose files sit in subfolders (class folders): every file below.
-            let prefix = format!("{dir}/");
-            read.iter()
-                .filter(|(_, _, p)| p.starts_with(&prefix))
-                .collect()
-        } else {
-            in_dir
-        };
-        let mut by_ext: BTreeMap<&str, u64> = BTreeMap::new();
-        for (_, f, p) in &below {
-            *by_ext.entry(extension_of(p)).or_default() += f.bytes_read;
-        }
-        let extension = by_ext
-            .into_iter()
-            .max_by_key(|(_, b)| *b)
-            .map(|(e, _)| e.to_string())
-            .ok_or_else(|| {
-                AnalyzeError::Unusable(format!(
-                    "no file in {dir} was read; name the folder that holds the data files with \
-                     --data-dir"
-                ))
-            })?;
-        let files: HashSet<u64> = below
-            .iter()
-            .filter(|(_, _, p)| extension_of(p) == extension)
-            .map(|(h, _, _)| *h)
-            .collect();
-        let same_kind: Vec<(u64, &str)> = read
-            .iter()
-            .filter(|(_, _, p)| extension_of(p) == extension)
-            .map(|(h, _, p)| (*h, *p))
-            .collect();
-        let (dir, files, subfolders) = climb_class_folders(t, dir, files, &same_kind);
         let files = without_evaluation_split(t, files);
         Ok(DataSet {
             dir,
@@ -229,6 +210,58 @@ impl DataSet {
     pub(crate) fn holds(&self, file: u64) -> bool {
         self.files.contains(&file)
     }
+}
+
+/// The folders, most bytes read first, that [`DataSet::find`] weighs as the data set's.
+const MAX_CANDIDATE_FOLDERS: usize = 8;
+
+/// The data set in `dir`: the files of its most read kind in it (or below it, when it holds
+/// only folders), with the class folders read interleaved beside them. Returns the data
+/// set's folder, its files, their extension and the number of class folders.
+fn in_folder(
+    t: &Timeline,
+    read: &[(u64, &FileTotals, &str)],
+    dir: &str,
+) -> Result<(String, HashSet<u64>, String, u64), AnalyzeError> {
+    let in_dir: Vec<&(u64, &FileTotals, &str)> = read
+        .iter()
+        .filter(|(_, _, p)| parent_of(p) == dir)
+        .collect();
+    let below: Vec<&(u64, &FileTotals, &str)> = if in_dir.is_empty() {
+        // A named folder whose files sit in subfolders (class folders): every file below.
+        let prefix = format!("{dir}/");
+        read.iter()
+            .filter(|(_, _, p)| p.starts_with(&prefix))
+            .collect()
+    } else {
+        in_dir
+    };
+    let mut by_ext: BTreeMap<&str, u64> = BTreeMap::new();
+    for (_, f, p) in &below {
+        *by_ext.entry(extension_of(p)).or_default() += f.bytes_read;
+    }
+    let extension = by_ext
+        .into_iter()
+        .max_by_key(|(_, b)| *b)
+        .map(|(e, _)| e.to_string())
+        .ok_or_else(|| {
+            AnalyzeError::Unusable(format!(
+                "no file in {dir} was read; name the folder that holds the data files with \
+                 --data-dir"
+            ))
+        })?;
+    let files: HashSet<u64> = below
+        .iter()
+        .filter(|(_, _, p)| extension_of(p) == extension)
+        .map(|(h, _, _)| *h)
+        .collect();
+    let same_kind: Vec<(u64, &str)> = read
+        .iter()
+        .filter(|(_, _, p)| extension_of(p) == extension)
+        .map(|(h, _, p)| (*h, *p))
+        .collect();
+    let (dir, files, subfolders) = climb_class_folders(t, dir.to_string(), files, &same_kind);
+    Ok((dir, files, extension, subfolders))
 }
 
 /// Words of a file's name that mark an evaluation split.
