@@ -31,24 +31,27 @@ pub(super) fn side_files_and_writes(
         read_bytes: u64,
         written: u64,
         writes: u64,
+        /// Written after the last training read: the program's own output, not a side file.
+        written_after: bool,
     }
     let mut during: HashMap<u64, During> = HashMap::new();
     for r in t.io() {
-        if r.start < window_start
-            || r.start > window_end
-            || data.holds(r.file)
-            || eval.files.contains(&r.file)
-        {
+        if r.start < window_start || data.holds(r.file) || eval.files.contains(&r.file) {
             continue;
         }
+        // Reads after the last training read (a last pass over a side file once training
+        // ends) are the program's too: the replay spreads them over its steps. Writes then
+        // are not checkpoints of the training's rhythm.
+        let after = r.start > window_end;
         let d = during.entry(r.file).or_default();
         match op(r) {
             Op::Open => d.opens += 1,
             Op::Read if r.bytes > 0 => d.read_bytes += r.bytes as u64,
-            Op::Write => {
+            Op::Write if !after => {
                 d.writes += 1;
                 d.written += r.bytes.max(0) as u64;
             }
+            Op::Write => d.written_after = true,
             _ => {}
         }
     }
@@ -61,19 +64,24 @@ pub(super) fn side_files_and_writes(
             continue;
         }
         let (opened, read_bytes) = (d.opens, d.read_bytes);
-        if opened >= 2 && read_bytes > 0 {
+        if opened >= 2 && read_bytes > 0 && !d.written_after {
             let name = match path.strip_prefix(&format!("{}/", data.dir)) {
                 Some(rest) => rest.to_string(),
                 None => format!("side/{}", path.rsplit('/').next().unwrap_or("side.bin")),
             };
+            let every_steps = ((total_steps / opened as f64).round() as u64).max(1);
+            // The replay reads the file whole at every `every_steps`-th step: as many times as
+            // that gives, and a generated file of what the program read, spread over them. A
+            // side file read in parts (one utterance of an archive at a time) is replayed at
+            // an opening's share, not the file's size; one opened more often than there are
+            // steps (a lookup per sample) at a step's share.
+            let replayed = (total_steps as u64).div_ceil(every_steps).clamp(1, opened);
             side_files.push(SideFileRow {
                 path: path.to_string(),
                 name,
-                // What an opening read, on average: a side file read in parts (one
-                // utterance of an archive a time) is replayed at that size, not the file's.
-                size: (read_bytes / opened).max(1),
+                size: (read_bytes / replayed).max(1),
                 reads: opened,
-                every_steps: ((total_steps / opened as f64).round() as u64).max(1),
+                every_steps,
             });
         }
         // Writes of a few bytes (lock files, the interpreter's temporary files) are not
