@@ -216,6 +216,9 @@ pub(super) fn requests(
     } else if let Some(fit) = &samples.buffered {
         let (key, value, why) = fit.param();
         found.param(key, value, why);
+    } else if samples.lookup.is_some() {
+        // A lookup then the window in one read: the header read and the sample's own read of
+        // the replay, which drawn request sizes would split.
     } else if shares.len() > 1 {
         found.param(
             "reader.transfer_size_distribution",

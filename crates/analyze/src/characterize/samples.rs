@@ -46,6 +46,9 @@ pub(super) struct Samples<'t> {
     pub epoch_samples: Option<u64>,
     /// Each sample is a window an opening read at an offset of its own (a random crop).
     pub windows: bool,
+    /// Bytes each opening read elsewhere in the file before its window (an index entry looked
+    /// up first): `dataset.header_read_bytes`, and not part of the window's requests.
+    pub lookup: Option<u64>,
     /// Each epoch's samples are drawn with replacement, when they are.
     pub draws: Option<Draws>,
     /// The samples are rows read through HDF5's sieve buffer: an event is a window read, and
@@ -497,6 +500,11 @@ pub(super) fn samples<'t>(
         .filter(|t| size_bins(t.iter().copied()).len() > 1)
     {
         per_sample_sizes(&mut found, taken, "windows or records the program took");
+    } else if let Some(c) = crop
+        .as_ref()
+        .filter(|c| c.lookup.is_some() && size_bins(c.windows.iter().copied()).len() > 1)
+    {
+        per_sample_sizes(&mut found, &c.windows, "windows read after the lookups");
     } else if whole_files {
         found.param(
             "dataset.record_dims",
@@ -514,7 +522,22 @@ pub(super) fn samples<'t>(
                 .to_string(),
         );
     }
-    if let Some((openings, bytes)) = buffered
+    if let Some(lookup) = crop
+        .as_ref()
+        .and_then(|c| c.lookup)
+        .filter(|_| format == "indexed_binary")
+    {
+        found.param(
+            "dataset.header_read_bytes",
+            lookup.to_string(),
+            format!(
+                "80% or more of the openings read {lookup} bytes first, apart from their \
+                 window (they seek between the two): the sample looked up in the file's own \
+                 table before it is read; replayed as that many bytes of the file's start at \
+                 each opening"
+            ),
+        );
+    } else if let Some((openings, bytes)) = buffered
         .as_ref()
         .filter(|_| crop.is_some() && format == "indexed_binary")
         .and_then(|fit| fit.header)
@@ -576,6 +599,7 @@ pub(super) fn samples<'t>(
             buffered,
             epoch_samples,
             windows: crop.is_some(),
+            lookup: crop.as_ref().and_then(|c| c.lookup),
             draws,
         },
         found,
@@ -727,6 +751,31 @@ struct Crop {
     bytes: u64,
     /// The median opening's share of its file.
     share: f64,
+    /// Bytes of the lookup each opening read first, away from its window (see [`lookup_of`]).
+    lookup: Option<u64>,
+    /// With a lookup: each opening's window, the bytes it read after it.
+    windows: Vec<u64>,
+}
+
+/// The largest first read of an opening that is a lookup (an index entry, a page of a table)
+/// rather than the start of its window.
+const MAX_LOOKUP_BYTES: u64 = 4096;
+
+/// The size of the first read of 80% or more of the openings, when that read is small (at most
+/// [`MAX_LOOKUP_BYTES`]), smaller than what follows it, and apart from it (the program seeks
+/// between the two): a loader that looks each sample up in the file's offset table before it
+/// reads it (MosaicML's MDS shards: 8 bytes of the table, then the sample).
+fn lookup_of(openings: &[&[(u64, u64)]]) -> Option<u64> {
+    let first_reads: Vec<u64> = openings
+        .iter()
+        .filter_map(|covered| match covered {
+            [(s0, e0), (s1, e1), ..] if s1 != e0 && e0 - s0 < e1 - s1 => Some(e0 - s0),
+            _ => None,
+        })
+        .collect();
+    let size = super::mode(&first_reads);
+    let made = first_reads.iter().filter(|&&b| b == size).count();
+    (size > 0 && size <= MAX_LOOKUP_BYTES && made * 5 >= openings.len() * 4).then_some(size)
 }
 
 /// [`Crop`] when eight or more openings read windows of their files.
@@ -738,13 +787,23 @@ fn crops(data: &DataSet, activity: &Activity) -> Option<Crop> {
     if done.len() < 8 {
         return None;
     }
+    let lookup = lookup_of(&done.iter().map(|(_, o)| o.as_slice()).collect::<Vec<_>>());
     let mut bytes: Vec<f64> = Vec::new();
     let mut shares: Vec<f64> = Vec::new();
+    let mut windows: Vec<u64> = Vec::new();
     // The furthest stretch each file's openings read: windows move, a header does not.
     let mut last_start: HashMap<u64, HashSet<u64>> = HashMap::new();
     for (file, o) in &done {
         let size = data.totals.get(file).map_or(0, |t| t.size).max(1);
+        // The window is what follows the lookup, where the opening made one.
+        let o = match (lookup, o.as_slice()) {
+            (Some(l), [(s, e), rest @ ..]) if e - s == l && !rest.is_empty() => rest,
+            _ => o.as_slice(),
+        };
         let read = super::requests::union_bytes(o.iter().copied());
+        if lookup.is_some() {
+            windows.push(read);
+        }
         bytes.push(read as f64);
         shares.push(read as f64 / size as f64);
         if let Some(&(start, _)) = o.iter().max_by_key(|s| s.1 - s.0) {
@@ -767,6 +826,8 @@ fn crops(data: &DataSet, activity: &Activity) -> Option<Crop> {
     (share < 0.5 && moving * 2 >= last_start.len()).then(|| Crop {
         bytes: window.round() as u64,
         share,
+        lookup,
+        windows,
     })
 }
 
@@ -1136,6 +1197,7 @@ fn stream_samples<'t>(
             draws: None,
             sieve: false,
             windows: false,
+            lookup: None,
             patterns: Vec::new(),
             buffered: None,
         },
@@ -1329,6 +1391,7 @@ fn tiled_samples<'t>(
             draws: None,
             sieve: false,
             windows: false,
+            lookup: None,
             patterns: Vec::new(),
             buffered: None,
         },
@@ -1476,6 +1539,7 @@ fn columnar_samples<'t>(
             draws: None,
             sieve: false,
             windows: false,
+            lookup: None,
             patterns: Vec::new(),
             buffered: None,
         },
@@ -1735,6 +1799,36 @@ fn size_bins(sizes: impl Iterator<Item = u64>) -> Vec<SizeShare> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_small_read_apart_from_the_window_before_it_is_a_lookup() {
+        // MDS: 8 bytes of the offset table at the head, then the sample far into the shard.
+        let mds: Vec<Vec<(u64, u64)>> = (0..10u64)
+            .map(|i| vec![(4 + 4 * i, 12 + 4 * i), (9000 * i + 500, 9000 * i + 9200)])
+            .collect();
+        let of =
+            |o: &[Vec<(u64, u64)>]| lookup_of(&o.iter().map(Vec::as_slice).collect::<Vec<_>>());
+        assert_eq!(of(&mds), Some(8));
+        // A header read the window continues from is the window's start, not a lookup.
+        let contiguous: Vec<Vec<(u64, u64)>> =
+            (0..10u64).map(|_| vec![(0, 128), (128, 40_000)]).collect();
+        assert_eq!(of(&contiguous), None);
+        // Windows read in one request: nothing to look up.
+        let single: Vec<Vec<(u64, u64)>> =
+            (0..10u64).map(|i| vec![(i * 100, i * 100 + 90)]).collect();
+        assert_eq!(of(&single), None);
+        // A first read larger than a page is part of the sample (a video's index and frames).
+        let large: Vec<Vec<(u64, u64)>> = (0..10u64)
+            .map(|i| vec![(0, 65_536), (1_000_000 + i, 2_000_000 + i)])
+            .collect();
+        assert_eq!(of(&large), None);
+        // Made by fewer than 80% of the openings: not the loader's rule.
+        let mut some = mds.clone();
+        for o in some.iter_mut().take(3) {
+            o.remove(0);
+        }
+        assert_eq!(of(&some), None);
+    }
 
     #[test]
     fn only_text_formats_are_sized_by_their_values() {
