@@ -34,6 +34,15 @@ impl EvalPass {
     }
 }
 
+/// The replay's training samples, which an evaluation split held in one file is cut into.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct SampleShape {
+    /// Bytes of a sample of the replay's data set (its files' bytes over its samples).
+    pub bytes: u64,
+    /// Samples a file of it holds.
+    pub per_file: u64,
+}
+
 /// The evaluation section: `workflow.evaluation`, `dataset.num_files_eval`,
 /// `reader.batch_size_eval`, `evaluation.eval_time`, `evaluation.eval_after_epoch` and
 /// `evaluation.epochs_between_evals`, when files of the data set's kind outside it are read
@@ -45,6 +54,7 @@ pub(super) fn eval_pass(
     training_samples: &[&Rec],
     epochs: u64,
     windows_per_file: Option<u64>,
+    shape: SampleShape,
 ) -> (EvalPass, Found) {
     let mut found = Found::default();
     let (start, end) = activity.window;
@@ -114,9 +124,27 @@ pub(super) fn eval_pass(
     let passes = windows.len() as u64;
     let starts: Vec<i64> = windows.iter().map(|&(s, _, _)| s).collect();
     let samples_between = between_steps(training_samples, epochs, &starts);
-    if files.len() < 2
+    // A split held in one file (a validation archive, a test batch file): each pass sweeps
+    // it, half of its bytes or more, where a side file's visits read a part each.
+    let window_bytes: Vec<u64> = windows
+        .iter()
+        .map(|(_, _, c)| {
+            c.iter()
+                .filter(|r| op(r) == Op::Read && r.bytes > 0)
+                .map(|r| r.bytes as u64)
+                .sum()
+        })
+        .collect();
+    let one_file = match files.iter().next() {
+        Some(f) if files.len() == 1 => {
+            let size = data.totals.get(f).map_or(0, |t| t.size);
+            size > 0 && window_bytes.iter().all(|&b| b * 2 >= size)
+        }
+        _ => false,
+    };
+    if (files.len() < 2 && !one_file)
         || (samples_between.is_none() && passes > epochs.max(1) + 1)
-        || window_files.iter().any(|&n| n < 2)
+        || (!one_file && window_files.iter().any(|&n| n < 2))
     {
         return (EvalPass::default(), found);
     }
@@ -145,8 +173,10 @@ pub(super) fn eval_pass(
     );
     // Worker processes read the split ahead of the training process, which takes each batch
     // from a pipe: the steps are its takes, as the training's are.
+    let mut takes_in_passes = 0u64;
     if let Some(c) = &activity.consumer {
         let (_, takes) = c.split_takes(&activity.reads, &files, t);
+        takes_in_passes = takes.len() as u64;
         let opened = calls.iter().filter(|r| op(r) == Op::Open).count();
         let (per_step, _) = super::readers::step_pauses(&takes, |_, _| true, false);
         if takes.len() >= 2 && opened > 0 && !per_step.is_empty() {
@@ -165,6 +195,58 @@ pub(super) fn eval_pass(
             );
         }
     }
+    // One file's samples are not its openings (one archive kept open, or a stream of it):
+    // the replay's pass reads the bytes the program's did, in its own training samples, over
+    // as many steps as the program's pass took.
+    let mut num_files_eval = files.len() as u64;
+    let mut steps_per_eval = None;
+    let mut split_evidence = String::new();
+    if one_file {
+        let pass_bytes = Stats::of(&window_bytes.iter().map(|&b| b as f64).collect::<Vec<_>>())
+            .median
+            .round() as u64;
+        let samples = (pass_bytes as f64 / shape.bytes.max(1) as f64)
+            .round()
+            .max(1.0) as u64;
+        let steps = if takes_in_passes >= 2 {
+            // Worker processes read the split for the training process: a step a take.
+            takes_in_passes.div_ceil(passes.max(1))
+        } else {
+            let steps: Vec<u64> = windows
+                .iter()
+                .map(|(_, _, c)| {
+                    let (steps, paused) = bursts(c, &[]);
+                    if paused { steps.len() as u64 } else { 1 }
+                })
+                .collect();
+            super::mode(&steps).max(1)
+        };
+        batch = samples.div_ceil(steps).max(1);
+        num_files_eval = samples.div_ceil(shape.per_file.max(1)).max(1);
+        let whole = (num_files_eval * shape.per_file.max(1)).div_ceil(batch);
+        let steps = samples.div_ceil(batch);
+        if steps < whole {
+            steps_per_eval = Some(steps);
+        }
+        step_evidence = format!(
+            "a pass over the split's one file reads {pass_bytes} bytes (the median of {passes} \
+             passes) in {steps} steps: {samples} of the replay's samples of {} bytes, {batch} a \
+             step{}",
+            shape.bytes,
+            if shape.bytes > pass_bytes.saturating_mul(3) / 2 {
+                "; the pass reads less than one of them (a small validation shard beside \
+                 whole training shards): the replay's pass reads one, more bytes than the \
+                 program's, as DLIO's evaluation files take the training's sample size"
+            } else {
+                ""
+            }
+        );
+        split_evidence = format!(
+            "; held in one file, read {pass_bytes} bytes a pass: the replay's split is files of \
+             its training shape ({} samples each) holding as many samples",
+            shape.per_file
+        );
+    }
     let every = (epochs.max(1) as f64 / passes.max(1) as f64)
         .round()
         .max(1.0) as u64;
@@ -180,8 +262,8 @@ pub(super) fn eval_pass(
     );
     found.param(
         "dataset.num_files_eval",
-        files.len().to_string(),
-        format!("the evaluation split: {}", {
+        num_files_eval.to_string(),
+        format!("the evaluation split: {}{split_evidence}", {
             // In name order: the set's own order changes from run to run.
             let mut names: Vec<&str> = files.iter().map(|f| t.path(*f)).collect();
             names.sort_unstable();
@@ -190,10 +272,20 @@ pub(super) fn eval_pass(
         }),
     );
     found.param("reader.batch_size_eval", batch.to_string(), step_evidence);
+    if let Some(steps) = steps_per_eval {
+        found.param(
+            "evaluation.steps_per_eval",
+            steps.to_string(),
+            format!(
+                "the pass reads {steps} steps of {batch}, fewer than the replay's split files \
+                 hold: the bytes of the program's pass"
+            ),
+        );
+    }
     // Samples that are windows of larger files: a pass that opened fewer of them than the
     // split's files hold read a part of the split (a loop's `eval_iters`), where DLIO's pass
     // reads every window the files hold.
-    if let Some(per_file) = windows_per_file {
+    if let Some(per_file) = windows_per_file.filter(|_| !one_file) {
         let opened: Vec<f64> = windows
             .iter()
             .map(|(_, _, c)| c.iter().filter(|r| op(r) == Op::Open).count() as f64)

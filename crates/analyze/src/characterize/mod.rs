@@ -346,6 +346,14 @@ impl Found {
         self.params.iter().any(|p| p.key == key)
     }
 
+    /// The value found for `key`, if one was.
+    fn value(&self, key: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .find(|p| p.key == key)
+            .map(|p| p.value.as_str())
+    }
+
     fn note(&mut self, note: String) {
         self.notes.push(note);
     }
@@ -631,6 +639,18 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
     let windows_per_file = samples
         .windows
         .then(|| samples.in_data_set / (data.files.len() as u64).max(1));
+    // The replay's sample: its record length, else its files' bytes over their samples.
+    let files = (data.files.len() as u64).max(1);
+    let shape = eval::SampleShape {
+        bytes: found
+            .value("dataset.record_length_bytes")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(
+                (samples.file_sizes.mean * files as f64 / samples.in_data_set.max(1) as f64).round()
+                    as u64,
+            ),
+        per_file: (samples.in_data_set / files).max(1),
+    };
     let (eval, eval_found) = eval::eval_pass(
         t,
         data,
@@ -638,6 +658,7 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
         &samples.events,
         samples.epochs,
         windows_per_file,
+        shape,
     );
     let (readers, f) = readers::readers(t, &activity, &samples, &eval);
     found.append(f);
