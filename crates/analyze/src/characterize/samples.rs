@@ -761,15 +761,17 @@ struct Crop {
 /// rather than the start of its window.
 const MAX_LOOKUP_BYTES: u64 = 4096;
 
-/// The size of the first read of 80% or more of the openings, when that read is small (at most
-/// [`MAX_LOOKUP_BYTES`]), smaller than what follows it, and apart from it (the program seeks
-/// between the two): a loader that looks each sample up in the file's offset table before it
-/// reads it (MosaicML's MDS shards: 8 bytes of the table, then the sample).
+/// The size of the first read of 80% or more of the openings, when they make two reads and that
+/// first one is small (at most [`MAX_LOOKUP_BYTES`]), smaller than the second and apart from
+/// it (the program seeks between the two): a loader that looks each sample up in the file's
+/// offset table before it reads it in one read (MosaicML's MDS shards: 8 bytes of the table,
+/// then the sample). Openings that read more after their first read (a video's header, its
+/// index, then its frames) keep those requests.
 fn lookup_of(openings: &[&[(u64, u64)]]) -> Option<u64> {
     let first_reads: Vec<u64> = openings
         .iter()
         .filter_map(|covered| match covered {
-            [(s0, e0), (s1, e1), ..] if s1 != e0 && e0 - s0 < e1 - s1 => Some(e0 - s0),
+            [(s0, e0), (s1, e1)] if s1 != e0 && e0 - s0 < e1 - s1 => Some(e0 - s0),
             _ => None,
         })
         .collect();
@@ -1817,6 +1819,11 @@ mod tests {
         let single: Vec<Vec<(u64, u64)>> =
             (0..10u64).map(|i| vec![(i * 100, i * 100 + 90)]).collect();
         assert_eq!(of(&single), None);
+        // A header, then the index at the tail, then frames: the window's own requests.
+        let video: Vec<Vec<(u64, u64)>> = (0..10u64)
+            .map(|i| vec![(0, 64), (500_000, 501_280), (1_000 + i, 6_000 + i)])
+            .collect();
+        assert_eq!(of(&video), None);
         // A first read larger than a page is part of the sample (a video's index and frames).
         let large: Vec<Vec<(u64, u64)>> = (0..10u64)
             .map(|i| vec![(0, 65_536), (1_000_000 + i, 2_000_000 + i)])
