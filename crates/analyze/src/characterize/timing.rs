@@ -643,13 +643,32 @@ fn quantiles_value(values: &[f64], minus: f64) -> String {
     sorted.sort_by(f64::total_cmp);
     let n = sorted.len().clamp(2, QUANTILES);
     // The sorted values are themselves evenly spaced quantiles of what was measured.
-    let quantiles: Vec<String> = (0..n)
-        .map(|k| {
-            let u = k as f64 / (n - 1) as f64;
-            format!("{:.6}", dlio_config::vocab::quantile_at(&sorted, u))
-        })
+    let mut quantiles: Vec<f64> = (0..n)
+        .map(|k| dlio_config::vocab::quantile_at(&sorted, k as f64 / (n - 1) as f64))
         .collect();
-    format!("{{type: quantiles, values: [{}]}}", quantiles.join(", "))
+    keep_the_mean(&mut quantiles, &sorted);
+    let shown: Vec<String> = quantiles.iter().map(|q| format!("{q:.6}")).collect();
+    format!("{{type: quantiles, values: [{}]}}", shown.join(", "))
+}
+
+/// Where each of `quantiles` stands for several of the `sorted` values, the last is set so that
+/// the draws keep the values' mean: the largest value (one epoch's start-up of a second among
+/// 687 pauses of 4 ms) stands for the top 63rd of the draws, and at its own size it put a second
+/// into 11 of them. Moved down no further than its neighbour, then the first makes up the rest
+/// (no lower than 0).
+fn keep_the_mean(quantiles: &mut [f64], sorted: &[f64]) {
+    let (n, len) = (quantiles.len(), sorted.len());
+    if n < 3 || len <= n {
+        return;
+    }
+    let measured = sorted.iter().sum::<f64>() / len as f64;
+    // A value at either end moves the draws' mean by half of it over the n - 1 stretches.
+    let weight = 2.0 * (n - 1) as f64;
+    let off = dlio_config::vocab::quantiles_mean(quantiles) - measured;
+    let last = (quantiles[n - 1] - weight * off).max(quantiles[n - 2]);
+    let off = off - (quantiles[n - 1] - last) / weight;
+    quantiles[n - 1] = last;
+    quantiles[0] = (quantiles[0] - weight * off).clamp(0.0, quantiles[1]);
 }
 
 /// `pauses` with `pairs` of them (at most half), evenly spread over the run, each added to
@@ -773,6 +792,29 @@ mod tests {
         assert_eq!(paired.iter().sum::<f64>(), pauses.iter().sum::<f64>());
         // At most half of them.
         assert_eq!(super::paired_pauses(&pauses, 9).len(), 5);
+    }
+
+    #[test]
+    fn quantiles_of_many_values_keep_their_mean() {
+        // 687 pauses of 4 ms and one of 1.08 s (an epoch's start-up): the draws' mean stays
+        // the pauses' mean, where the largest at its own size made it 5 times too long.
+        let pauses: Vec<f64> = [0.004; 687].into_iter().chain([1.08]).collect();
+        let v = super::quantiles_value(&pauses, 0.0);
+        let values: Vec<f64> = v
+            .trim_start_matches("{type: quantiles, values: [")
+            .trim_end_matches("]}")
+            .split(", ")
+            .map(|x| x.parse().unwrap())
+            .collect();
+        assert_eq!(values.len(), super::QUANTILES);
+        let drawn = dlio_config::vocab::quantiles_mean(&values);
+        let measured = pauses.iter().sum::<f64>() / pauses.len() as f64;
+        assert!(
+            (drawn - measured).abs() < 0.02 * measured,
+            "{drawn} vs {measured}"
+        );
+        // Still the largest of the values, and the first the smallest.
+        assert!(values[63] > values[62] && values[0] == 0.004, "{values:?}");
     }
 
     #[test]
