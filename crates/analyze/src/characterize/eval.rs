@@ -1,6 +1,7 @@
-//! An evaluation pass: files of the data set's kind outside it (an `eval/` or `valid/` split)
-//! read in windows of their own between the training steps, as a framework's evaluation loop
-//! reads its split after an epoch.
+//! An evaluation pass: files of the data set's kind outside it (an `eval/` or `valid/` split),
+//! or one such file that each window reads half of or more (a validation archive), read in
+//! windows of their own between the training steps, as a framework's evaluation loop reads its
+//! split after an epoch.
 
 use std::collections::HashSet;
 
@@ -46,7 +47,9 @@ pub(super) struct SampleShape {
 /// The evaluation section: `workflow.evaluation`, `dataset.num_files_eval`,
 /// `reader.batch_size_eval`, `evaluation.eval_time`, `evaluation.eval_after_epoch` and
 /// `evaluation.epochs_between_evals`, when files of the data set's kind outside it are read
-/// in windows with no training read inside (between epochs).
+/// in windows with no training read inside (between epochs). A split held in one file is cut
+/// into `shape`'s samples, with `evaluation.steps_per_eval` when a pass reads fewer than its
+/// files hold.
 pub(super) fn eval_pass(
     t: &Timeline,
     data: &DataSet,

@@ -639,16 +639,20 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
     let windows_per_file = samples
         .windows
         .then(|| samples.in_data_set / (data.files.len() as u64).max(1));
-    // The replay's sample: its record length, else its files' bytes over their samples.
+    // What a sample of the replay reads: what the program's training read a sample (a
+    // buffered stream's fills past each window included), else the record length.
     let files = (data.files.len() as u64).max(1);
+    let read_per_sample =
+        activity.reads.iter().map(|r| r.bytes as u64).sum::<u64>() / samples.consumed().max(1);
     let shape = eval::SampleShape {
-        bytes: found
-            .value("dataset.record_length_bytes")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(
-                (samples.file_sizes.mean * files as f64 / samples.in_data_set.max(1) as f64).round()
-                    as u64,
-            ),
+        bytes: Some(read_per_sample)
+            .filter(|&b| b > 0)
+            .or_else(|| {
+                found
+                    .value("dataset.record_length_bytes")
+                    .and_then(|v| v.parse().ok())
+            })
+            .unwrap_or(1),
         per_file: (samples.in_data_set / files).max(1),
     };
     let (eval, eval_found) = eval::eval_pass(
