@@ -710,6 +710,10 @@ pub fn render_fidelity(f: &Fidelity) -> String {
             Some(r) => format!("{limit} (repeat {})", shown(r)),
             None => limit,
         };
+        let small = format!(
+            "n/a (under {:.0}% of the data on both sides)",
+            OUTSIDE_SHARE * 100.0
+        );
         let _ = writeln!(
             o,
             "{:<30} {:>14.6} {:>14.6} {:>10} {:>8}  {}",
@@ -720,7 +724,7 @@ pub fn render_fidelity(f: &Fidelity) -> String {
             limit,
             match (b.pass, b.applies, b.error <= b.limit) {
                 (false, _, _) => "FAIL",
-                (true, false, _) if b.name == OUTSIDE => "n/a (under 5% of the data on both sides)",
+                (true, false, _) if b.name == OUTSIDE => small.as_str(),
                 (true, false, _) => "n/a (the program has no steps)",
                 (true, true, true) => "pass",
                 (true, true, false) if b.repeat_error.is_some_and(|r| b.error <= r) =>
