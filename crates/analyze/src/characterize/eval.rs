@@ -38,7 +38,7 @@ impl EvalPass {
 /// The replay's training samples, which an evaluation split held in one file is cut into.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct SampleShape {
-    /// Bytes of a sample of the replay's data set (its files' bytes over its samples).
+    /// Bytes a sample of the replay reads (what the program's training read a sample).
     pub bytes: u64,
     /// Samples a file of it holds.
     pub per_file: u64,
@@ -211,7 +211,7 @@ pub(super) fn eval_pass(
         let samples = (pass_bytes as f64 / shape.bytes.max(1) as f64)
             .round()
             .max(1.0) as u64;
-        let steps = if takes_in_passes >= 2 {
+        let measured_steps = if takes_in_passes >= 2 {
             // Worker processes read the split for the training process: a step a take.
             takes_in_passes.div_ceil(passes.max(1))
         } else {
@@ -224,7 +224,7 @@ pub(super) fn eval_pass(
                 .collect();
             super::mode(&steps).max(1)
         };
-        batch = samples.div_ceil(steps).max(1);
+        batch = samples.div_ceil(measured_steps).max(1);
         num_files_eval = samples.div_ceil(shape.per_file.max(1)).max(1);
         let whole = (num_files_eval * shape.per_file.max(1)).div_ceil(batch);
         let steps = samples.div_ceil(batch);

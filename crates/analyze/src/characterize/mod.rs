@@ -346,14 +346,6 @@ impl Found {
         self.params.iter().any(|p| p.key == key)
     }
 
-    /// The value found for `key`, if one was.
-    fn value(&self, key: &str) -> Option<&str> {
-        self.params
-            .iter()
-            .find(|p| p.key == key)
-            .map(|p| p.value.as_str())
-    }
-
     fn note(&mut self, note: String) {
         self.notes.push(note);
     }
@@ -639,20 +631,12 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
     let windows_per_file = samples
         .windows
         .then(|| samples.in_data_set / (data.files.len() as u64).max(1));
-    // What a sample of the replay reads: what the program's training read a sample (a
-    // buffered stream's fills past each window included), else the record length.
+    // What a sample of the replay reads: what the program's training read a sample, a
+    // buffered stream's fills past each window included.
     let files = (data.files.len() as u64).max(1);
-    let read_per_sample =
-        activity.reads.iter().map(|r| r.bytes as u64).sum::<u64>() / samples.consumed().max(1);
+    let read = activity.reads.iter().map(|r| r.bytes as u64).sum::<u64>();
     let shape = eval::SampleShape {
-        bytes: Some(read_per_sample)
-            .filter(|&b| b > 0)
-            .or_else(|| {
-                found
-                    .value("dataset.record_length_bytes")
-                    .and_then(|v| v.parse().ok())
-            })
-            .unwrap_or(1),
+        bytes: (read / samples.consumed().max(1)).max(1),
         per_file: (samples.in_data_set / files).max(1),
     };
     let (eval, eval_found) = eval::eval_pass(
