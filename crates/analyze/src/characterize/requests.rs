@@ -938,9 +938,18 @@ pub(super) struct CommonPattern {
     pub work_s: Vec<f64>,
 }
 
+/// The least a read into fresh memory takes beyond the same read into warm memory, per 4 KiB
+/// page, nanoseconds: the kernel faults each page in and zeroes it before it copies. This
+/// project's VM pays 0.9-1.5 us a page (a 64 KiB read: 3-4 us warm, 20-25 us fresh); zeroing
+/// 4 KiB alone takes 0.2-0.4 us at memory's pace. A read that is slow by less than this is
+/// slow for cold caches (the program's own work between its reads evicted them), which the
+/// replay's fresh pages would overstate several times over.
+const FAULT_FLOOR_NS_PER_PAGE: f64 = 350.0;
+
 /// Where the reads land: `reader.fresh_read_share`, the share of the data reads of
 /// [`dlio_storage::FRESH_FROM`] bytes or more that move their bytes at less than half the pace
-/// of the fastest tenth of them, when it is a fifth or more: reads into new objects (the
+/// of the fastest tenth of them, and by at least a page fault's cost a page
+/// ([`FAULT_FLOOR_NS_PER_PAGE`]), when it is a fifth or more: reads into new objects (the
 /// kernel faults their pages in as it copies) rather than into memory the program reuses,
 /// which reads at the pace of the fastest.
 pub(super) fn read_buffers(activity: &Activity) -> Found {
@@ -980,7 +989,7 @@ pub(super) fn read_buffers(activity: &Activity) -> Found {
     let (per_call, per_byte) = fastest_read_cost(&timed);
     let slow = timed
         .iter()
-        .filter(|&&(bytes, time)| time > 2.0 * (per_call + per_byte * bytes))
+        .filter(|&&(bytes, time)| lands_in_fresh_pages(bytes, time, per_call, per_byte))
         .count();
     if slow * 5 >= timed.len() {
         found.param(
@@ -1001,6 +1010,14 @@ pub(super) fn read_buffers(activity: &Activity) -> Found {
         );
     }
     found
+}
+
+/// Whether a read of `bytes` that took `time` (ns) landed in fresh pages, the fastest reads
+/// costing `per_call + per_byte * bytes`: it took over twice that, and a page fault's cost a
+/// page more.
+fn lands_in_fresh_pages(bytes: f64, time: f64, per_call: f64, per_byte: f64) -> bool {
+    let fastest = per_call + per_byte * bytes;
+    time > 2.0 * fastest && time - fastest > FAULT_FLOOR_NS_PER_PAGE * bytes / 4096.0
 }
 
 /// What the fastest reads cost: `(per call, per byte)`, nanoseconds, from `(bytes, time)`.
@@ -1034,6 +1051,18 @@ fn fastest_read_cost(timed: &[(f64, f64)]) -> (f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_slowed_by_cold_caches_are_not_taken_for_fresh_pages() {
+        // An HDF5 program's 64 KiB chunks, the fastest at 0.045 ns a byte (3 us): at 2.2 times
+        // that (6.5 us, 0.2 us a page more) its caches were cold, a fault would cost 1 us a page.
+        let (bytes, per_byte) = (65536.0, 0.045);
+        assert!(!lands_in_fresh_pages(bytes, 6.5e3, 0.0, per_byte));
+        assert!(lands_in_fresh_pages(bytes, 20e3, 0.0, per_byte));
+        // 128 KiB at 0.19 ns a byte (25 us) and at 50 us, 0.8 us a page more: fresh.
+        assert!(lands_in_fresh_pages(131072.0, 50e3, 0.0, 0.19));
+        assert!(!lands_in_fresh_pages(131072.0, 45e3, 0.0, 0.19));
+    }
 
     #[test]
     fn small_reads_beside_large_ones_are_not_slow_for_their_call_overhead() {
