@@ -1214,9 +1214,21 @@ fn stream_samples<'t>(
 /// fifths of the file or more, and no other read of the file overlaps it (a header and an
 /// index before the records, a footer after them, read apart): records read one by one through
 /// an index. `None` otherwise.
-fn tiled_records(data: &DataSet, activity: &Activity) -> Option<HashMap<u64, (u64, Vec<u64>)>> {
+fn tiled_records(data: &DataSet, activity: &Activity) -> Option<HashMap<u64, Tiling>> {
     let size_of = |file: u64| data.totals.get(&file).map_or(0, |t| t.size);
     records_tiling(&activity.reads, size_of, data.files.len())
+}
+
+/// The records that tile one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Tiling {
+    /// Where the first begins.
+    start: u64,
+    /// Where the last ends: past the records' lengths by the padding between them (records
+    /// on page boundaries).
+    end: u64,
+    /// Their lengths, in the file's order.
+    lengths: Vec<u64>,
 }
 
 /// [`tiled_records`] over `reads` of `files` data files whose sizes `size_of` gives.
@@ -1224,7 +1236,7 @@ fn records_tiling(
     data_reads: &[&Rec],
     size_of: impl Fn(u64) -> u64,
     files: usize,
-) -> Option<HashMap<u64, (u64, Vec<u64>)>> {
+) -> Option<HashMap<u64, Tiling>> {
     let mut reads: HashMap<u64, HashMap<(u64, u64), u64>> = HashMap::new();
     for r in data_reads {
         if r.offset >= 0 {
@@ -1235,7 +1247,7 @@ fn records_tiling(
                 .or_default() += 1;
         }
     }
-    let mut tiled: HashMap<u64, (u64, Vec<u64>)> = HashMap::new();
+    let mut tiled: HashMap<u64, Tiling> = HashMap::new();
     for (&file, intervals) in &reads {
         let size = size_of(file);
         let mut sorted: Vec<(u64, u64, u64)> = intervals
@@ -1270,7 +1282,14 @@ fn records_tiling(
         // What the run spans, the padding between its records included.
         if to - from >= 2 && apart && (end - start) * 5 >= size * 4 {
             let lengths = sorted[from..to].iter().map(|t| t.1).collect();
-            tiled.insert(file, (start, lengths));
+            tiled.insert(
+                file,
+                Tiling {
+                    start,
+                    end,
+                    lengths,
+                },
+            );
         }
     }
     (tiled.len() * 10 >= files * 9 && !tiled.is_empty()).then_some(tiled)
@@ -1288,24 +1307,22 @@ fn next_record_at(end: u64, next: u64) -> bool {
 fn tiled_samples<'t>(
     data: &DataSet,
     activity: &Activity<'t>,
-    intervals: HashMap<u64, (u64, Vec<u64>)>,
+    intervals: HashMap<u64, Tiling>,
 ) -> (Samples<'t>, Found) {
     let mut found = Found::default();
     let num_files = data.files.len() as u64;
-    let counts: Vec<f64> = intervals.values().map(|(_, v)| v.len() as f64).collect();
+    let counts: Vec<f64> = intervals.values().map(|t| t.lengths.len() as f64).collect();
     let per_file = (Stats::of(&counts).median.round() as u64).max(1);
     let lengths: Vec<u64> = intervals
         .values()
-        .flat_map(|(_, v)| v.iter().copied())
+        .flat_map(|t| t.lengths.iter().copied())
         .collect();
-    let headers: Vec<u64> = intervals.values().map(|&(start, _)| start).collect();
-    // Each file's records, from their first byte to the end of their last.
+    let headers: Vec<u64> = intervals.values().map(|t| t.start).collect();
+    // Each file's records, from their first byte to the end of their last (the padding
+    // between records on page boundaries included).
     let spans: HashMap<u64, (i64, i64)> = intervals
         .iter()
-        .map(|(&file, (start, lengths))| {
-            let start = *start as i64;
-            (file, (start, start + lengths.iter().sum::<u64>() as i64))
-        })
+        .map(|(&file, t)| (file, (t.start as i64, t.end as i64)))
         .collect();
     let mean = lengths.iter().sum::<u64>() / lengths.len().max(1) as u64;
     let sizes: Vec<f64> = data
@@ -2066,7 +2083,11 @@ mod layout_tests {
         let tiled = records_tiling(&refs, |_| 8000, 1).expect("records");
         assert_eq!(
             tiled[&1],
-            (200, lengths.iter().map(|&l| l as u64).collect())
+            Tiling {
+                start: 200,
+                end: 7700,
+                lengths: lengths.iter().map(|&l| l as u64).collect(),
+            }
         );
         // Records that cover under four fifths of the file are not the file's records.
         let short: Vec<&Rec> = refs.iter().copied().filter(|r| r.offset < 4000).collect();
@@ -2099,11 +2120,15 @@ mod layout_tests {
         }
         let refs: Vec<&Rec> = reads.iter().collect();
         let tiled = records_tiling(&refs, |_| size, 1).expect("records");
-        assert_eq!(tiled[&1].0, 0);
+        assert_eq!(tiled[&1].start, 0);
         assert_eq!(
-            tiled[&1].1,
+            tiled[&1].lengths,
             lengths.iter().map(|&l| l as u64).collect::<Vec<_>>()
         );
+        // The last record ends in the last page, past the sum of the lengths by the padding.
+        let last = offsets[19] + lengths[19];
+        assert_eq!(tiled[&1].end, last as u64);
+        assert!(tiled[&1].end > lengths.iter().sum::<i64>() as u64);
         // A gap of more than the padding to the next page is not the next record.
         assert!(!next_record_at(5000, 12288));
         assert!(
