@@ -633,7 +633,9 @@ pub struct SampleRequestPattern {
     /// Whether the bytes the requests left unread are read after them (the opening reads the
     /// whole file) or not (it reads only what the requests cover). Default true.
     pub read_rest: bool,
-    /// The requests, in order, as `reader.sample_requests` gives them. Default none.
+    /// The requests, in order, as `reader.sample_requests` gives them. Default none: with
+    /// `read_rest`, the opening reads its whole file in one request (a file a program reads
+    /// in one call beside files it reads in parts).
     pub requests: Vec<SampleRequest>,
 }
 

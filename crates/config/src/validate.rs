@@ -286,11 +286,12 @@ impl Config {
                     "give the pattern's share of the openings, e.g. weight: 96",
                 ));
             }
-            if pattern.requests.is_empty() {
+            // No requests of its own and the rest read: the whole file in one request.
+            if pattern.requests.is_empty() && !pattern.read_rest {
                 return Err(invalid(
                     &format!("reader.sample_request_patterns[{p}].requests"),
-                    "is empty; a pattern makes one request or more.".into(),
-                    "list the pattern's requests, e.g. requests: [{from: start, offset: 0, size: 4096}]",
+                    "is empty and read_rest is False, so the pattern reads nothing.".into(),
+                    "list the pattern's requests, e.g. requests: [{from: start, offset: 0, size: 4096}], or set read_rest: True (the whole file in one request)",
                 ));
             }
         }

@@ -187,11 +187,14 @@ impl PartialEq for RequestPatterns {
 }
 
 impl RequestPatterns {
-    /// The patterns with a positive weight and a request; `None` when there is none.
+    /// The patterns with a positive weight that read something (a request, or the rest: with
+    /// no request, the whole file in one); `None` when there is none.
     pub fn new(patterns: Vec<RequestPattern>) -> Option<RequestPatterns> {
         let patterns: Vec<RequestPattern> = patterns
             .into_iter()
-            .filter(|p| p.weight.is_finite() && p.weight > 0.0 && !p.requests.is_empty())
+            .filter(|p| {
+                p.weight.is_finite() && p.weight > 0.0 && (p.read_rest || !p.requests.is_empty())
+            })
             .collect();
         let total: f64 = patterns.iter().map(|p| p.weight).sum();
         if patterns.is_empty() {
@@ -991,6 +994,24 @@ mod tests {
             assert_eq!(s.read_requests, requests, "{len}");
             assert_eq!(s.bytes_read, len as u64, "{len}");
         }
+    }
+
+    #[test]
+    fn a_pattern_without_requests_that_reads_the_rest_reads_the_file_in_one_request() {
+        let (_dir, path, bytes) = file_of(10_000);
+        let (storage, counters) = counted(one_pattern(Vec::new()));
+        assert_eq!(read_whole(&storage, &path), bytes);
+        let s = counters.snapshot();
+        assert_eq!((s.read_requests, s.bytes_read), (1, 10_000));
+        // Without the rest it reads nothing, and is no pattern.
+        assert!(
+            RequestPatterns::new(vec![RequestPattern {
+                requests: Vec::new(),
+                weight: 1.0,
+                read_rest: false,
+            }])
+            .is_none()
+        );
     }
 
     #[test]

@@ -536,13 +536,26 @@ fn the_keys_characterize_writes_are_validated() {
         &message,
         &["reader.sample_request_patterns[0].weight", "positive"],
     );
+    // No request and the rest read (the default): the whole file in one request, beside a
+    // pattern of parts. No request and no rest reads nothing.
+    let whole = config(&format!(
+        "{PYTORCH_NPZ}reader:\n  sample_request_patterns:\n    - {{weight: 1}}\n    - {{weight: 2, requests: [{{size: 10}}]}}\n"
+    ));
+    whole.validate(1).expect("valid");
+    assert!(whole.sample_request_patterns()[0].requests.is_empty());
     let message = rejected(
-        &format!("{PYTORCH_NPZ}reader:\n  sample_request_patterns:\n    - {{weight: 1}}\n"),
+        &format!(
+            "{PYTORCH_NPZ}reader:\n  sample_request_patterns:\n    - {{weight: 1, read_rest: False}}\n"
+        ),
         1,
     );
     assert_contains(
         &message,
-        &["reader.sample_request_patterns[0].requests", "empty"],
+        &[
+            "reader.sample_request_patterns[0].requests",
+            "empty",
+            "reads nothing",
+        ],
     );
     let message = rejected(
         &format!(
