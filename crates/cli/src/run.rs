@@ -337,6 +337,14 @@ impl Run<'_> {
                 .with_context(|| {
                     format!("the data set's {} layout (dataset section)", format.name())
                 })?;
+            format
+                .check_layout(&dlio_trainer::nominal_eval_layout(config))
+                .with_context(|| {
+                    format!(
+                        "the evaluation files' {} layout (dataset.record_length_bytes_eval)",
+                        format.name()
+                    )
+                })?;
         }
         if let Some(note) = unused_prefetch_window(config, format.as_deref()) {
             log.warn(&note);

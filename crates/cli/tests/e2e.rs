@@ -520,6 +520,58 @@ fn an_evaluation_pass_reads_only_its_steps_of_the_split() {
 }
 
 #[test]
+fn evaluation_files_of_a_sample_size_of_their_own_are_generated_and_read_at_it() {
+    // Training samples of 16 KiB, evaluation samples of 1000 bytes (a 31 x 31 square, as DLIO
+    // makes a length's shape), 4 a file; evaluation files 1 and 2 of them read whole a pass.
+    let tmp = tempfile::tempdir().unwrap();
+    for (format, eval_file, eval_read) in [
+        // 4 x 961 bytes of records and their 32-byte index beside each file.
+        ("indexed_binary", 3844, 2 * (3844 + 64)),
+        // npy holds one array a file (4 samples of 961 bytes) after its 128-byte header, and
+        // DLIO's npy reader loads the whole file for each of its samples.
+        ("npy", 3844 + 128, 8 * (3844 + 128)),
+    ] {
+        let root = tmp.path().join(format);
+        let mut args = with_evaluation(small(&root, 4, 2));
+        args.extend([
+            format!("++workload.dataset.format={format}"),
+            "++workload.dataset.num_files_eval=2".into(),
+            "++workload.dataset.num_samples_per_file=4".into(),
+            "++workload.dataset.record_length_bytes=16384".into(),
+            "++workload.dataset.record_length_bytes_eval=1000".into(),
+            "++workload.reader.batch_size_eval=4".into(),
+        ]);
+        run_ok(dlio().arg("run").args(&args));
+        let size = |dir: &str| -> Vec<u64> {
+            let mut sizes: Vec<u64> = std::fs::read_dir(root.join("data").join(dir))
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| !p.to_string_lossy().ends_with(".idx") && !p.is_dir())
+                .map(|p| std::fs::metadata(p).unwrap().len())
+                .filter(|&n| n > 64)
+                .collect();
+            sizes.sort_unstable();
+            sizes
+        };
+        assert_eq!(size("valid"), vec![eval_file; 2], "{format}");
+        assert!(size("train").iter().all(|&n| n >= 4 * 16384), "{format}");
+        let summary = json(&root.join("out/summary.json"));
+        let eval = &summary["dlio_rs"]["eval"]["io"];
+        assert_eq!(
+            eval["bytes_read"].as_u64(),
+            Some(eval_read),
+            "{format}: {eval}"
+        );
+        assert_eq!(eval["samples"].as_u64(), Some(8), "{format}: {eval}");
+    }
+    // A size of its own that is not a size is refused, naming the key.
+    let mut bad = with_evaluation(small(tmp.path(), 4, 2));
+    bad.push("++workload.dataset.record_length_bytes_eval=-5".into());
+    let err = run_err(dlio().arg("run").args(&bad));
+    assert!(err.contains("dataset.record_length_bytes_eval"), "{err}");
+}
+
+#[test]
 fn dlio_benchmark_behaves_like_dlio_run() {
     let tmp = tempfile::tempdir().unwrap();
     let mut args = small(tmp.path(), 4, 2);

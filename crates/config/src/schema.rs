@@ -482,6 +482,12 @@ pub struct DatasetConfig {
     pub record_length_bytes: f64,
     /// Spread of the sample size. Legacy name `record_length_stdev`. Default 0.
     pub record_length_bytes_stdev: f64,
+    /// Ours: the bytes of a sample of the evaluation files, which DLIO makes of the training
+    /// size (a validation shard smaller than a training shard, an evaluation split whose
+    /// images are of another size): every evaluation sample takes this size, with no spread
+    /// (`record_length_bytes_stdev` and `record_length_bytes_distribution` shape the training
+    /// files only). Default 0: the training size.
+    pub record_length_bytes_eval: f64,
     /// Ours: the sample sizes of the data set's files as a distribution (`dlio characterize`
     /// writes the measured one): the files of a list take the sizes at evenly spaced
     /// quantiles of it, in a seeded order, so the set's total and shape are the
@@ -829,6 +835,7 @@ impl Default for DatasetConfig {
             num_samples_per_file: 1,
             record_length_bytes: 65536.0,
             record_length_bytes_stdev: 0.0,
+            record_length_bytes_eval: 0.0,
             record_length_bytes_distribution: Vec::new(),
             record_length_bytes_per: SizesPer::File,
             header_read_bytes: 0,

@@ -657,6 +657,10 @@ impl Config {
                 "dataset.record_length_bytes_resize",
                 self.dataset.record_length_bytes_resize,
             ),
+            (
+                "dataset.record_length_bytes_eval",
+                self.dataset.record_length_bytes_eval,
+            ),
         ];
         for (key, value) in lengths {
             if value.is_nan() || value < 0.0 || value.is_infinite() {
@@ -781,6 +785,10 @@ impl Config {
             (
                 "dataset.record_length_bytes_resize",
                 d.record_length_bytes_resize > MAX_SAMPLE_BYTES as f64,
+            ),
+            (
+                "dataset.record_length_bytes_eval",
+                d.record_length_bytes_eval > MAX_SAMPLE_BYTES as f64,
             ),
             (
                 "reader.transformed_record_dims",

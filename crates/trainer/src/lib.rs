@@ -296,6 +296,11 @@ pub fn nominal_layout(config: &Config) -> dlio_format::FileLayout {
 /// DLIO draws them for `record_length_bytes_stdev`, or the file's quantile of
 /// `record_length_bytes_distribution`): what generation writes.
 pub fn file_layout(config: &Config, list_id: u32, index: u64) -> dlio_format::FileLayout {
+    if list_id == 1
+        && let Some(dims) = eval_sample_dims(config)
+    {
+        return layout_of(config, dims);
+    }
     let d = &config.dataset;
     // Sizes per sample are the format's to draw inside each file; per file, the plan's.
     let sizes: Vec<(u64, f64)> = match d.record_length_bytes_per {
@@ -319,6 +324,28 @@ pub fn file_layout(config: &Config, list_id: u32, index: u64) -> dlio_format::Fi
     )
     .with_distribution(&sizes, files);
     layout_of(config, dims.for_file(index))
+}
+
+/// The dims of every evaluation sample when `dataset.record_length_bytes_eval` gives their
+/// size: one dimension of that many elements where the training samples have one
+/// (`record_dims: [N]`), else the square DLIO makes of a length, as for the training size.
+fn eval_sample_dims(config: &Config) -> Option<Vec<u64>> {
+    let d = &config.dataset;
+    let bytes = d.record_length_bytes_eval;
+    (bytes > 0.0).then(|| {
+        if d.record_dims.len() == 1 {
+            let element = d.record_element_type.size().max(1) as f64;
+            vec![((bytes / element) as u64).max(1)]
+        } else {
+            dlio_plan::sample_dims(bytes, 0.0, &[], 1, 0)
+        }
+    })
+}
+
+/// The layout evaluation readers are built for: the evaluation files' when their samples have
+/// a size of their own (`dataset.record_length_bytes_eval`), else [`nominal_layout`].
+pub fn nominal_eval_layout(config: &Config) -> dlio_format::FileLayout {
+    eval_sample_dims(config).map_or_else(|| nominal_layout(config), |dims| layout_of(config, dims))
 }
 
 /// The one builder of a file layout from its samples' dims.
@@ -403,7 +430,7 @@ fn run_training(
         eval_spec,
         evaluation,
         mut loader,
-        mut step_eval_loader,
+        mut eval_loader,
         mut rng,
     } = training_parts(setup)?;
     comm.barrier()?;
@@ -499,8 +526,9 @@ fn run_training(
             run_steps += 1;
             let checkpoint_due =
                 checkpointer.is_some() && steps_between > 0 && done as i64 == next_checkpoint_step;
-            let eval_due =
-                step_eval_loader.is_some() && run_steps.is_multiple_of(steps_between_evals);
+            let eval_due = evaluation
+                && steps_between_evals > 0
+                && run_steps.is_multiple_of(steps_between_evals);
             if checkpoint_due || eval_due {
                 // A step checkpoint or an evaluation pass ends the block: its time is outside
                 // AU (DLIO §1.1).
@@ -513,7 +541,7 @@ fn run_training(
                 next_checkpoint_step += steps_between;
                 checkpoint_index += 1;
             }
-            if let Some(eval_loader) = step_eval_loader.as_mut()
+            if let Some(eval_loader) = eval_loader.as_mut()
                 && eval_due
             {
                 drop(train_span);
@@ -564,7 +592,7 @@ fn run_training(
             run_eval(
                 setup,
                 recorder,
-                &mut loader,
+                eval_loader.as_mut().unwrap_or(&mut loader),
                 &mut eval_list,
                 epoch,
                 &mut eval_time,
@@ -657,9 +685,11 @@ struct TrainingParts {
     evaluation: bool,
     loader: Loader,
     /// The evaluation's own loader when passes fall between training steps
-    /// (`evaluation.steps_between_evals`): the training loader's readers hold the epoch's
-    /// batches meanwhile, as a framework's separate evaluation loader leaves them.
-    step_eval_loader: Option<Loader>,
+    /// (`evaluation.steps_between_evals`: the training loader's readers hold the epoch's
+    /// batches meanwhile, as a framework's separate evaluation loader leaves them) or its
+    /// samples have a size of their own (`dataset.record_length_bytes_eval`: readers are built
+    /// for one layout); else passes borrow the training loader.
+    eval_loader: Option<Loader>,
     rng: Xoshiro256PlusPlus,
 }
 
@@ -694,10 +724,11 @@ fn training_parts(setup: &RankSetup<'_>) -> Result<TrainingParts, TrainError> {
     if evaluation {
         eval_spec.validate().map_err(TrainError::Plan)?;
     }
-    let new_loader = || -> Result<Loader, TrainError> {
+    let new_loader = |layout: dlio_format::FileLayout| -> Result<Loader, TrainError> {
         let mut loader = Loader::new(
             LoaderSpec {
                 tracer: setup.tracer.clone(),
+                layout,
                 ..loader_spec(config, rank)
             },
             Arc::clone(&setup.storage),
@@ -716,10 +747,12 @@ fn training_parts(setup: &RankSetup<'_>) -> Result<TrainingParts, TrainError> {
         ));
         Ok(loader)
     };
-    let loader = new_loader()?;
-    let step_eval_loader = (evaluation && config.evaluation.steps_between_evals > 0)
-        .then(new_loader)
-        .transpose()?;
+    let loader = new_loader(nominal_layout(config))?;
+    let eval_layout = nominal_eval_layout(config);
+    let eval_loader = (evaluation
+        && (config.evaluation.steps_between_evals > 0 || eval_layout != nominal_layout(config)))
+    .then(|| new_loader(eval_layout))
+    .transpose()?;
     // Draws of the emulated compute time: reproducible per rank from the seed.
     let rng = Xoshiro256PlusPlus::seed_from_u64(
         config.train.seed ^ (u64::from(rank) << 32) ^ 0x00C0_FFEE,
@@ -732,7 +765,7 @@ fn training_parts(setup: &RankSetup<'_>) -> Result<TrainingParts, TrainError> {
         eval_spec,
         evaluation,
         loader,
-        step_eval_loader,
+        eval_loader,
         rng,
     })
 }
