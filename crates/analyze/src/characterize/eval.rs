@@ -37,12 +37,19 @@ impl EvalPass {
 
 /// The replay's training samples, which an evaluation split held in one file is cut into.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct SampleShape {
+pub(super) struct SampleShape<'f> {
     /// Bytes a sample of the replay reads (what the program's training read a sample).
     pub bytes: u64,
     /// Samples a file of it holds.
     pub per_file: u64,
+    /// The replay's format (`dataset.format`), whose files hold a sample's bytes and their own.
+    pub format: &'f str,
 }
+
+/// How far the bytes of the replay's evaluation pass, in training samples, may be from the
+/// program's before its samples take a size of their own (`dataset.record_length_bytes_eval`):
+/// the data bytes' bound of `dlio fidelity`.
+const EVAL_BYTES_TOLERANCE: f64 = 0.02;
 
 /// The evaluation section: `workflow.evaluation`, `dataset.num_files_eval`,
 /// `reader.batch_size_eval`, `evaluation.eval_time`, `evaluation.eval_after_epoch` and
@@ -57,7 +64,7 @@ pub(super) fn eval_pass(
     training_samples: &[&Rec],
     epochs: u64,
     windows_per_file: Option<u64>,
-    shape: SampleShape,
+    shape: SampleShape<'_>,
 ) -> (EvalPass, Found) {
     let mut found = Found::default();
     let (start, end) = activity.window;
@@ -204,6 +211,7 @@ pub(super) fn eval_pass(
     let mut num_files_eval = files.len() as u64;
     let mut steps_per_eval = None;
     let mut split_evidence = String::new();
+    let mut eval_record_length = None;
     if one_file {
         let pass_bytes = Stats::of(&window_bytes.iter().map(|&b| b as f64).collect::<Vec<_>>())
             .median
@@ -231,23 +239,42 @@ pub(super) fn eval_pass(
         if steps < whole {
             steps_per_eval = Some(steps);
         }
+        // Whole training samples that miss the pass's bytes (a validation shard smaller than
+        // a training shard): the split's samples take the size that holds them.
+        let in_training_samples = samples * shape.bytes;
+        let own_size = (in_training_samples.abs_diff(pass_bytes) as f64
+            > EVAL_BYTES_TOLERANCE * pass_bytes as f64)
+            .then(|| {
+                let per_file = shape.per_file.max(1);
+                let file_bytes = pass_bytes.div_ceil(samples) * per_file;
+                super::samples::sample_bytes_for_file(shape.format, file_bytes, per_file)
+            });
         step_evidence = format!(
             "a pass over the split's one file reads {pass_bytes} bytes (the median of {passes} \
-             passes) in {steps} steps: {samples} of the replay's samples of {} bytes, {batch} a \
-             step{}",
-            shape.bytes,
-            if shape.bytes > pass_bytes.saturating_mul(3) / 2 {
-                "; the pass reads less than one of them (a small validation shard beside \
-                 whole training shards): the replay's pass reads one, more bytes than the \
-                 program's, as DLIO's evaluation files take the training's sample size"
-            } else {
-                ""
+             passes) in {steps} steps: {samples} of the replay's samples, {batch} a step{}",
+            match own_size {
+                Some(bytes) => format!(
+                    ", each of {} bytes read where the training's read {} ({} in training \
+                     samples would miss the pass by {:.0}%): dataset.record_length_bytes_eval \
+                     {bytes} makes the split's files hold them",
+                    pass_bytes.div_ceil(samples),
+                    shape.bytes,
+                    in_training_samples,
+                    100.0 * in_training_samples.abs_diff(pass_bytes) as f64 / pass_bytes as f64
+                ),
+                None => format!(" of {} bytes", shape.bytes),
             }
         );
+        eval_record_length = own_size;
         split_evidence = format!(
             "; held in one file, read {pass_bytes} bytes a pass: the replay's split is files of \
-             its training shape ({} samples each) holding as many samples",
-            shape.per_file
+             {} samples each{} holding as many samples",
+            shape.per_file,
+            if own_size.is_some() {
+                ", of a size of their own,"
+            } else {
+                " (its training shape)"
+            }
         );
     }
     let every = (epochs.max(1) as f64 / passes.max(1) as f64)
@@ -275,6 +302,15 @@ pub(super) fn eval_pass(
         }),
     );
     found.param("reader.batch_size_eval", batch.to_string(), step_evidence);
+    if let Some(bytes) = eval_record_length {
+        found.param(
+            "dataset.record_length_bytes_eval",
+            bytes.to_string(),
+            "the split's samples are of a size of their own: what a sample of its pass read, \
+             less what the replay's files hold besides their samples"
+                .into(),
+        );
+    }
     if let Some(steps) = steps_per_eval {
         found.param(
             "evaluation.steps_per_eval",

@@ -346,6 +346,15 @@ impl Found {
         self.params.iter().any(|p| p.key == key)
     }
 
+    /// The value found for `key`, the last when several were.
+    fn value(&self, key: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .rev()
+            .find(|p| p.key == key)
+            .map(|p| p.value.as_str())
+    }
+
     fn note(&mut self, note: String) {
         self.notes.push(note);
     }
@@ -635,9 +644,14 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
     // buffered stream's fills past each window included.
     let files = (data.files.len() as u64).max(1);
     let read = activity.reads.iter().map(|r| r.bytes as u64).sum::<u64>();
+    let format = found
+        .value("dataset.format")
+        .unwrap_or_default()
+        .to_string();
     let shape = eval::SampleShape {
         bytes: (read / samples.consumed().max(1)).max(1),
         per_file: (samples.in_data_set / files).max(1),
+        format: &format,
     };
     let (eval, eval_found) = eval::eval_pass(
         t,

@@ -577,6 +577,17 @@ fn reads_to_end(p: &[PatternStep]) -> bool {
     matches!(p.last(), Some(&(false, offset, _)) if offset == at)
 }
 
+/// Whether the stretches, in the order read, each start where the one before ended, the first
+/// at the file's start.
+fn in_order_from_the_start(covered: &[(u64, u64)]) -> bool {
+    let mut at = 0u64;
+    covered.iter().all(|&(start, end)| {
+        let next = start == at;
+        at = end;
+        next
+    })
+}
+
 /// The most patterns a program's openings are described by.
 const MAX_PATTERNS: usize = 8;
 
@@ -684,6 +695,15 @@ pub(super) fn common_patterns(calls: &[&Rec], data: &DataSet) -> Vec<CommonPatte
     for ((file, o), _) in done.iter_mut().zip(&whole).filter(|(_, w)| **w) {
         let p = &mut o.requests;
         let size = data.totals.get(file).map_or(0, |t| t.size);
+        // An opening that read its file in order from the start (a stream in chunks) has no
+        // tail of its own: its requests are offsets from the start, so that a file of
+        // another size (an evaluation shard) is read the same way up to its own end, rather
+        // than its second half being placed from an end that lies elsewhere.
+        if in_order_from_the_start(&o.covered) {
+            for r in p.iter_mut().filter(|r| r.0) {
+                *r = (false, size.saturating_sub(r.1), r.2);
+            }
+        }
         // A last request that ends at the file's end is the rest whatever the file's size: as
         // an offset from the start, even when it starts past the middle of a small file.
         if let Some(last) = p.last_mut()
@@ -1051,6 +1071,16 @@ fn fastest_read_cost(timed: &[(f64, f64)]) -> (f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_streamed_in_chunks_is_read_in_order_from_the_start_and_a_tail_is_not() {
+        let chunks: Vec<(u64, u64)> = (0..36).map(|i| (i * 262_144, (i + 1) * 262_144)).collect();
+        assert!(in_order_from_the_start(&chunks));
+        // A zip's directory read at the end first, then a member: not in order.
+        assert!(!in_order_from_the_start(&[(9000, 10_000), (0, 4000)]));
+        // A header, then a seek past a gap.
+        assert!(!in_order_from_the_start(&[(0, 128), (4096, 8192)]));
+    }
 
     #[test]
     fn reads_slowed_by_cold_caches_are_not_taken_for_fresh_pages() {

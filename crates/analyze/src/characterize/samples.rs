@@ -1701,7 +1701,7 @@ fn sized_by_its_values(name: &str) -> bool {
 /// a layout (its headers and framing), inverted; for images, the pixel count whose encoded
 /// noise image has that size (the encoder's ratio varies slowly with the size, so a few
 /// corrections find it).
-fn sample_bytes_for_file(format: &str, file_bytes: u64, samples: u64) -> u64 {
+pub(super) fn sample_bytes_for_file(format: &str, file_bytes: u64, samples: u64) -> u64 {
     let n = samples.max(1);
     let plain = (file_bytes / n).max(1);
     let Some(kind) = dlio_format::FORMATS
