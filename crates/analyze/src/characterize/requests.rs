@@ -577,15 +577,20 @@ fn reads_to_end(p: &[PatternStep]) -> bool {
     matches!(p.last(), Some(&(false, offset, _)) if offset == at)
 }
 
-/// Whether the stretches, in the order read, each start where the one before ended, the first
-/// at the file's start.
-fn in_order_from_the_start(covered: &[(u64, u64)]) -> bool {
+/// Whether the stretches, in the order read, are three or more chunks of one size (the last
+/// shorter or not), each starting where the one before ended, the first at the file's start.
+fn in_chunks_from_the_start(covered: &[(u64, u64)]) -> bool {
+    let Some(&(_, chunk)) = covered.first() else {
+        return false;
+    };
     let mut at = 0u64;
-    covered.iter().all(|&(start, end)| {
-        let next = start == at;
-        at = end;
-        next
-    })
+    covered.len() >= 3
+        && covered.iter().enumerate().all(|(i, &(start, end))| {
+            let next = start == at
+                && (end - start == chunk || (i + 1 == covered.len() && end - start < chunk));
+            at = end;
+            next
+        })
 }
 
 /// The most patterns a program's openings are described by.
@@ -695,11 +700,13 @@ pub(super) fn common_patterns(calls: &[&Rec], data: &DataSet) -> Vec<CommonPatte
     for ((file, o), _) in done.iter_mut().zip(&whole).filter(|(_, w)| **w) {
         let p = &mut o.requests;
         let size = data.totals.get(file).map_or(0, |t| t.size);
-        // An opening that read its file in order from the start (a stream in chunks) has no
-        // tail of its own: its requests are offsets from the start, so that a file of
+        // An opening that streamed its file in chunks of one size, in order from the start,
+        // has no tail of its own: its requests are offsets from the start, so that a file of
         // another size (an evaluation shard) is read the same way up to its own end, rather
-        // than its second half being placed from an end that lies elsewhere.
-        if in_order_from_the_start(&o.covered) {
+        // than its second half being placed from an end that lies elsewhere. (A buffered
+        // stream's fills and whole blocks, of two sizes, keep their tail from the end, which
+        // files of different sizes share.)
+        if in_chunks_from_the_start(&o.covered) {
             for r in p.iter_mut().filter(|r| r.0) {
                 *r = (false, size.saturating_sub(r.1), r.2);
             }
@@ -1073,13 +1080,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_file_streamed_in_chunks_is_read_in_order_from_the_start_and_a_tail_is_not() {
-        let chunks: Vec<(u64, u64)> = (0..36).map(|i| (i * 262_144, (i + 1) * 262_144)).collect();
-        assert!(in_order_from_the_start(&chunks));
+    fn a_file_streamed_in_chunks_of_one_size_is_told_from_a_tail_and_a_buffered_stream() {
+        let mut chunks: Vec<(u64, u64)> =
+            (0..35).map(|i| (i * 262_144, (i + 1) * 262_144)).collect();
+        chunks.push((35 * 262_144, 35 * 262_144 + 43_960));
+        assert!(in_chunks_from_the_start(&chunks));
         // A zip's directory read at the end first, then a member: not in order.
-        assert!(!in_order_from_the_start(&[(9000, 10_000), (0, 4000)]));
+        assert!(!in_chunks_from_the_start(&[
+            (9000, 10_000),
+            (0, 4000),
+            (4000, 9000)
+        ]));
         // A header, then a seek past a gap.
-        assert!(!in_order_from_the_start(&[(0, 128), (4096, 8192)]));
+        assert!(!in_chunks_from_the_start(&[
+            (0, 128),
+            (4096, 8192),
+            (8192, 12_288)
+        ]));
+        // A buffered stream's fill, whole blocks, a fill: in order, of two sizes.
+        assert!(!in_chunks_from_the_start(&[
+            (0, 4096),
+            (4096, 65_536),
+            (65_536, 69_632)
+        ]));
     }
 
     #[test]
