@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Characterisation on programs it has never seen (#30): every program of bench/corpus/programs
-# (96 training-style programs: PyTorch DataLoader, tf.data, h5py, numpy memmap, PIL, pyarrow,
+# (102 training-style programs: PyTorch DataLoader, tf.data, h5py, numpy memmap, PIL, pyarrow,
 # pickle, torch.load, json lines, pandas csv, zarr-like chunks, webdataset tars, random crops,
 # pools of threads and processes, weighted draws with replacement, HDF5 opened per worker, tf.data
 # cache(), readv by token budget, staged shard caches, spawned workers, FFCV-like index files,
@@ -11,8 +11,10 @@
 # shelve stores, object-store range reads, bz2 json lines, tf.data CsvDataset, mixed-format
 # ConcatDatasets, page files read with os.preadv, MDS shards, a B-tree page file, FASTQ through
 # tf.data.from_generator, fairseq indexed datasets, sharded checkpoints resumed, a spectrogram
-# cache written in the first epoch, ...)
-# and the eight of crates/cli/tests/programs is made,
+# cache written in the first epoch, multi-page TIFF stacks, point clouds with JSON sidecars and
+# dropped records, safetensors fine-tunes with rotated checkpoints, h5py generators in tf.data,
+# CSR graphs sampled through memory maps, a RAM budget that keeps half the shards, ...)
+# and the nine of crates/cli/tests/programs is made,
 # traced with `dlio trace`, characterised with `dlio characterize`, replayed with
 # `dlio run --trace` (release build) and scored twice: by `dlio fidelity` (its verdict and the
 # bounds that failed; the program is traced twice, and the second trace is its `--repeat`, how
