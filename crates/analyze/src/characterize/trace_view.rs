@@ -385,23 +385,46 @@ fn climb_class_folders(
     (dir, files, subfolders)
 }
 
+/// How long before the first read's opening another thread's opening still begins the data
+/// calls: a second, far past a busy machine's delay between a worker's opening and its read
+/// (milliseconds), far short of a program's start-up before it trains.
+const OPENED_BEFORE_LIMIT_NS: i64 = 1_000_000_000;
+
 /// The calls on data files from the first data read to the end of the last (what comes before
 /// or after, such as listing and sizing the files, is not training), and the reads among them.
 pub(crate) fn data_calls<'t>(t: &'t Timeline, data: &DataSet) -> (Vec<&'t Rec>, Vec<&'t Rec>) {
     let all: Vec<&Rec> = t.io().filter(|r| data.holds(r.file)).collect();
     let is_read = |r: &&Rec| op(r) == Op::Read && r.bytes > 0;
+    // The opening a read at `i` was made through (the last of its file in its process before
+    // it), or the read itself.
+    let opening = |i: usize| {
+        let r0 = all[i];
+        all[..i]
+            .iter()
+            .rev()
+            .find(|r| op(r) == Op::Open && r.file == r0.file && r.rank == r0.rank)
+            .map_or(r0.start, |open| open.start)
+    };
+    // From the opening the first read was made through, or an earlier one through which
+    // another thread made its first read: workers that open their files at once, one of them
+    // kept off a core until another has read (a busy machine), all begin the window. An
+    // opening [`OPENED_BEFORE_LIMIT_NS`] or more before (a file opened at start-up and kept)
+    // does not.
     let first_read = all.iter().position(is_read).unwrap_or(0);
-    // From the opening the first read was made through.
-    let first = all
-        .get(first_read)
-        .map(|r0| {
-            all[..first_read]
-                .iter()
-                .rev()
-                .find(|r| op(r) == Op::Open && r.file == r0.file && r.rank == r0.rank)
-                .map_or(r0.start, |open| open.start)
-        })
-        .unwrap_or(0);
+    let mut first = if all.is_empty() {
+        0
+    } else {
+        opening(first_read)
+    };
+    let mut readers = std::collections::HashSet::new();
+    for (i, r) in all.iter().enumerate().skip(first_read) {
+        if is_read(r) && readers.insert((r.rank, r.tid)) {
+            let opened = opening(i);
+            if opened < first && first - opened < OPENED_BEFORE_LIMIT_NS {
+                first = opened;
+            }
+        }
+    }
     let last = all
         .iter()
         .filter(|r| is_read(r))
@@ -657,6 +680,53 @@ mod tests {
         }
         let threshold = super::pause_threshold(&busy(&steps)).unwrap();
         assert!(threshold < 15_000_000, "{threshold}");
+    }
+
+    #[test]
+    fn a_worker_that_opened_before_another_read_first_begins_the_data_calls() {
+        // Worker 11 opens a.npy, is kept off a core; worker 12 opens and reads b.npy; worker
+        // 11 then reads a.npy. A file opened 5 s before (kept from start-up) by worker 13 and
+        // read last stays out.
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        for name in ["a.npy", "b.npy", "c.npy"] {
+            std::fs::write(data.join(name), vec![0u8; 4096]).unwrap();
+        }
+        let event = |id: u32, name: &str, pid: u32, ts: u64, file: &str, args: &str| {
+            format!(
+                "{{\"id\":{id},\"name\":\"{name}\",\"cat\":\"POSIX\",\"pid\":{pid},\"tid\":{pid},\
+                 \"ts\":{ts},\"dur\":2,\"ph\":\"X\",\"args\":{{\"fname\":\"{}\"{args}}}}}",
+                data.join(file).display()
+            )
+        };
+        let base = 1_700_000_000_000_000u64;
+        let read = ",\"fd\":3,\"offset\":0,\"count\":4096,\"ret\":4096";
+        let lines = [
+            event(0, "openat", 13, base, "c.npy", ",\"ret\":3"),
+            event(1, "openat", 11, base + 5_000_000, "a.npy", ",\"ret\":3"),
+            event(2, "openat", 12, base + 5_000_100, "b.npy", ",\"ret\":3"),
+            event(3, "read", 12, base + 5_000_200, "b.npy", read),
+            event(4, "read", 11, base + 5_003_000, "a.npy", read),
+            event(5, "read", 13, base + 5_010_000, "c.npy", read),
+        ];
+        let traces = dir.path().join("traces");
+        std::fs::create_dir(&traces).unwrap();
+        std::fs::write(
+            traces.join("trace-1.pfw"),
+            format!("[\n{}\n]\n", lines.join(",\n")),
+        )
+        .unwrap();
+        let t = crate::timeline::load(&traces).unwrap();
+        let set = super::DataSet::find(&t, Some(&data)).unwrap();
+        let (calls, reads) = super::data_calls(&t, &set);
+        assert_eq!(reads.len(), 3);
+        let opens: Vec<u32> = calls
+            .iter()
+            .filter(|r| crate::timeline::op(r) == crate::event::Op::Open)
+            .map(|r| r.rank)
+            .collect();
+        assert_eq!(opens.len(), 2, "{opens:?}");
     }
 
     #[test]
