@@ -554,14 +554,15 @@ fn worker_processes_that_read_ahead_are_stepped_by_the_process_that_takes_their_
     assert_structure("worker_queue", &r.fidelity);
     // The real side's steps are the takes, the replay's its compute spans: a step means the
     // same on both. A step counts when reads fall in it: on a busy machine (the suite beside
-    // other work) a worker's reads can span two takes, so the program's side can find fewer
-    // than half of its 32 (15 once).
+    // other work) a worker's reads can span two takes, so either side can find fewer than
+    // half of its 32 (15 once on each).
     let (real, emulated) = (
         r.fidelity["real"]["steps"].as_u64().unwrap(),
         r.fidelity["emulated"]["steps"].as_u64().unwrap(),
     );
+    // The replay's workers read ahead too: beside two busy loops its side found 15 of 32.
     assert!(
-        real >= 8 && emulated >= 16,
+        real >= 8 && emulated >= 8,
         "{real} {emulated} {}",
         r.characterization["parameters"]
     );
@@ -895,7 +896,15 @@ fn a_stream_decoded_as_it_is_read_works_between_its_requests() {
         .unwrap();
     let ratio = outside["emulated"].as_f64().unwrap() / outside["real"].as_f64().unwrap();
     assert!((0.98..=1.02).contains(&ratio), "{outside}");
-    assert_scores_but("targz_shards_procpool", &r, &[]);
+    // The stream's work between requests (inflating each 10 KiB) is replayed busy, and a
+    // machine that was busy while the replay ran stretches it: the I/O phase is allowed 0.40
+    // where the others are 0.25 (a debug build beside two busy loops once went past 0.25).
+    let mut known = vec![];
+    if r.core_share >= SATURATED_CORE_SHARE {
+        known.push("I/O phase (s)");
+        assert_bounds_within(&r, &[("I/O phase (s)", 0.40)]);
+    }
+    assert_scores_but("targz_shards_procpool", &r, &known);
 }
 
 /// Random one-second crops of wav files (wave.open reads the header through Python's
