@@ -696,6 +696,10 @@ pub fn render_fidelity(f: &Fidelity) -> String {
         "{:<30} {:>14} {:>14} {:>10} {:>8}  verdict",
         "bound", "real", "emulated", "error", "limit"
     );
+    let small = format!(
+        "n/a (under {:.0}% of the data on both sides)",
+        OUTSIDE_SHARE * 100.0
+    );
     for b in &f.bounds {
         let shown = |error: f64| match b.measure {
             Measure::RelativeError => format!("{:.1}%", error * 100.0),
@@ -710,10 +714,6 @@ pub fn render_fidelity(f: &Fidelity) -> String {
             Some(r) => format!("{limit} (repeat {})", shown(r)),
             None => limit,
         };
-        let small = format!(
-            "n/a (under {:.0}% of the data on both sides)",
-            OUTSIDE_SHARE * 100.0
-        );
         let _ = writeln!(
             o,
             "{:<30} {:>14.6} {:>14.6} {:>10} {:>8}  {}",

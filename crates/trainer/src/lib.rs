@@ -747,12 +747,14 @@ fn training_parts(setup: &RankSetup<'_>) -> Result<TrainingParts, TrainError> {
         ));
         Ok(loader)
     };
-    let loader = new_loader(nominal_layout(config))?;
+    let train_layout = nominal_layout(config);
     let eval_layout = nominal_eval_layout(config);
+    let own_eval_layout = eval_layout != train_layout;
+    let loader = new_loader(train_layout)?;
     let eval_loader = (evaluation
-        && (config.evaluation.steps_between_evals > 0 || eval_layout != nominal_layout(config)))
-    .then(|| new_loader(eval_layout))
-    .transpose()?;
+        && (config.evaluation.steps_between_evals > 0 || own_eval_layout))
+        .then(|| new_loader(eval_layout))
+        .transpose()?;
     // Draws of the emulated compute time: reproducible per rank from the seed.
     let rng = Xoshiro256PlusPlus::seed_from_u64(
         config.train.seed ^ (u64::from(rank) << 32) ^ 0x00C0_FFEE,

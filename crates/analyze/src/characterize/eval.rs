@@ -242,13 +242,12 @@ pub(super) fn eval_pass(
         // Whole training samples that miss the pass's bytes (a validation shard smaller than
         // a training shard): the split's samples take the size that holds them.
         let in_training_samples = samples * shape.bytes;
-        let own_size = (in_training_samples.abs_diff(pass_bytes) as f64
-            > EVAL_BYTES_TOLERANCE * pass_bytes as f64)
-            .then(|| {
-                let per_file = shape.per_file.max(1);
-                let file_bytes = pass_bytes.div_ceil(samples) * per_file;
-                super::samples::sample_bytes_for_file(shape.format, file_bytes, per_file)
-            });
+        let miss = in_training_samples.abs_diff(pass_bytes) as f64 / pass_bytes.max(1) as f64;
+        let per_sample = pass_bytes.div_ceil(samples);
+        let own_size = (miss > EVAL_BYTES_TOLERANCE).then(|| {
+            let per_file = shape.per_file.max(1);
+            super::samples::sample_bytes_for_file(shape.format, per_sample * per_file, per_file)
+        });
         step_evidence = format!(
             "a pass over the split's one file reads {pass_bytes} bytes (the median of {passes} \
              passes) in {steps} steps: {samples} of the replay's samples, {batch} a step{}",
@@ -257,10 +256,10 @@ pub(super) fn eval_pass(
                     ", each of {} bytes read where the training's read {} ({} in training \
                      samples would miss the pass by {:.0}%): dataset.record_length_bytes_eval \
                      {bytes} makes the split's files hold them",
-                    pass_bytes.div_ceil(samples),
+                    per_sample,
                     shape.bytes,
                     in_training_samples,
-                    100.0 * in_training_samples.abs_diff(pass_bytes) as f64 / pass_bytes as f64
+                    100.0 * miss
                 ),
                 None => format!(" of {} bytes", shape.bytes),
             }

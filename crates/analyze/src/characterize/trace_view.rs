@@ -155,7 +155,12 @@ impl DataSet {
             .map(|(h, f)| (*h, f, t.path(*h)))
             .filter(|(_, _, p)| !is_system_path(p))
             .collect();
-        let (dir, files, extension, subfolders) = match dir {
+        let Folder {
+            dir,
+            files,
+            extension,
+            subfolders,
+        } = match dir {
             Some(d) => in_folder(t, &read, d.to_string_lossy().trim_end_matches('/'))?,
             None => {
                 let mut by_dir: BTreeMap<&str, u64> = BTreeMap::new();
@@ -184,17 +189,15 @@ impl DataSet {
                         .map(|f| f.bytes_read)
                         .sum()
                 };
-                let mut best: Option<(String, HashSet<u64>, String, u64)> = None;
+                let mut best: Option<(u64, Folder)> = None;
                 for (d, _) in candidates.into_iter().take(MAX_CANDIDATE_FOLDERS) {
                     let found = in_folder(t, &read, d)?;
-                    if best
-                        .as_ref()
-                        .is_none_or(|b| bytes_of(&found.1) > bytes_of(&b.1))
-                    {
-                        best = Some(found);
+                    let bytes = bytes_of(&found.files);
+                    if best.as_ref().is_none_or(|(most, _)| bytes > *most) {
+                        best = Some((bytes, found));
                     }
                 }
-                best.expect("one candidate or more")
+                best.expect("one candidate or more").1
             }
         };
         let files = without_evaluation_split(t, files);
@@ -215,14 +218,23 @@ impl DataSet {
 /// The folders, most bytes read first, that [`DataSet::find`] weighs as the data set's.
 const MAX_CANDIDATE_FOLDERS: usize = 8;
 
+/// A folder's data set, as [`in_folder`] finds it.
+struct Folder {
+    /// The data set's folder (above the class folders, when there are).
+    dir: String,
+    files: HashSet<u64>,
+    extension: String,
+    /// Class folders read interleaved.
+    subfolders: u64,
+}
+
 /// The data set in `dir`: the files of its most read kind in it (or below it, when it holds
-/// only folders), with the class folders read interleaved beside them. Returns the data
-/// set's folder, its files, their extension and the number of class folders.
+/// only folders), with the class folders read interleaved beside them.
 fn in_folder(
     t: &Timeline,
     read: &[(u64, &FileTotals, &str)],
     dir: &str,
-) -> Result<(String, HashSet<u64>, String, u64), AnalyzeError> {
+) -> Result<Folder, AnalyzeError> {
     let in_dir: Vec<&(u64, &FileTotals, &str)> = read
         .iter()
         .filter(|(_, _, p)| parent_of(p) == dir)
@@ -261,7 +273,12 @@ fn in_folder(
         .map(|(h, _, p)| (*h, *p))
         .collect();
     let (dir, files, subfolders) = climb_class_folders(t, dir.to_string(), files, &same_kind);
-    Ok((dir, files, extension, subfolders))
+    Ok(Folder {
+        dir,
+        files,
+        extension,
+        subfolders,
+    })
 }
 
 /// Words of a file's name that mark an evaluation split.
@@ -411,16 +428,17 @@ pub(crate) fn data_calls<'t>(t: &'t Timeline, data: &DataSet) -> (Vec<&'t Rec>, 
     // opening [`OPENED_BEFORE_LIMIT_NS`] or more before (a file opened at start-up and kept)
     // does not.
     let first_read = all.iter().position(is_read).unwrap_or(0);
-    let mut first = if all.is_empty() {
+    let first_opened = if all.is_empty() {
         0
     } else {
         opening(first_read)
     };
+    let mut first = first_opened;
     let mut readers = std::collections::HashSet::new();
     for (i, r) in all.iter().enumerate().skip(first_read) {
         if is_read(r) && readers.insert((r.rank, r.tid)) {
             let opened = opening(i);
-            if opened < first && first - opened < OPENED_BEFORE_LIMIT_NS {
+            if opened < first && first_opened - opened < OPENED_BEFORE_LIMIT_NS {
                 first = opened;
             }
         }
