@@ -237,6 +237,7 @@ pub(crate) fn engine_settings(config: &Config, process: usize) -> (EngineSetting
                         blocks: r.blocks,
                         until_end: r.until_end,
                         work: std::time::Duration::from_secs_f64(r.work),
+                        wait: std::time::Duration::from_secs_f64(r.wait),
                     })
                     .collect(),
                 weight: p.weight,

@@ -613,6 +613,10 @@ pub struct SampleRequest {
     /// loader parsing the header it just read: np.load between an npy's header and its
     /// array). Default 0.
     pub work: f64,
+    /// Ours: the reader's wait after this request (and its `work`), before its next,
+    /// seconds, asleep: the pause of one of several readers that take turns on one
+    /// interpreter, or wait for a pipeline to take what they read. Default 0.
+    pub wait: f64,
 }
 
 impl Default for SampleRequest {
@@ -624,6 +628,7 @@ impl Default for SampleRequest {
             blocks: 0,
             until_end: None,
             work: 0.0,
+            wait: 0.0,
         }
     }
 }

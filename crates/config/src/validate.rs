@@ -303,16 +303,18 @@ impl Config {
                     &pattern.requests,
                 )
             }));
+        let seconds = |t: f64| t.is_finite() && (0.0..=MAX_SECONDS).contains(&t);
         for (key, requests) in patterns {
-            if let Some(i) = requests
-                .iter()
-                .position(|r| !(r.work.is_finite() && (0.0..=MAX_SECONDS).contains(&r.work)))
-            {
-                return Err(invalid(
-                    &format!("{key}[{i}].work"),
-                    format!("is {}; a time is 0 or more seconds.", requests[i].work),
-                    "give the work in seconds, e.g. work: 0.00024",
-                ));
+            for (i, r) in requests.iter().enumerate() {
+                for (name, time) in [("work", r.work), ("wait", r.wait)] {
+                    if !seconds(time) {
+                        return Err(invalid(
+                            &format!("{key}[{i}].{name}"),
+                            format!("is {time}; a time is 0 or more seconds."),
+                            format!("give the {name} in seconds, e.g. {name}: 0.00024"),
+                        ));
+                    }
+                }
             }
             if let Some(i) = requests.iter().position(|r| r.size == 0) {
                 return Err(invalid(

@@ -261,6 +261,8 @@ pub struct PatternRequest {
     /// The reader's own work after the request (parsing what it read), spent busy before the
     /// next request.
     pub work: std::time::Duration,
+    /// The reader's wait after the request (and its work), asleep, before the next request.
+    pub wait: std::time::Duration,
 }
 
 /// Keeps this thread's core busy for `d`: a program's own work between two of its requests,
@@ -571,6 +573,9 @@ impl SplitRead {
                 covered.push((at, end));
             }
             busy_for(r.work);
+            if !r.wait.is_zero() {
+                std::thread::sleep(r.wait);
+            }
         }
         if !pattern.read_rest {
             return Ok(());
@@ -885,6 +890,7 @@ mod tests {
             blocks: 0,
             until_end: None,
             work: std::time::Duration::ZERO,
+            wait: std::time::Duration::ZERO,
         }
     }
 
@@ -978,6 +984,7 @@ mod tests {
                     blocks: 0,
                     until_end: None,
                     work: std::time::Duration::ZERO,
+                    wait: std::time::Duration::ZERO,
                 },
                 PatternRequest {
                     from_end: false,
@@ -986,6 +993,7 @@ mod tests {
                     blocks: 4096,
                     until_end: None,
                     work: std::time::Duration::ZERO,
+                    wait: std::time::Duration::ZERO,
                 },
             ];
             let (storage, counters) = counted(one_pattern(pattern));
@@ -1213,6 +1221,45 @@ mod tests {
                 (requests, len as u64)
             );
         }
+    }
+
+    #[test]
+    fn a_pattern_waits_after_its_requests_without_taking_a_core() {
+        let (_dir, path, bytes) = file_of(10_000);
+        let wait = std::time::Duration::from_millis(20);
+        let waiting = |offset| PatternRequest {
+            wait,
+            ..req(false, offset, 1000)
+        };
+        let (storage, counters) = counted(one_pattern(vec![waiting(0), waiting(1000)]));
+        let mut handle = storage.open(&path).unwrap();
+        let mut buf = vec![0u8; bytes.len()];
+        let cpu_before = cpu_time();
+        let started = std::time::Instant::now();
+        handle.read_exact_at(&mut buf, 0).unwrap();
+        assert!(started.elapsed() >= 2 * wait, "{:?}", started.elapsed());
+        // Asleep: a busy wait would have spent the 40 ms on this thread's core.
+        assert!(
+            cpu_time() - cpu_before < wait,
+            "{:?}",
+            cpu_time() - cpu_before
+        );
+        assert_eq!(buf, bytes);
+        let s = counters.snapshot();
+        assert_eq!((s.read_requests, s.bytes_read), (3, 10_000));
+    }
+
+    /// This thread's CPU time.
+    fn cpu_time() -> std::time::Duration {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec for the call's duration, and
+        // CLOCK_THREAD_CPUTIME_ID is a clock every Linux kernel this builds for has.
+        let done = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        assert_eq!(done, 0, "clock_gettime");
+        std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
     }
 
     #[test]

@@ -150,20 +150,33 @@ pub(super) fn readers(
     // A dlio reader thread reads whole batches: where an epoch is fewer steps than the
     // program had reading threads (an I/O pool fetching a whole epoch in one burst), the
     // threads beyond them would only open the files.
+    // The census counts every thread that ever read, though, and a pipeline starts new ones
+    // (tf.data's interleave, a file at a time in each place of its cycle, and more for the
+    // inputs it opens ahead): as many stay as files were read at once, which dlio's readers
+    // read side by side. Not for row groups, whose files every thread would open and read
+    // the footers of.
     let epoch_steps = samples.per_epoch().div_ceil(batch.max(1)).max(1);
     let pooled = read_threads;
-    let read_threads = if read_threads > epoch_steps && ahead.is_none() {
-        epoch_steps
-    } else {
-        read_threads
+    let together = samples
+        .columnar
+        .is_none()
+        .then(|| files_at_once(&readers_reads(reads, &samples.events), bursts))
+        .filter(|&n| n > 0);
+    let read_threads = match together {
+        _ if read_threads <= epoch_steps || ahead.is_some() => read_threads,
+        Some(n) => n.min(read_threads),
+        None => epoch_steps,
     };
-    let fewer = if read_threads < pooled {
-        format!(
+    let fewer = match together {
+        _ if read_threads >= pooled => String::new(),
+        Some(_) => format!(
+            "; {read_threads} of them in the replay, as many files as were read at once in \
+             most steps (each step's samples are spread over the replay's readers)"
+        ),
+        None => format!(
             "; {read_threads} of them in the replay, as an epoch is {epoch_steps} steps of \
              {batch} samples and a dlio reader thread reads whole batches"
-        )
-    } else {
-        String::new()
+        ),
     };
     found.param(
         "reader.read_threads",
@@ -929,6 +942,61 @@ const SPREAD_SHARE: f64 = 0.3;
 /// (an epoch a burst), the first step period is a guess.
 const MIN_SPREAD_STEPS: usize = 8;
 
+/// The files read at once in most bursts: in each burst, the number of openings (a thread's
+/// reads of one file) in progress for the longer half of the time some are, each from its
+/// second read on where it makes several (a pipeline's prefetched input reads its first
+/// buffer long before its turn); the median over the bursts that hold reads.
+fn files_at_once(reads: &[&Rec], bursts: &[Burst]) -> u64 {
+    // (burst, pid, tid, file): an opening's reads, as (start, end).
+    type Opening = (usize, u32, u32, u64);
+    let mut openings: BTreeMap<Opening, Vec<(i64, i64)>> = BTreeMap::new();
+    for r in reads {
+        openings
+            .entry((burst_of(bursts, r.start), r.rank, r.tid, r.file))
+            .or_default()
+            .push((r.start, r.end));
+    }
+    let mut edges: BTreeMap<usize, Vec<(i64, i32)>> = BTreeMap::new();
+    for ((burst, ..), mut spans) in openings {
+        spans.sort_unstable();
+        let from = if spans.len() > 2 { 1 } else { 0 };
+        let start = spans[from].0;
+        let end = spans.iter().map(|s| s.1).max().unwrap_or(start);
+        edges
+            .entry(burst)
+            .or_default()
+            .extend([(start, 1), (end, -1)]);
+    }
+    let mut levels: Vec<u64> = edges
+        .into_values()
+        .filter_map(|mut edges| {
+            // Ends sort before starts at the same instant.
+            edges.sort_unstable();
+            let mut time_at: BTreeMap<u64, i64> = BTreeMap::new();
+            let mut level = 0i32;
+            for pair in edges.windows(2) {
+                level += pair[0].1;
+                if level > 0 {
+                    *time_at.entry(level as u64).or_default() += pair[1].0 - pair[0].0;
+                }
+            }
+            // The level held, or exceeded, for half the time some opening was in progress.
+            let total: i64 = time_at.values().sum();
+            let mut above = 0;
+            time_at
+                .iter()
+                .rev()
+                .find(|&(_, &t)| {
+                    above += t;
+                    above * 2 >= total
+                })
+                .map(|(&level, _)| level)
+        })
+        .collect();
+    levels.sort_unstable();
+    levels.get(levels.len() / 2).copied().unwrap_or(0)
+}
+
 /// The most processes reading data at one time, each from its first data read to its last.
 fn concurrent_processes(reads: &[&Rec]) -> usize {
     let mut span: HashMap<u32, (i64, i64)> = HashMap::new();
@@ -1040,6 +1108,52 @@ fn lockstep_share(per_reader: &[Vec<Burst>]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A read of `file` by thread `tid`, from `start_ms` for 0.1 ms.
+    fn read_by(tid: u32, file: u64, start_ms: f64) -> Rec {
+        let start = (start_ms * 1e6) as i64;
+        Rec {
+            rank: 1,
+            tid,
+            start,
+            end: start + 100_000,
+            layer: 0,
+            op: Op::Read as u8,
+            item: false,
+            fd: 3,
+            file,
+            offset: -1,
+            bytes: 262_144,
+        }
+    }
+
+    #[test]
+    fn files_read_at_once_leave_out_the_inputs_a_pipeline_opens_ahead() {
+        // One burst: five files opened at 0 ms by five threads, each read once at once; files
+        // 1 and 2 then stream 10 reads each to 100 ms, 3 and 4 from 100 to 200 ms, 5 alone
+        // to 300 ms (an interleave of cycle 2 whose futures wait for their turn).
+        let mut reads = Vec::new();
+        for file in 1..=5u64 {
+            reads.push(read_by(file as u32, file, 0.0));
+            let from = [0.0, 0.0, 100.0, 100.0, 200.0][file as usize - 1];
+            for i in 1..=10 {
+                reads.push(read_by(file as u32, file, from + 10.0 * f64::from(i) - 5.0));
+            }
+        }
+        let refs: Vec<&Rec> = reads.iter().collect();
+        let one_burst = [Burst {
+            start: 0,
+            end: 300_000_000,
+            busy: 0,
+        }];
+        assert_eq!(files_at_once(&refs, &one_burst), 2);
+        // Without their first reads set apart, every file would seem to be read all along.
+        let all_along: Vec<Rec> = (1..=5u64)
+            .flat_map(|f| (0..10).map(move |i| read_by(f as u32, f, 30.0 * f64::from(i))))
+            .collect();
+        let refs: Vec<&Rec> = all_along.iter().collect();
+        assert_eq!(files_at_once(&refs, &one_burst), 5);
+    }
 
     /// Takes at the given moments (milliseconds), each lasting 10 us.
     fn takes(at_ms: &[f64]) -> Vec<Take> {

@@ -148,13 +148,24 @@ pub(super) fn requests(
         return (shares.clone(), 0.0, found);
     }
     // Request sizes: the same requests for every sample, a few patterns, or a distribution.
+    // The pause between a sample's requests is spent busy on one reading thread: it is that
+    // thread's work. Several threads of one process pause together without each taking a
+    // core (a Python pool's threads take turns on one interpreter; tf.data's readers wait for
+    // the pipeline to take what they read): each thread of the replay waits as long, asleep,
+    // so that the pool keeps the program's pace without the cores a busy wait would take.
+    // Worker processes' work stays in the time between samples, spent by the loader.
+    let waits = reading_threads > 1 && !one_thread_per_process;
+    // Where readers of one process wait, the inputs a pipeline opened ahead of its turn and
+    // left waiting are read in their turn by the replay's readers, one file after another:
+    // the first pause is that of the openings read at once.
     let mut patterns = samples.patterns.clone();
-    // The work between a sample's requests is spent busy: on one reading thread it is that
-    // thread's; several threads' work overlaps without each taking a core (a Python pool's
-    // threads take turns on one interpreter), so it stays in the time between samples.
-    if reading_threads > 1 {
-        for p in &mut patterns {
+    for p in &mut patterns {
+        if reading_threads > 1 && one_thread_per_process {
             p.work_s.iter_mut().for_each(|w| *w = 0.0);
+        } else if let (true, Some(first), Some(unqueued)) =
+            (waits, p.work_s.first_mut(), p.first_unqueued_s)
+        {
+            *first = unqueued;
         }
     }
     let one_whole = matches!(patterns.as_slice(), [p] if p.read_rest);
@@ -166,18 +177,22 @@ pub(super) fn requests(
         let common = &patterns[0];
         found.param(
             "reader.sample_requests",
-            pattern_requests(common, file_sizes.max as u64),
+            pattern_requests(common, file_sizes.max as u64, waits),
             format!(
                 "{:.0}% of the {} file openings read the same {} requests in the same order \
                  (offsets from the file's start, or from its end past the middle){}",
                 common.share * 100.0,
                 opens.len(),
                 common.requests.len(),
-                if common.work_s.iter().any(|&w| w > 0.0) {
-                    "; `work` is the median pause before the opening's next read: the \
-                     program's own work on what it read (parsing a header)"
-                } else {
-                    ""
+                match (common.work_s.iter().any(|&w| w > 0.0), waits) {
+                    (false, _) => "",
+                    (true, false) =>
+                        "; `work` is the median pause before the opening's next read: the \
+                         program's own work on what it read (parsing a header)",
+                    (true, true) =>
+                        "; `wait` is the median pause before the opening's next read, which \
+                         each of the several readers waits, asleep (their pauses overlap: \
+                         turns on one interpreter, or a pipeline taking what they read)",
                 }
             ),
         );
@@ -191,7 +206,7 @@ pub(super) fn requests(
                         "{{weight: {}, read_rest: {}, requests: [{}]}}",
                         p.count,
                         if p.read_rest { "True" } else { "False" },
-                        pattern_requests(p, file_sizes.max as u64)
+                        pattern_requests(p, file_sizes.max as u64, waits)
                     )
                 })
                 .collect::<Vec<_>>()
@@ -335,8 +350,9 @@ fn request_work(calls: &[&Rec], data: &DataSet) -> Option<RequestWork> {
     })
 }
 
-/// A pattern's requests as `reader.sample_requests` entries.
-fn pattern_requests(common: &CommonPattern, largest_file: u64) -> String {
+/// A pattern's requests as `reader.sample_requests` entries; the pauses after them as `wait`
+/// (slept) when `waits`, else as `work` (spent busy).
+fn pattern_requests(common: &CommonPattern, largest_file: u64, waits: bool) -> String {
     common
         .requests
         .iter()
@@ -360,10 +376,10 @@ fn pattern_requests(common: &CommonPattern, largest_file: u64) -> String {
             } else {
                 size
             };
-            let work = if work > 0.0 {
-                format!(", work: {work:.6}")
-            } else {
-                String::new()
+            let work = match (work > 0.0, waits) {
+                (false, _) => String::new(),
+                (true, false) => format!(", work: {work:.6}"),
+                (true, true) => format!(", wait: {work:.6}"),
             };
             format!(
                 "{{from: {}, offset: {offset}, size: {size}{until}{blocks}{work}}}",
@@ -784,28 +800,35 @@ pub(super) fn common_patterns(calls: &[&Rec], data: &DataSet) -> Vec<CommonPatte
         .map(|(requests, read_rest, count)| {
             // The program's work after each listed request: the median pause before its next
             // read (the popped "rest" read included), over the openings that made the pattern.
-            let work_s = (0..requests.len())
-                .map(|i| {
-                    let gaps: Vec<f64> = done
-                        .iter()
-                        .zip(&whole)
-                        .filter(|((_, o), w)| o.requests == requests && **w == read_rest)
-                        .filter_map(|((_, o), _)| o.gaps.get(i).map(|&g| g as f64 / 1e9))
-                        .collect();
-                    let median = Stats::of(&gaps).median;
-                    if median >= super::MIN_PREPROCESS_S {
-                        median
-                    } else {
-                        0.0
-                    }
-                })
+            let made: Vec<&Opening> = done
+                .iter()
+                .zip(&whole)
+                .filter(|((_, o), w)| o.requests == requests && **w == read_rest)
+                .map(|((_, o), _)| o)
                 .collect();
+            let worth = |median: f64| {
+                if median >= super::MIN_PREPROCESS_S {
+                    median
+                } else {
+                    0.0
+                }
+            };
+            let median_gap = |openings: &[&Opening], i: usize| {
+                let gaps: Vec<f64> = openings
+                    .iter()
+                    .filter_map(|o| o.gaps.get(i).map(|&g| g as f64 / 1e9))
+                    .collect();
+                worth(Stats::of(&gaps).median)
+            };
+            let work_s = (0..requests.len()).map(|i| median_gap(&made, i)).collect();
+            let unqueued: Vec<&Opening> = made.iter().copied().filter(|o| !queued(o)).collect();
             CommonPattern {
                 requests,
                 read_rest,
                 count,
                 share: count as f64 / done.len() as f64,
                 work_s,
+                first_unqueued_s: (!unqueued.is_empty()).then(|| median_gap(&unqueued, 0)),
             }
         })
         .collect()
@@ -963,7 +986,32 @@ pub(super) struct CommonPattern {
     pub share: f64,
     /// The program's work after each request, seconds (0 under a few microseconds).
     pub work_s: Vec<f64>,
+    /// The pause after the first request over the openings that were not [`queued`], when
+    /// some were not.
+    pub first_unqueued_s: Option<f64>,
 }
+
+/// The fewest pauses after an opening's first that tell its pace.
+const MIN_PACED_GAPS: usize = 3;
+
+/// An opening that read its first request and then waited for its turn far longer than it
+/// paused between its later requests (over [`QUEUED_RATIO`] times their median): a pipeline's
+/// prefetched input (tf.data's interleave opens the inputs after its current ones and reads
+/// their first buffer, then leaves them until a current one ends).
+fn queued(o: &Opening) -> bool {
+    let Some((&first, later)) = o.gaps.split_first() else {
+        return false;
+    };
+    if later.len() < MIN_PACED_GAPS {
+        return false;
+    }
+    let later: Vec<f64> = later.iter().map(|&g| g as f64).collect();
+    first as f64 > QUEUED_RATIO * Stats::of(&later).median
+}
+
+/// How much longer than its later pauses an opening's first pause is for it to have waited
+/// for its turn.
+const QUEUED_RATIO: f64 = 3.0;
 
 /// The least a read into fresh memory takes beyond the same read into warm memory, per 4 KiB
 /// page, nanoseconds: the kernel faults each page in and zeroes it before it copies. This
@@ -1078,6 +1126,29 @@ fn fastest_read_cost(timed: &[(f64, f64)]) -> (f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_input_opened_ahead_of_its_turn_is_queued() {
+        let opening = |gaps: Vec<i64>| Opening {
+            requests: Vec::new(),
+            gaps,
+            last_end: None,
+            covered: Vec::new(),
+        };
+        // Read its first buffer, waited 200 ms for its turn, then one read every 10 ms.
+        assert!(queued(&opening(vec![
+            200_000_000,
+            10_000_000,
+            11_000_000,
+            9_000_000
+        ])));
+        // Paced from its first read on.
+        assert!(!queued(&opening(vec![
+            12_000_000, 10_000_000, 11_000_000, 9_000_000
+        ])));
+        // A header's parse before one more read: too few pauses to tell a pace.
+        assert!(!queued(&opening(vec![200_000_000, 10_000_000])));
+    }
 
     #[test]
     fn a_file_streamed_in_chunks_of_one_size_is_told_from_a_tail_and_a_buffered_stream() {

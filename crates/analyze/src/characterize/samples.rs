@@ -1881,6 +1881,7 @@ mod tests {
             read_rest: false,
             count: 10,
             share: 0.5,
+            first_unqueued_s: None,
         }
     }
 

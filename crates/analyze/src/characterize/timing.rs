@@ -242,17 +242,32 @@ pub(super) fn timing(
         let io_in_calls: f64 = calls.iter().map(|r| secs(r.end - r.start)).sum();
         let samples = sample_events.len().max(1) as f64;
         let lanes = (read_threads.max(1)).min(batch) as f64;
-        let k = (batch / unit_rows) as f64 / lanes;
+        // The burst lasts as long as its busiest lane, which reads the batch's share rounded
+        // up (the replay, too, gives sample i of a batch to reader i % lanes).
+        let k = ((batch / unit_rows) as f64 / lanes).ceil();
         let io_per_sample = io_in_calls / samples;
         // The median burst: a few steps stretched by the scheduler (a busy machine) would
         // lengthen every sample's loader time if the mean were taken.
         // The work between a sample's own requests is replayed inside its read
         // (`sample_requests[].work`): what is left between samples is the rest.
+        let own_time = fetch_s.median - k * (io_per_sample + work_inside_s);
         let per_event = if k >= 2.0 {
-            ((fetch_s.median - k * (io_per_sample + work_inside_s)) / (k - 1.0)).max(0.0)
+            (own_time / (k - 1.0)).max(0.0)
         } else {
             0.0
         };
+        // The replay's last sample of a burst spends its loader time in what the trace shows
+        // as the pause after it, so the compute is shortened by as much. Where that time is
+        // longer than the pause (a sample's own time is spent inside its read, streamed in
+        // small requests, rather than between samples), the burst's own time is spread over
+        // all its samples and the pause stays whole.
+        let inside = per_event > compute_s.median;
+        let per_event = if inside {
+            (own_time / k).max(0.0)
+        } else {
+            per_event
+        };
+        let from_compute = if inside { 0.0 } else { per_event };
         // The replay spends the preprocess time once per sample, a row where an event stands
         // for a row group's rows: the time between two events is spread over their rows.
         // A row's share under the floor is left out: the replay's own time per row (its
@@ -315,12 +330,12 @@ pub(super) fn timing(
         // replay's bursts would follow another distribution than the program's.
         let shaped = !recurring && steady.len() >= MIN_SHAPED_PAUSES;
         let value = if recurring {
-            quantiles_value(&pauses, per_event)
+            quantiles_value(&pauses, from_compute)
         } else if shaped {
-            quantiles_value(&steady, per_event)
+            quantiles_value(&steady, from_compute)
         } else {
             stats_value(&Stats {
-                mean: (compute_s.mean - per_event).max(0.0),
+                mean: (compute_s.mean - from_compute).max(0.0),
                 ..compute_s
             })
         };
@@ -372,10 +387,10 @@ pub(super) fn timing(
                 },
                 compute_s.mean * 1e3,
                 compute_s.stdev * 1e3,
-                if per_event > 0.0 {
+                if from_compute > 0.0 {
                     format!(
                         ", less one sample's loader time ({:.3} ms)",
-                        per_event * 1e3
+                        from_compute * 1e3
                     )
                 } else {
                     String::new()
@@ -390,12 +405,18 @@ pub(super) fn timing(
                 false,
                 format!(
                     "bursts last {:.3} ms (median) for {k} samples on each of {} reading threads, \
-                     {:.3} ms of I/O calls per sample: {:.3} ms between two samples is the \
-                     loader's own work (decoding, the interpreter){}",
+                     {:.3} ms of I/O calls per sample: {:.3} ms {} is the loader's own work \
+                     (decoding, the interpreter){}",
                     fetch_s.median * 1e3,
                     lanes as u64,
                     io_per_sample * 1e3,
                     per_event * 1e3,
+                    if inside {
+                        "a sample (longer than the pause after a burst: spent inside each \
+                         sample's read, not between samples)"
+                    } else {
+                        "between two samples"
+                    },
                     if unit_rows > 1 {
                         format!(", spread over the {unit_rows} rows a sample read stands for")
                     } else {

@@ -492,6 +492,18 @@ fn the_keys_characterize_writes_are_validated() {
         let message = rejected(&format!("{PYTORCH_NPZ}reader:\n{yaml}"), 1);
         assert_contains(&message, said);
     }
+    for name in ["work", "wait"] {
+        let message = rejected(
+            &format!(
+                "{PYTORCH_NPZ}reader:\n  sample_requests:\n    - {{from: start, offset: 0, size: 100, {name}: -0.5}}\n"
+            ),
+            1,
+        );
+        assert_contains(
+            &message,
+            &[&format!("reader.sample_requests[0].{name}"), "-0.5"],
+        );
+    }
     let message = rejected(
         &format!(
             "{PYTORCH_NPZ}reader:\n  odirect: True\n  sample_requests:\n    - {{from: start, offset: 0, size: 100}}\n"
