@@ -567,14 +567,15 @@ impl SplitRead {
             if let Some(whole) = (end - at).checked_div(r.blocks) {
                 end = at + whole * r.blocks;
             }
+            // A request past a shorter file's end is not made, nor the pause after it.
             if end > at {
                 self.inner
                     .read_exact_at(&mut buf[at as usize..end as usize], at)?;
                 covered.push((at, end));
-            }
-            busy_for(r.work);
-            if !r.wait.is_zero() {
-                std::thread::sleep(r.wait);
+                busy_for(r.work);
+                if !r.wait.is_zero() {
+                    std::thread::sleep(r.wait);
+                }
             }
         }
         if !pattern.read_rest {
@@ -1226,19 +1227,25 @@ mod tests {
     #[test]
     fn a_pattern_waits_after_its_requests_without_taking_a_core() {
         let (_dir, path, bytes) = file_of(10_000);
-        let wait = std::time::Duration::from_millis(20);
+        let wait = std::time::Duration::from_millis(100);
         let waiting = |offset| PatternRequest {
             wait,
             ..req(false, offset, 1000)
         };
-        let (storage, counters) = counted(one_pattern(vec![waiting(0), waiting(1000)]));
+        // The third request lies past the file's end: neither made nor waited after.
+        let (storage, counters) = counted(one_pattern(vec![
+            waiting(0),
+            waiting(1000),
+            waiting(20_000),
+        ]));
         let mut handle = storage.open(&path).unwrap();
         let mut buf = vec![0u8; bytes.len()];
         let cpu_before = cpu_time();
         let started = std::time::Instant::now();
         handle.read_exact_at(&mut buf, 0).unwrap();
-        assert!(started.elapsed() >= 2 * wait, "{:?}", started.elapsed());
-        // Asleep: a busy wait would have spent the 40 ms on this thread's core.
+        let took = started.elapsed();
+        assert!((2 * wait..3 * wait).contains(&took), "{took:?}");
+        // Asleep: a busy wait would have spent the 200 ms on this thread's core.
         assert!(
             cpu_time() - cpu_before < wait,
             "{:?}",
