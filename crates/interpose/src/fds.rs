@@ -1,12 +1,11 @@
 //! The descriptors the program opened: each one's path (already JSON-quoted, as every event
 //! writes it) and the file position that `read`, `write` and `lseek` move.
 
+use std::cell::RefCell;
 use std::ffi::{CStr, OsStr, c_char, c_int};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
-use std::sync::Arc;
-
-use parking_lot::Mutex;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// One followed descriptor.
 #[derive(Clone)]
@@ -21,12 +20,23 @@ pub(crate) struct Tracked {
 
 static TABLE: Mutex<Vec<Option<Tracked>>> = Mutex::new(Vec::new());
 
+/// The table's lock, taken (a panic that left it poisoned left the table as it was).
+fn table() -> MutexGuard<'static, Vec<Option<Tracked>>> {
+    TABLE.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+thread_local! {
+    /// The table's lock, held by the forking thread across a fork (see `sink::before_fork`).
+    static HELD_FOR_FORK: RefCell<Option<MutexGuard<'static, Vec<Option<Tracked>>>>> =
+        const { RefCell::new(None) };
+}
+
 /// Starts following `fd`, opened on `path`, at `position`.
 pub(crate) fn track(fd: c_int, path: &Path, position: i64) {
     let Ok(slot) = usize::try_from(fd) else {
         return;
     };
-    let mut table = TABLE.lock();
+    let mut table = table();
     if table.len() <= slot {
         table.resize(slot + 1, None);
     }
@@ -49,7 +59,7 @@ pub(crate) fn copy(old: c_int, new: c_int) {
     let Ok(slot) = usize::try_from(new) else {
         return;
     };
-    let mut table = TABLE.lock();
+    let mut table = table();
     if table.len() <= slot {
         table.resize(slot + 1, None);
     }
@@ -59,8 +69,7 @@ pub(crate) fn copy(old: c_int, new: c_int) {
 /// Stops following `fd`; its path when it was followed.
 pub(crate) fn untrack(fd: c_int) -> Option<Arc<str>> {
     let slot = usize::try_from(fd).ok()?;
-    TABLE
-        .lock()
+    table()
         .get_mut(slot)
         .and_then(Option::take)
         .map(|t| t.json_path)
@@ -68,7 +77,7 @@ pub(crate) fn untrack(fd: c_int) -> Option<Arc<str>> {
 
 /// Stops following every descriptor in `first..=last`.
 pub(crate) fn untrack_range(first: u32, last: u32) {
-    let mut table = TABLE.lock();
+    let mut table = table();
     let end = table.len().min((last as usize).saturating_add(1));
     for slot in table.iter_mut().take(end).skip(first as usize) {
         *slot = None;
@@ -78,7 +87,7 @@ pub(crate) fn untrack_range(first: u32, last: u32) {
 /// Runs `f` on `fd`'s entry when it is followed.
 pub(crate) fn with<R>(fd: c_int, f: impl FnOnce(&mut Tracked) -> R) -> Option<R> {
     let slot = usize::try_from(fd).ok()?;
-    TABLE.lock().get_mut(slot)?.as_mut().map(f)
+    table().get_mut(slot)?.as_mut().map(f)
 }
 
 /// The path of a followed descriptor (for `openat` relative to a directory descriptor).
@@ -129,12 +138,12 @@ pub(crate) fn json_quoted(path: &Path) -> Arc<str> {
 
 /// Takes the table's lock across a fork (see `sink::before_fork`).
 pub(crate) fn hold_for_fork() {
-    std::mem::forget(TABLE.lock());
+    let guard = table();
+    let _ = HELD_FOR_FORK.try_with(|held| held.replace(Some(guard)));
 }
 
-/// Releases the lock [`hold_for_fork`] took, on either side of the fork.
+/// Releases the lock [`hold_for_fork`] took, on either side of the fork (in the child, on
+/// the thread that forked, now its only one).
 pub(crate) fn release_after_fork() {
-    // SAFETY: `hold_for_fork`, on this thread (or, in the child, on the thread that forked and
-    // is now the only one), took the lock and forgot its guard.
-    unsafe { TABLE.force_unlock() };
+    let _ = HELD_FOR_FORK.try_with(|held| held.take());
 }

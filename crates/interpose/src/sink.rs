@@ -1,14 +1,12 @@
 //! The process's trace file: events formatted into one buffer under a lock, written with
 //! libc's own `write` when a megabyte has gathered and when the process ends.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::ffi::{CString, c_int, c_void};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
-
-use parking_lot::Mutex;
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
 use crate::{ENABLED, real};
 
@@ -17,6 +15,17 @@ const FLUSH_BYTES: usize = 1 << 20;
 
 static DIR: OnceLock<PathBuf> = OnceLock::new();
 static SINK: Mutex<Option<Sink>> = Mutex::new(None);
+
+/// The trace's lock, taken (a panic that left it poisoned left the sink as it was).
+fn sink() -> MutexGuard<'static, Option<Sink>> {
+    SINK.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+thread_local! {
+    /// The trace's lock, held by the forking thread across a fork (see [`before_fork`]).
+    static HELD_FOR_FORK: RefCell<Option<MutexGuard<'static, Option<Sink>>>> =
+        const { RefCell::new(None) };
+}
 
 /// The descriptor of this process's open trace, -1 when none is open. The program never
 /// opened it, so the hooks keep it from the program's closes and copies (see
@@ -319,7 +328,7 @@ fn raw_write_all(fd: c_int, mut bytes: &[u8]) -> bool {
 /// the signal interrupts a thread that holds the trace's lock, the events are left (the file
 /// stays `.partial`) rather than risking a deadlock.
 pub(crate) extern "C" fn on_terminate(signal: c_int) {
-    if let Some(mut sink) = SINK.try_lock() {
+    if let Ok(mut sink) = SINK.try_lock() {
         if let Some(s) = sink.as_ref()
             && owns_memory()
         {
@@ -375,7 +384,7 @@ pub(crate) fn record(ev: &Event<'_>) {
     if !owns_memory() {
         return;
     }
-    let mut sink = SINK.lock();
+    let mut sink = sink();
     if sink.is_none() {
         *sink = Sink::open();
         if sink.is_none() {
@@ -398,7 +407,7 @@ pub(crate) fn finish() -> bool {
     // A SIGTERM in the middle (a pool terminating a worker that is already exiting) would find
     // the lock taken and end the process before the rename: it waits until the trace is done.
     let _blocked = BlockTerminate::new();
-    let mut sink = SINK.lock();
+    let mut sink = sink();
     ENABLED.store(false, Ordering::Relaxed);
     if let Some(mut s) = sink.take() {
         // The last event marks when the process ended (or exec'd): a program whose last
@@ -423,28 +432,40 @@ pub(crate) fn resume() {
 }
 
 // Fork: the child gets a copy of every lock as it was, so both locks are taken before the
-// fork (no other thread can be half-way through an event) and released on both sides after.
+// fork (no other thread can be half-way through an event) and released on both sides after,
+// by the forking thread (the child's only one), dropping the guards it kept.
+//
+// std's lock, not parking_lot's: parking_lot hands a contended lock over to a waiting thread
+// now and then (its eventual fairness), and in the child the waiter it finds in its table is
+// one of the parent's threads, which the child does not have: the handover left the child's
+// lock held for ever (a PyTorch DataLoader's worker, forked while reader threads traced, hung
+// in its first event). std's unlock only clears the lock's word and wakes whoever waits on it,
+// which in the child is no one.
 pub(crate) extern "C" fn before_fork() {
     crate::fds::hold_for_fork();
-    std::mem::forget(SINK.lock());
+    let guard = sink();
+    // Without the thread's storage (a thread on its way out), the lock is not held across.
+    let _ = HELD_FOR_FORK.try_with(|held| held.replace(Some(guard)));
+}
+
+/// Drops the trace's lock [`before_fork`] kept.
+fn release_held() {
+    let _ = HELD_FOR_FORK.try_with(|held| held.take());
 }
 
 pub(crate) extern "C" fn after_fork_in_parent() {
-    // SAFETY: `before_fork`, on this thread, took the lock and forgot its guard.
-    unsafe { SINK.force_unlock() };
+    release_held();
     crate::fds::release_after_fork();
 }
 
 pub(crate) extern "C" fn after_fork_in_child() {
-    // SAFETY: `before_fork`, on this thread before the fork, took the lock and forgot its
-    // guard; this thread is the child's only one.
-    unsafe { SINK.force_unlock() };
+    release_held();
     crate::fds::release_after_fork();
     claim();
     TID.with(|t| t.set(0));
     // The parent's unwritten events and its file are the parent's: forget the buffer and close
     // the child's copy of the descriptor; the child's first event opens its own file.
-    if let Some(s) = SINK.lock().take() {
+    if let Some(s) = sink().take() {
         TRACE_FD.store(-1, Ordering::Release);
         // SAFETY: the child's copy of the trace's descriptor, used by nothing else.
         unsafe { libc::syscall(libc::SYS_close, s.fd) };
@@ -469,7 +490,7 @@ pub(crate) fn move_trace_off(fd: c_int, floor: c_int) {
     if !is_trace_fd(fd) {
         return;
     }
-    let mut sink = SINK.lock();
+    let mut sink = sink();
     if let Some(s) = sink.as_mut()
         && s.fd == fd
     {

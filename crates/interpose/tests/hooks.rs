@@ -277,6 +277,31 @@ fn threads_forks_and_execs_each_record_their_own_reads() {
     assert_eq!(exec[0]["pid"], child[0]["pid"], "exec keeps the pid");
 }
 
+#[test]
+fn children_forked_while_other_threads_trace_are_never_left_holding_a_lock() {
+    // 200 forks while four threads make traced preads all along, so that the tracer's locks
+    // are often waited for when a fork copies them. A child left with a lock held (a handover
+    // to a waiter the child does not have) hangs in its first traced call: the program kills
+    // it after 10 s and exits 5.
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build(dir.path(), "fork_under_load");
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let trace_dir = dir.path().join("traces");
+    run_traced(&exe, &[&work, Path::new("200")], &trace_dir);
+    let all = traces(&trace_dir);
+    // The program and each child, every child's read of data.bin in its own trace.
+    assert_eq!(all.len(), 201, "{} traces", all.len());
+    let children = all
+        .iter()
+        .filter(|events| {
+            let reads = transfers(&on_file(events, "data.bin"));
+            reads.len() == 1 && reads[0] == t("pread", 0, 4096, 4096)
+        })
+        .count();
+    assert_eq!(children, 200);
+}
+
 /// Runs closes_others in `mode` and returns its trace's events.
 fn closes_others(mode: &str) -> (tempfile::TempDir, Vec<Value>) {
     let dir = tempfile::tempdir().unwrap();
