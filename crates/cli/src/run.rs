@@ -210,6 +210,9 @@ struct Planned {
 struct RankIo {
     counters: Vec<Arc<IoCounters>>,
     storages: Vec<Arc<dyn Storage>>,
+    /// Each rank's storage for its evaluation passes: the same stack, with the training
+    /// pipeline's waits left out of the request patterns.
+    eval_storages: Vec<Arc<dyn Storage>>,
     tracers: Vec<Tracer>,
 }
 
@@ -596,6 +599,7 @@ impl Run<'_> {
         let mut io = RankIo {
             counters: Vec::new(),
             storages: Vec::new(),
+            eval_storages: Vec::new(),
             tracers: Vec::new(),
         };
         for local in 0..self.local_ranks {
@@ -629,9 +633,17 @@ impl Run<'_> {
             } else {
                 prepared.engine.raw()
             };
-            let metered =
-                dlio_trace::metered_and_traced(raw, tracer.clone(), Arc::clone(&counters));
-            let storage = prepared.engine.split(metered);
+            let metered: Arc<dyn Storage> = Arc::new(dlio_trace::metered_and_traced(
+                raw,
+                tracer.clone(),
+                Arc::clone(&counters),
+            ));
+            let storage = prepared.engine.split(Arc::clone(&metered));
+            io.eval_storages.push(if prepared.engine.waits() {
+                prepared.engine.split_for_evaluation(metered)
+            } else {
+                Arc::clone(&storage)
+            });
             io.counters.push(counters);
             io.storages.push(storage);
             io.tracers.push(tracer);
@@ -660,6 +672,7 @@ impl Run<'_> {
                 .map(|rank| {
                     let comm = group.comm(rank);
                     let storage = Arc::clone(&io.storages[rank as usize]);
+                    let eval_storage = Arc::clone(&io.eval_storages[rank as usize]);
                     let counters = Arc::clone(&io.counters[rank as usize]);
                     let format = prepared.format.clone();
                     let train_files = planned.train_files.clone();
@@ -673,6 +686,7 @@ impl Run<'_> {
                                 config,
                                 comm: &comm,
                                 storage,
+                                eval_storage,
                                 counters,
                                 format,
                                 train_files,

@@ -187,6 +187,25 @@ impl Engine {
         }
     }
 
+    /// Whether reads through [`Engine::split`] wait after some of their requests
+    /// (`reader.sample_requests`' `wait`): then [`Engine::split_for_evaluation`] differs.
+    pub fn waits(&self) -> bool {
+        matches!(&self.sizes, Some(RequestSizes::Patterns(p)) if p.waits())
+    }
+
+    /// As [`Engine::split`], for an evaluation pass: the requests are the same, without the
+    /// training pipeline's waits after them (the pass keeps the pace of its own steps).
+    /// The same as [`Engine::split`] unless [`Engine::waits`].
+    pub fn split_for_evaluation<S: Storage + 'static>(&self, inner: S) -> Arc<dyn Storage> {
+        match &self.sizes {
+            Some(RequestSizes::Patterns(p)) if p.waits() => Arc::new(
+                SplitReads::with_sizes(inner, RequestSizes::Patterns(Arc::new(p.without_waits())))
+                    .with_request_work(self.request_work),
+            ),
+            _ => self.split(inner),
+        }
+    }
+
     /// The engine itself, without the transfer-size split: for callers that stack their own
     /// decorators (tracing, metering) between the engine and [`SplitReads`], so that every
     /// transfer is seen by them.

@@ -230,6 +230,39 @@ impl RequestPatterns {
         &self.patterns[at.min(self.patterns.len() - 1)]
     }
 
+    /// The same patterns without the pauses their requests wait (`wait`): the reads of a
+    /// pass that keeps a pace of its own (an evaluation pass, timed by its own steps).
+    pub fn without_waits(&self) -> RequestPatterns {
+        let patterns = self
+            .patterns
+            .iter()
+            .map(|p| RequestPattern {
+                requests: p
+                    .requests
+                    .iter()
+                    .map(|r| PatternRequest {
+                        wait: std::time::Duration::ZERO,
+                        ..*r
+                    })
+                    .collect(),
+                ..p.clone()
+            })
+            .collect();
+        RequestPatterns {
+            patterns,
+            cumulative: self.cumulative.clone(),
+            made: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Whether any request waits after it.
+    pub fn waits(&self) -> bool {
+        self.patterns
+            .iter()
+            .flat_map(|p| &p.requests)
+            .any(|r| !r.wait.is_zero())
+    }
+
     /// The largest request of any pattern.
     fn largest(&self) -> usize {
         self.patterns
@@ -1254,6 +1287,38 @@ mod tests {
         assert_eq!(buf, bytes);
         let s = counters.snapshot();
         assert_eq!((s.read_requests, s.bytes_read), (3, 10_000));
+    }
+
+    #[test]
+    fn an_evaluation_pass_makes_the_same_requests_without_the_waits() {
+        let waiting = PatternRequest {
+            wait: std::time::Duration::from_millis(30),
+            work: std::time::Duration::from_micros(5),
+            ..req(false, 0, 4096)
+        };
+        let patterns = RequestPatterns::new(vec![RequestPattern {
+            requests: vec![waiting, req(true, 100, 100)],
+            weight: 1.0,
+            read_rest: true,
+        }])
+        .unwrap();
+        assert!(patterns.waits());
+        let evaluation = patterns.without_waits();
+        assert!(!evaluation.waits());
+        let made = &evaluation.patterns[0];
+        assert_eq!(
+            made.requests,
+            vec![
+                PatternRequest {
+                    wait: std::time::Duration::ZERO,
+                    ..waiting
+                },
+                req(true, 100, 100)
+            ],
+            "the same requests, their work kept"
+        );
+        assert!(made.read_rest);
+        assert_eq!(evaluation.cumulative, patterns.cumulative);
     }
 
     /// This thread's CPU time.

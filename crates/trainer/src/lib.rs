@@ -106,6 +106,9 @@ pub struct RankSetup<'a> {
     pub comm: &'a dyn Comm,
     /// Storage (wrapped in [`dlio_storage::Metered`] so `counters` sees every byte).
     pub storage: Arc<dyn Storage>,
+    /// The storage of the evaluation passes: the same (counted into `counters`), or one
+    /// whose request patterns leave out the training pipeline's waits.
+    pub eval_storage: Arc<dyn Storage>,
     /// The counters of `storage`, read per pass.
     pub counters: Arc<IoCounters>,
     /// The dataset's format (`None` in checkpoint-only mode, which reads no dataset).
@@ -724,14 +727,16 @@ fn training_parts(setup: &RankSetup<'_>) -> Result<TrainingParts, TrainError> {
     if evaluation {
         eval_spec.validate().map_err(TrainError::Plan)?;
     }
-    let new_loader = |layout: dlio_format::FileLayout| -> Result<Loader, TrainError> {
+    let new_loader = |layout: dlio_format::FileLayout,
+                      storage: &Arc<dyn Storage>|
+     -> Result<Loader, TrainError> {
         let mut loader = Loader::new(
             LoaderSpec {
                 tracer: setup.tracer.clone(),
                 layout,
                 ..loader_spec(config, rank)
             },
-            Arc::clone(&setup.storage),
+            Arc::clone(storage),
             setup.format.clone().ok_or_else(|| {
                 TrainError::Setting(
                     "training needs the dataset's format, and none was given".into(),
@@ -750,10 +755,13 @@ fn training_parts(setup: &RankSetup<'_>) -> Result<TrainingParts, TrainError> {
     let train_layout = nominal_layout(config);
     let eval_layout = nominal_eval_layout(config);
     let own_eval_layout = eval_layout != train_layout;
-    let loader = new_loader(train_layout)?;
+    let loader = new_loader(train_layout, &setup.storage)?;
+    // The evaluation passes read through a loader of their own where they read files of
+    // another size, between training steps, or through a storage of their own.
+    let own_eval_storage = !Arc::ptr_eq(&setup.eval_storage, &setup.storage);
     let eval_loader = (evaluation
-        && (config.evaluation.steps_between_evals > 0 || own_eval_layout))
-        .then(|| new_loader(eval_layout))
+        && (config.evaluation.steps_between_evals > 0 || own_eval_layout || own_eval_storage))
+        .then(|| new_loader(eval_layout, &setup.eval_storage))
         .transpose()?;
     // Draws of the emulated compute time: reproducible per rank from the seed.
     let rng = Xoshiro256PlusPlus::seed_from_u64(
