@@ -24,7 +24,8 @@
 # Usage: bash bench/fidelity.sh [DIR] [NAME...]   (DIR default /work/bench-tmp)
 # Programs that need torch or tensorflow run with $VENV/bin/python (default
 # /opt/dlio-reference/venv, made by ../shared/bench/reference-dlio.sh setup, plus pyarrow);
-# without it they are listed as not run. KEEP=1 keeps the data sets.
+# without it they are listed as not run. KEEP=1 keeps the data sets; TRACE_LIMIT_S (default 600)
+# stops a traced run that goes on longer.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
@@ -56,12 +57,16 @@ for prog in "${programs[@]}"; do
     fi
   fi
   "$py" "$prog" "$d/data" --make >"$d/make.log" 2>&1
-  if ! "$DLIO" trace --out "$d/traces" -- "$py" "$prog" "$d/data" >"$d/trace.log" 2>&1; then
-    printf '%-24s the program failed under dlio trace (%s)\n' "$name" "$d/trace.log"; continue
+  # Each traced run is stopped after TRACE_LIMIT_S seconds (default 600; the corpus programs
+  # run in seconds), it and its children (timeout signals its process group): a program that
+  # hangs under the tracer is reported, and the rest of the corpus goes on.
+  trace_limit=${TRACE_LIMIT_S:-600}
+  if ! timeout --kill-after=10 "$trace_limit" "$DLIO" trace --out "$d/traces" -- "$py" "$prog" "$d/data" >"$d/trace.log" 2>&1; then
+    printf '%-24s the program failed or ran over %s s under dlio trace (%s)\n' "$name" "$trace_limit" "$d/trace.log"; continue
   fi
   # A second run of the program, traced the same way: how far it is from itself.
-  if ! "$DLIO" trace --out "$d/traces2" -- "$py" "$prog" "$d/data" >"$d/trace2.log" 2>&1; then
-    printf '%-24s the program failed under dlio trace, second run (%s)\n' "$name" "$d/trace2.log"; continue
+  if ! timeout --kill-after=10 "$trace_limit" "$DLIO" trace --out "$d/traces2" -- "$py" "$prog" "$d/data" >"$d/trace2.log" 2>&1; then
+    printf '%-24s the program failed or ran over %s s under dlio trace, second run (%s)\n' "$name" "$trace_limit" "$d/trace2.log"; continue
   fi
   if ! "$DLIO" characterize "$d/traces" --out "$d/workload/characterized.yaml" >"$d/characterize.log" 2>&1; then
     printf '%-24s characterize failed: %s\n' "$name" "$(tail -1 "$d/characterize.log")"; continue
