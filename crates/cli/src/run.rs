@@ -639,11 +639,12 @@ impl Run<'_> {
                 Arc::clone(&counters),
             ));
             let storage = prepared.engine.split(Arc::clone(&metered));
-            io.eval_storages.push(if prepared.engine.waits() {
-                prepared.engine.split_for_evaluation(metered)
-            } else {
-                Arc::clone(&storage)
-            });
+            io.eval_storages.push(
+                prepared
+                    .engine
+                    .split_for_evaluation(metered)
+                    .unwrap_or_else(|| Arc::clone(&storage)),
+            );
             io.counters.push(counters);
             io.storages.push(storage);
             io.tracers.push(tracer);

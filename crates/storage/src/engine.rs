@@ -180,30 +180,27 @@ impl Engine {
     /// or `inner` itself when they are not.
     pub fn split<S: Storage + 'static>(&self, inner: S) -> Arc<dyn Storage> {
         match &self.sizes {
-            Some(sizes) => Arc::new(
-                SplitReads::with_sizes(inner, sizes.clone()).with_request_work(self.request_work),
-            ),
+            Some(sizes) => self.split_by(inner, sizes.clone()),
             None => Arc::new(inner),
         }
     }
 
-    /// Whether reads through [`Engine::split`] wait after some of their requests
-    /// (`reader.sample_requests`' `wait`): then [`Engine::split_for_evaluation`] differs.
-    pub fn waits(&self) -> bool {
-        matches!(&self.sizes, Some(RequestSizes::Patterns(p)) if p.waits())
+    /// As [`Engine::split`], for an evaluation pass, where some requests of the engine's
+    /// patterns wait after them (`reader.sample_requests`' `wait`): the same requests without
+    /// the training pipeline's waits (the pass keeps the pace of its own steps). `None` where
+    /// no request waits: the pass reads as [`Engine::split`] does.
+    pub fn split_for_evaluation<S: Storage + 'static>(&self, inner: S) -> Option<Arc<dyn Storage>> {
+        match &self.sizes {
+            Some(RequestSizes::Patterns(p)) if p.waits() => {
+                Some(self.split_by(inner, RequestSizes::Patterns(Arc::new(p.without_waits()))))
+            }
+            _ => None,
+        }
     }
 
-    /// As [`Engine::split`], for an evaluation pass: the requests are the same, without the
-    /// training pipeline's waits after them (the pass keeps the pace of its own steps).
-    /// The same as [`Engine::split`] unless [`Engine::waits`].
-    pub fn split_for_evaluation<S: Storage + 'static>(&self, inner: S) -> Arc<dyn Storage> {
-        match &self.sizes {
-            Some(RequestSizes::Patterns(p)) if p.waits() => Arc::new(
-                SplitReads::with_sizes(inner, RequestSizes::Patterns(Arc::new(p.without_waits())))
-                    .with_request_work(self.request_work),
-            ),
-            _ => self.split(inner),
-        }
+    /// `inner` with reads split by `sizes`, with the engine's work between requests.
+    fn split_by<S: Storage + 'static>(&self, inner: S, sizes: RequestSizes) -> Arc<dyn Storage> {
+        Arc::new(SplitReads::with_sizes(inner, sizes).with_request_work(self.request_work))
     }
 
     /// The engine itself, without the transfer-size split: for callers that stack their own

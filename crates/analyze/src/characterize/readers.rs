@@ -157,15 +157,14 @@ pub(super) fn readers(
     // the footers of.
     let epoch_steps = samples.per_epoch().div_ceil(batch.max(1)).max(1);
     let pooled = read_threads;
-    let together = samples
-        .columnar
-        .is_none()
+    let overcounted = read_threads > epoch_steps && ahead.is_none();
+    let together = (overcounted && samples.columnar.is_none())
         .then(|| files_at_once(&readers_reads(reads, &samples.events), bursts))
         .filter(|&n| n > 0);
     let read_threads = match together {
-        _ if read_threads <= epoch_steps || ahead.is_some() => read_threads,
         Some(n) => n.min(read_threads),
-        None => epoch_steps,
+        None if overcounted => epoch_steps,
+        None => read_threads,
     };
     let fewer = match together {
         _ if read_threads >= pooled => String::new(),
