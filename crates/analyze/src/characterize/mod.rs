@@ -677,7 +677,7 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
                 if samples.windows {
                     "windows"
                 } else {
-                    "samples drawn"
+                    "samples read"
                 },
                 samples.epochs,
                 samples.in_data_set

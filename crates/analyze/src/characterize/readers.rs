@@ -379,7 +379,7 @@ fn stream_readers(activity: &Activity, samples: &Samples, stream: &Stream) -> (R
 /// The samples of a typical burst: the most frequent count when at least half of the bursts
 /// have it (whole batches, a short last one), else the mean (a stream whose records straddle
 /// the batches: 17 to 32 records a step, each count in few of them).
-fn typical_count(per_burst: &[u64]) -> u64 {
+pub(super) fn typical_count(per_burst: &[u64]) -> u64 {
     let most = mode(per_burst);
     let with_most = per_burst.iter().filter(|&&n| n == most).count();
     if with_most * 2 >= per_burst.len() {

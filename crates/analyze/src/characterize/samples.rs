@@ -133,6 +133,11 @@ pub(super) fn samples<'t>(
     {
         return tiled_samples(data, activity, intervals);
     }
+    // Stored chunks of their own sizes (compressed), read again and again, several a step:
+    // a sample is a chunk.
+    if !whole_files && let Some(chunks) = reread_chunks(&activity.reads) {
+        return chunk_samples(data, activity, chunks);
+    }
 
     // The buffered stream the reads went through, if one makes them. Many runs of
     // contiguous reads an opening, each at a place of its own (a zip's members read through
@@ -1418,6 +1423,211 @@ fn tiled_samples<'t>(
     )
 }
 
+/// The reads of stored chunks, each of its own size, that a program reads again and again (a
+/// compressed HDF5 dataset read by batches of scattered rows: each batch reads every chunk
+/// its rows fall in, whole, and later batches read them again).
+#[derive(Debug)]
+struct Chunks<'t> {
+    /// The chunks' reads, in time order.
+    events: Vec<&'t Rec>,
+    /// Chunks read, per data file read.
+    places: HashMap<u64, u64>,
+    /// The sizes of the reads, one per read.
+    sizes: Vec<u64>,
+}
+
+/// The chunks behind the data reads, when the reads are not one size (the most frequent size
+/// is under half of them), but each place is: the places read twice or more are read at one
+/// size each (19 in 20 or more of them), are read [`MIN_CHUNK_REREADS`] times each or more
+/// on average and carry nine tenths of the bytes read. Places read once (a library's metadata,
+/// cached after its first read; a labels array read whole) are not chunks. `None` otherwise.
+fn reread_chunks<'t>(reads: &[&'t Rec]) -> Option<Chunks<'t>> {
+    let positioned: Vec<&Rec> = reads.iter().copied().filter(|r| r.offset >= 0).collect();
+    let total_bytes: u64 = positioned.iter().map(|r| r.bytes as u64).sum();
+    if positioned.len() < 2 * MIN_CHUNK_REREADS as usize || total_bytes == 0 {
+        return None;
+    }
+    let mut sizes_at: HashMap<(u64, u64), HashMap<u64, u64>> = HashMap::new();
+    for r in &positioned {
+        *sizes_at
+            .entry((r.file, r.offset as u64))
+            .or_default()
+            .entry(r.bytes as u64)
+            .or_default() += 1;
+    }
+    let chunks: HashSet<(u64, u64)> = sizes_at
+        .iter()
+        .filter(|(_, sizes)| sizes.values().sum::<u64>() >= 2)
+        .map(|(&place, _)| place)
+        .collect();
+    let one_size = chunks.iter().filter(|p| sizes_at[p].len() == 1).count();
+    let events: Vec<&Rec> = positioned
+        .iter()
+        .copied()
+        .filter(|r| chunks.contains(&(r.file, r.offset as u64)))
+        .collect();
+    let sizes: Vec<u64> = events.iter().map(|r| r.bytes as u64).collect();
+    let chunk_bytes: u64 = sizes.iter().sum();
+    let most_frequent = size_shares(&events).first().map_or(0, |s| s.count);
+    let varied = (most_frequent as usize) * 2 < events.len();
+    let reread = events.len() as u64 >= MIN_CHUNK_REREADS * chunks.len() as u64;
+    let consistent = one_size * 20 >= chunks.len() * 19;
+    if chunks.is_empty() || !varied || !reread || !consistent || chunk_bytes * 10 < total_bytes * 9
+    {
+        return None;
+    }
+    let mut places: HashMap<u64, u64> = HashMap::new();
+    for &(file, _) in &chunks {
+        *places.entry(file).or_default() += 1;
+    }
+    Some(Chunks {
+        events,
+        places,
+        sizes,
+    })
+}
+
+/// The fewest reads a chunk has on average for [`reread_chunks`] to take the reads for chunks.
+const MIN_CHUNK_REREADS: u64 = 3;
+
+/// The samples of stored chunks read again and again: a sample is a chunk, in files of
+/// `indexed_binary` whose records take the sizes of the reads (read by read, so that the
+/// replay's reads move the bytes the program's did, chunks read more often weighing more);
+/// as many epochs as make the program's steps, each reading the data set's whole batches.
+fn chunk_samples<'t>(
+    data: &DataSet,
+    activity: &Activity<'t>,
+    chunks: Chunks<'t>,
+) -> (Samples<'t>, Found) {
+    let mut found = Found::default();
+    let num_files = data.files.len() as u64;
+    let counts: Vec<f64> = chunks.places.values().map(|&n| n as f64).collect();
+    let per_file = (Stats::of(&counts).mean.round() as u64).max(1);
+    let in_data_set = (num_files * per_file).max(1);
+    let reads = chunks.events.len() as u64;
+    let mean = chunks.sizes.iter().sum::<u64>() / reads.max(1);
+    let sizes: Vec<f64> = data
+        .files
+        .iter()
+        .map(|f| data.totals.get(f).map_or(0, |t| t.size) as f64)
+        .collect();
+    // The steps decide the epochs: dlio reads whole batches of an epoch's samples, so a data
+    // set of n chunks read b a step makes n / b steps an epoch (rounded down); the program's
+    // steps take as many epochs as hold them, each cut to its share of the steps
+    // (`train.total_training_steps`) when they are not a whole number of epochs. Without
+    // steps, the passes over the chunks.
+    let steps = (activity.paused && activity.consumer.is_none() && !activity.bursts.is_empty())
+        .then(|| {
+            let mut per_burst: Vec<u64> = vec![0; activity.bursts.len()];
+            for r in &chunks.events {
+                per_burst[burst_of(&activity.bursts, r.start)] += 1;
+            }
+            let batch = super::readers::typical_count(&per_burst).min(in_data_set);
+            (activity.bursts.len() as u64, batch.max(1))
+        });
+    let (epochs, epoch_samples, how) = match steps {
+        Some((steps, batch)) => {
+            let (epochs, per_epoch, capped) = epochs_for_steps(steps, in_data_set / batch);
+            (
+                epochs,
+                capped.then_some(per_epoch * batch),
+                format!(
+                    "{steps} steps of {batch} chunk reads (most often, or the mean), {} steps an \
+                     epoch of {in_data_set} chunks{}",
+                    in_data_set / batch,
+                    if capped {
+                        format!(", cut to {per_epoch}")
+                    } else {
+                        String::new()
+                    }
+                ),
+            )
+        }
+        None => (
+            ((reads as f64 / in_data_set as f64).round() as u64).max(1),
+            None,
+            format!("{reads} chunk reads over {in_data_set} chunks"),
+        ),
+    };
+    found.param(
+        "dataset.format",
+        "indexed_binary".into(),
+        format!(
+            "the data reads are of many sizes, each at a place of its own that is always read at \
+             its size, and read again and again ({reads} reads of {} places): stored chunks \
+             of their own sizes (compressed), each read whole; indexed_binary reads each sample \
+             with one positioned read",
+            chunks.places.values().sum::<u64>()
+        ),
+    );
+    found.param(
+        "dataset.num_files_train",
+        num_files.to_string(),
+        format!(
+            "{num_files} files of .{} under {} were read ({} bytes in all)",
+            data.extension,
+            data.dir,
+            sizes.iter().sum::<f64>() as u64
+        ),
+    );
+    found.param(
+        "dataset.num_samples_per_file",
+        per_file.to_string(),
+        format!(
+            "{} chunks read in {} files: a sample is a chunk",
+            chunks.places.values().sum::<u64>(),
+            chunks.places.len()
+        ),
+    );
+    found.param(
+        "dataset.record_length_bytes",
+        mean.to_string(),
+        format!("chunk reads of {mean} bytes (mean)"),
+    );
+    per_sample_sizes(
+        &mut found,
+        &chunks.sizes,
+        "chunk reads (each read, so the chunks read more often weigh more)",
+    );
+    found.note(format!(
+        "{epochs} epochs: {how}; the replay reads chunks uniformly, the program may favour some \
+         (a curriculum's first ones)"
+    ));
+    (
+        Samples {
+            whole_files: false,
+            file_sizes: Stats::of(&sizes),
+            num_files,
+            shares: size_shares(&chunks.events),
+            dominant: mean,
+            events: chunks.events,
+            in_data_set,
+            epochs,
+            stream: None,
+            unit_rows: 1,
+            columnar: None,
+            format_reads: true,
+            epoch_samples,
+            draws: None,
+            sieve: false,
+            windows: false,
+            lookup: None,
+            patterns: Vec::new(),
+            buffered: None,
+        },
+        found,
+    )
+}
+
+/// Epochs of at most `per_epoch` steps (at least one) that make `steps` steps: as many as hold
+/// them, and the steps each takes, all the same; and whether that cuts the epochs short.
+fn epochs_for_steps(steps: u64, per_epoch: u64) -> (u64, u64, bool) {
+    let per_epoch = per_epoch.max(1);
+    let epochs = steps.div_ceil(per_epoch).max(1);
+    let each = ((steps as f64 / epochs as f64).round() as u64).clamp(1, per_epoch);
+    (epochs, each, each < per_epoch)
+}
+
 /// The samples of columnar files read by row group: rows, with the files' own columns, those
 /// read marked; a visit of a row group stands for its rows.
 fn columnar_samples<'t>(
@@ -2023,6 +2233,52 @@ mod layout_tests {
                 read(i as i64, offset, (end - offset).min(65536))
             })
             .collect()
+    }
+
+    /// 40 chunks of their own sizes, 10 000 bytes apart from 4096, each read `times` times in
+    /// a scattered order, after 5 metadata reads read once.
+    fn chunk_reads(times: i64, size_of: impl Fn(i64) -> i64) -> Vec<Rec> {
+        let mut reads: Vec<Rec> = (0..5).map(|i| read(i, i * 512, 96 + i)).collect();
+        for k in 0..40 * times {
+            let chunk = (k * 17) % 40;
+            reads.push(read(10 + k, 4096 + chunk * 10_000, size_of(chunk)));
+        }
+        reads
+    }
+
+    #[test]
+    fn places_read_again_and_again_at_sizes_of_their_own_are_chunks() {
+        let reads = chunk_reads(6, |chunk| 6_000 + chunk * 97);
+        let refs: Vec<&Rec> = reads.iter().collect();
+        let chunks = reread_chunks(&refs).expect("chunks");
+        assert_eq!(chunks.places.get(&1), Some(&40));
+        // Every chunk read, and not the metadata read once.
+        assert_eq!(chunks.events.len(), 240);
+        assert!(chunks.sizes.iter().all(|&s| s >= 6_000));
+        // One size for every place: slices of a kind the other rules read.
+        let same = chunk_reads(6, |_| 8192);
+        assert!(reread_chunks(&same.iter().collect::<Vec<_>>()).is_none());
+        // Read once each, or twice: not read again and again.
+        let twice = chunk_reads(2, |chunk| 6_000 + chunk * 97);
+        assert!(reread_chunks(&twice.iter().collect::<Vec<_>>()).is_none());
+        // A place read at other sizes each time (a stream's reads from where it stopped).
+        let mut varying = chunk_reads(6, |chunk| 6_000 + chunk * 97);
+        for (i, r) in varying.iter_mut().enumerate() {
+            r.bytes += (i % 3) as i64;
+        }
+        assert!(reread_chunks(&varying.iter().collect::<Vec<_>>()).is_none());
+    }
+
+    #[test]
+    fn epochs_hold_the_steps_each_cut_to_its_share() {
+        // A whole number of epochs: none cut.
+        assert_eq!(epochs_for_steps(192, 12), (16, 12, false));
+        assert_eq!(epochs_for_steps(150, 2), (75, 2, false));
+        // 338 steps of epochs of 33: 11 epochs of 31 (341), where 10 whole ones make 330.
+        assert_eq!(epochs_for_steps(338, 33), (11, 31, true));
+        // Fewer steps than an epoch: one epoch, cut.
+        assert_eq!(epochs_for_steps(7, 40), (1, 7, true));
+        assert_eq!(epochs_for_steps(5, 0), (5, 1, false));
     }
 
     #[test]
