@@ -631,6 +631,45 @@ fn rows_read_through_an_hdf5_sieve_are_rows_and_the_replay_reads_windows() {
     assert_structure("h5_rows_workers", &r.fidelity);
 }
 
+/// Batches of scattered rows from a compressed, chunked HDF5 dataset: each batch reads every
+/// chunk it touches, whole, at the chunk's stored size, and the next batches read them again.
+/// A sample is a chunk (not a read of the most frequent size, which held one read in 40), sized
+/// by the reads, and the replay moves the bytes the program did.
+#[test]
+fn compressed_chunks_read_again_by_every_batch_are_the_samples() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = trace_characterize_replay(dir.path(), "h5_compressed_batches");
+    let d = &r.derived;
+    for (key, value) in [
+        ("dataset.format", "indexed_binary"),
+        ("dataset.num_files_train", "1"),
+        ("dataset.record_length_bytes_per", "sample"),
+        ("reader.read_threads", "0"),
+        ("reader.read_type", "memory"),
+        ("reader.sample_shuffle", "random"),
+    ] {
+        assert_eq!(d.get(key).map(String::as_str), Some(value), "{key}: {d:?}");
+    }
+    // 40 chunks (and a node of the chunk index, read again when the cache dropped it).
+    let chunks: u64 = d["dataset.num_samples_per_file"].parse().unwrap();
+    assert!((40..=42).contains(&chunks), "{chunks}");
+    // 32 rows of 1280 fall in about 22 of the 40 chunks.
+    let batch: u64 = d["reader.batch_size"].parse().unwrap();
+    assert!((19..=25).contains(&batch), "{batch}");
+    // Stored sizes of 59-73 KB, not a read of the most frequent size.
+    let mean: u64 = d["dataset.record_length_bytes"].parse().unwrap();
+    assert!((55_000..=75_000).contains(&mean), "{mean}");
+    // As many steps as the program's 120, in epochs of the data set's whole batches.
+    let epochs: u64 = d["train.epochs"].parse().unwrap();
+    let per_epoch = chunks / batch;
+    assert_eq!(
+        epochs * per_epoch,
+        120,
+        "{epochs} epochs of {per_epoch} steps"
+    );
+    assert_structure("h5_compressed_batches", &r.fidelity);
+}
+
 /// A program that loads its whole data set up front (h5py `ds[...]` of every dataset) and then
 /// trains from memory reads each file once: one epoch of whole files, not slices of 512 bytes
 /// (HDF5's metadata reads were the most frequent size) over many steps.

@@ -1440,7 +1440,8 @@ struct Chunks<'t> {
 /// is under half of them), but each place is: the places read twice or more are read at one
 /// size each (19 in 20 or more of them), are read [`MIN_CHUNK_REREADS`] times each or more
 /// on average and carry nine tenths of the bytes read. Places read once (a library's metadata,
-/// cached after its first read; a labels array read whole) are not chunks. `None` otherwise.
+/// cached after its first read; a labels array read whole) are not chunks, nor are samples of
+/// one size each followed by its label's read (see [`label_reads`]). `None` otherwise.
 fn reread_chunks<'t>(reads: &[&'t Rec]) -> Option<Chunks<'t>> {
     let positioned: Vec<&Rec> = reads.iter().copied().filter(|r| r.offset >= 0).collect();
     let total_bytes: u64 = positioned.iter().map(|r| r.bytes as u64).sum();
@@ -1476,6 +1477,17 @@ fn reread_chunks<'t>(reads: &[&'t Rec]) -> Option<Chunks<'t>> {
     {
         return None;
     }
+    // Samples of one size each followed by a read of its label (HDF5's labels dataset,
+    // sieved from the label on): [`label_reads`] reads those.
+    let dominant = size_shares(reads).first().map_or(0, |s| s.size);
+    let dominant_reads: Vec<&Rec> = reads
+        .iter()
+        .copied()
+        .filter(|r| r.bytes as u64 == dominant)
+        .collect();
+    if label_reads(reads, &dominant_reads).is_some() {
+        return None;
+    }
     let mut places: HashMap<u64, u64> = HashMap::new();
     for &(file, _) in &chunks {
         *places.entry(file).or_default() += 1;
@@ -1487,8 +1499,9 @@ fn reread_chunks<'t>(reads: &[&'t Rec]) -> Option<Chunks<'t>> {
     })
 }
 
-/// The fewest reads a chunk has on average for [`reread_chunks`] to take the reads for chunks.
-const MIN_CHUNK_REREADS: u64 = 3;
+/// The fewest reads a chunk has on average for [`reread_chunks`] to take the reads for chunks:
+/// two epochs of a scan read each chunk twice.
+const MIN_CHUNK_REREADS: u64 = 2;
 
 /// The samples of stored chunks read again and again: a sample is a chunk, in files of
 /// `indexed_binary` whose records take the sizes of the reads (read by read, so that the
@@ -1525,12 +1538,13 @@ fn chunk_samples<'t>(
             let batch = super::readers::typical_count(&per_burst).min(in_data_set);
             (activity.bursts.len() as u64, batch.max(1))
         });
-    let (epochs, epoch_samples, how) = match steps {
+    let (epochs, epoch_samples, replay_reads, how) = match steps {
         Some((steps, batch)) => {
             let (epochs, per_epoch, capped) = epochs_for_steps(steps, in_data_set / batch);
             (
                 epochs,
                 capped.then_some(per_epoch * batch),
+                epochs * per_epoch * batch,
                 format!(
                     "{steps} steps of {batch} chunk reads (most often, or the mean), {} steps an \
                      epoch of {in_data_set} chunks{}",
@@ -1543,12 +1557,31 @@ fn chunk_samples<'t>(
                 ),
             )
         }
-        None => (
-            ((reads as f64 / in_data_set as f64).round() as u64).max(1),
-            None,
-            format!("{reads} chunk reads over {in_data_set} chunks"),
-        ),
+        None => {
+            let epochs = ((reads as f64 / in_data_set as f64).round() as u64).max(1);
+            (
+                epochs,
+                None,
+                epochs * in_data_set,
+                format!("{reads} chunk reads over {in_data_set} chunks"),
+            )
+        }
     };
+    // A whole batch stands for a step's chunk reads, 22.4 on average read as 22: each chunk of
+    // the replay carries the bytes of the reads it stands for (up to a tenth more or less), so
+    // that the steps move the program's bytes.
+    let carried = reads as f64 / replay_reads.max(1) as f64;
+    let carried = if (0.9..=1.1).contains(&carried) {
+        carried
+    } else {
+        1.0
+    };
+    let sizes_read: Vec<u64> = chunks
+        .sizes
+        .iter()
+        .map(|&s| (s as f64 * carried).round() as u64)
+        .collect();
+    let mean = (mean as f64 * carried).round() as u64;
     found.param(
         "dataset.format",
         "indexed_binary".into(),
@@ -1582,11 +1615,20 @@ fn chunk_samples<'t>(
     found.param(
         "dataset.record_length_bytes",
         mean.to_string(),
-        format!("chunk reads of {mean} bytes (mean)"),
+        if carried == 1.0 {
+            format!("chunk reads of {mean} bytes (mean)")
+        } else {
+            format!(
+                "chunk reads of {mean} bytes (mean), each {:.1}% {} than the program's: the \
+                 replay's {replay_reads} reads carry the bytes of its {reads}",
+                (carried - 1.0).abs() * 100.0,
+                if carried > 1.0 { "larger" } else { "smaller" }
+            )
+        },
     );
     per_sample_sizes(
         &mut found,
-        &chunks.sizes,
+        &sizes_read,
         "chunk reads (each read, so the chunks read more often weigh more)",
     );
     found.note(format!(
@@ -2258,9 +2300,26 @@ mod layout_tests {
         // One size for every place: slices of a kind the other rules read.
         let same = chunk_reads(6, |_| 8192);
         assert!(reread_chunks(&same.iter().collect::<Vec<_>>()).is_none());
-        // Read once each, or twice: not read again and again.
+        // Two epochs of a scan read each chunk twice; once each is not reading again.
         let twice = chunk_reads(2, |chunk| 6_000 + chunk * 97);
-        assert!(reread_chunks(&twice.iter().collect::<Vec<_>>()).is_none());
+        assert!(reread_chunks(&twice.iter().collect::<Vec<_>>()).is_some());
+        let once = chunk_reads(1, |chunk| 6_000 + chunk * 97);
+        assert!(reread_chunks(&once.iter().collect::<Vec<_>>()).is_none());
+        // Images of one size, each followed by its label read to the labels' end (h5py's
+        // sieve), two epochs: samples and their labels, not chunks.
+        let mut labelled = Vec::new();
+        for k in 0..320i64 {
+            let i = (k * 37) % 160;
+            labelled.push(read(2 * k, 4096 + i * 12_288, 12_288));
+            labelled.push(read(2 * k + 1, 2_000_000 + i * 8, (160 - i) * 8));
+        }
+        // The chunk index's nodes, read in both epochs: the images' size is under half the
+        // reads.
+        for node in 0..16 {
+            labelled.push(read(10_000 + node, 3_000_000 + (node % 8) * 4096, 3656));
+        }
+        assert!(size_shares(&labelled.iter().collect::<Vec<_>>())[0].count * 2 < 656);
+        assert!(reread_chunks(&labelled.iter().collect::<Vec<_>>()).is_none());
         // A place read at other sizes each time (a stream's reads from where it stopped).
         let mut varying = chunk_reads(6, |chunk| 6_000 + chunk * 97);
         for (i, r) in varying.iter_mut().enumerate() {
