@@ -631,6 +631,35 @@ fn rows_read_through_an_hdf5_sieve_are_rows_and_the_replay_reads_windows() {
     assert_structure("h5_rows_workers", &r.fidelity);
 }
 
+/// Objects downloaded by ranged requests on a pool of threads, each range an opening of its
+/// own (open, one read, close): a sample is the object, read in requests of the range's size,
+/// not a window of it (each opening reads under half its file, as a random crop's does).
+#[test]
+fn objects_read_by_ranged_requests_are_whole_files_in_ranges() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = trace_characterize_replay(dir.path(), "ranged_gets");
+    let d = &r.derived;
+    for (key, value) in [
+        ("dataset.num_files_train", "12"),
+        ("dataset.num_samples_per_file", "1"),
+        ("reader.transfer_size", "262144"),
+        ("reader.batch_size", "2"),
+        ("reader.read_threads", "4"),
+        ("reader.read_ahead", "False"),
+        ("train.epochs", "3"),
+    ] {
+        assert_eq!(d.get(key).map(String::as_str), Some(value), "{key}: {d:?}");
+    }
+    // The files' sizes, not a window's: 300 to 1,200 KB.
+    let mean: u64 = d["dataset.record_length_bytes"].parse().unwrap();
+    assert!((500_000..=1_000_000).contains(&mean), "{mean}");
+    assert!(
+        !d.contains_key("reader.transfer_size_distribution"),
+        "{d:?}"
+    );
+    assert_structure("ranged_gets", &r.fidelity);
+}
+
 /// Batches of scattered rows from a compressed, chunked HDF5 dataset: each batch reads every
 /// chunk it touches, whole, at the chunk's stored size, and the next batches read them again.
 /// A sample is a chunk (not a read of the most frequent size, which held one read in 40), sized

@@ -231,6 +231,15 @@ pub(super) fn requests(
     } else if let Some(fit) = &samples.buffered {
         let (key, value, why) = fit.param();
         found.param(key, value, why);
+    } else if let Some(range) = samples.ranges {
+        found.param(
+            "reader.transfer_size",
+            range.to_string(),
+            format!(
+                "each file is read in ranges of {range} bytes (the last one shorter), each by \
+                 an opening of its own: the replay reads each file in requests of that size"
+            ),
+        );
     } else if samples.lookup.is_some() {
         // A lookup then the window in one read: the header read and the sample's own read of
         // the replay, which drawn request sizes would split.
@@ -279,7 +288,11 @@ pub(super) fn requests(
             streamed_work = work.per_opening_s();
         }
     }
-    if shares.len() > 1 && patterns.is_empty() && samples.buffered.is_none() {
+    if shares.len() > 1
+        && patterns.is_empty()
+        && samples.buffered.is_none()
+        && samples.ranges.is_none()
+    {
         found.note(
             "request sizes are drawn per request from the distribution; the order of a \
              program's requests inside a file (a zip's directory before its data) is not \

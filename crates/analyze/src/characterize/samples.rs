@@ -59,6 +59,9 @@ pub(super) struct Samples<'t> {
     pub patterns: Vec<CommonPattern>,
     /// The buffered stream the openings read through, when one makes their requests.
     pub buffered: Option<super::buffered::BufferedFit<'t>>,
+    /// Each file is read whole in a step by several openings, one range of this many bytes
+    /// each (the last shorter): the requests of the replay.
+    pub ranges: Option<u64>,
 }
 
 impl Samples<'_> {
@@ -93,9 +96,16 @@ pub(super) fn samples<'t>(
     let mut found = Found::default();
     let (reads, opens) = (&activity.reads, &activity.opens);
     let whole_files = whole_files_read(data, activity);
+    // Files read whole in a step by several openings, a range each (ranged GETs): a sample is
+    // the file.
+    let ranged = if whole_files {
+        ranged_files(data, activity)
+    } else {
+        None
+    };
     // Openings that each read a small window of a large file (a random crop of an audio or
     // video file): a sample is the window, not the file.
-    let crop = if whole_files {
+    let crop = if whole_files && ranged.is_none() {
         crops(data, activity)
     } else {
         None
@@ -181,7 +191,9 @@ pub(super) fn samples<'t>(
         None
     };
     // Per sample: which burst, which thread; and the epochs' visiting orders.
-    let sample_events: Vec<&Rec> = if whole_files || crop.is_some() {
+    let sample_events: Vec<&Rec> = if let Some(r) = &ranged {
+        r.firsts.clone()
+    } else if whole_files || crop.is_some() {
         opens.clone()
     } else if let Some(sieve) = &sieve {
         sieve.events.clone()
@@ -198,7 +210,7 @@ pub(super) fn samples<'t>(
     };
     // dlio replays request patterns for files it reads whole in one request (up to
     // `dlio_format::WHOLE_READ_MAX_BYTES`, 256 MiB); larger files keep a distribution.
-    let patterns = if whole_files && file_sizes.max <= WHOLE_READ_LIMIT as f64 {
+    let patterns = if whole_files && ranged.is_none() && file_sizes.max <= WHOLE_READ_LIMIT as f64 {
         common_patterns(&activity.calls, data)
     } else {
         Vec::new()
@@ -212,6 +224,7 @@ pub(super) fn samples<'t>(
     let buffered = match fit {
         Some(fit)
             if (whole_files || crop.is_some())
+                && ranged.is_none()
                 && (patterns.is_empty() || half_only)
                 && fit.runs as f64 <= 1.1 * opens.len() as f64 =>
         {
@@ -403,6 +416,14 @@ pub(super) fn samples<'t>(
                  parts of it (its requests cover a part; the {members} kinds of opening \
                  together cover the file): a sample is such a part, read by an opening of \
                  its own"
+            )
+        } else if let Some(r) = &ranged {
+            format!(
+                "each data file is read whole within one step by several openings ({:.1} a \
+                 file and step on average), each reading a range of its own (up to {} bytes): \
+                 ranged requests in parallel, as an object store's client downloads an object; \
+                 a sample is a file",
+                r.openings_per_file, r.range
             )
         } else if whole_files {
             "each opening of a data file is read within one step: a sample is a file".into()
@@ -602,6 +623,7 @@ pub(super) fn samples<'t>(
             sieve: sieve.is_some(),
             patterns,
             buffered,
+            ranges: ranged.as_ref().map(|r| r.range),
             epoch_samples,
             windows: crop.is_some(),
             lookup: crop.as_ref().and_then(|c| c.lookup),
@@ -609,6 +631,75 @@ pub(super) fn samples<'t>(
         },
         found,
     )
+}
+
+/// Files that several openings read whole within one step, each opening one range of its own
+/// (an object store's client downloading an object by ranged GETs in parallel: a fresh
+/// open, one read and a close a range).
+struct Ranged<'t> {
+    /// The first opening of each file in each step: one per sample.
+    firsts: Vec<&'t Rec>,
+    /// The most frequent read size: the range.
+    range: u64,
+    /// Openings per file and step, the mean.
+    openings_per_file: f64,
+}
+
+/// [`Ranged`] when the steps show it: in nine of ten (file, step) pairs or more (eight at
+/// least), two openings or more read the file, their reads cover nine tenths of it or more
+/// and overlap by a tenth at most, and the median opening reads under half its file.
+fn ranged_files<'t>(data: &DataSet, activity: &Activity<'t>) -> Option<Ranged<'t>> {
+    if !activity.paused || activity.bursts.len() < 2 {
+        return None;
+    }
+    let bursts = &activity.bursts;
+    let mut opened: HashMap<(u64, usize), Vec<&Rec>> = HashMap::new();
+    for o in &activity.opens {
+        opened
+            .entry((o.file, burst_of(bursts, o.start)))
+            .or_default()
+            .push(o);
+    }
+    let mut read: HashMap<(u64, usize), Vec<(u64, u64)>> = HashMap::new();
+    for r in activity.reads.iter().filter(|r| r.offset >= 0) {
+        read.entry((r.file, burst_of(bursts, r.start)))
+            .or_default()
+            .push((r.offset as u64, r.offset as u64 + r.bytes as u64));
+    }
+    if read.len() < 8 {
+        return None;
+    }
+    let ranged = read
+        .iter()
+        .filter(|(pair, stretches)| {
+            let size = data.totals.get(&pair.0).map_or(0, |t| t.size);
+            let union = union_bytes(stretches.iter().copied());
+            let total: u64 = stretches.iter().map(|(s, e)| e - s).sum();
+            let openings = opened.get(pair).map_or(0, Vec::len);
+            openings >= 2 && union * 10 >= size * 9 && total * 10 <= union * 11
+        })
+        .count();
+    let shares: Vec<f64> = super::requests::openings(&activity.calls, data)
+        .iter()
+        .map(|(file, o)| {
+            let size = data.totals.get(file).map_or(0, |t| t.size).max(1);
+            union_bytes(o.covered.iter().copied()) as f64 / size as f64
+        })
+        .collect();
+    if ranged * 10 < read.len() * 9 || Stats::of(&shares).median >= 0.5 {
+        return None;
+    }
+    let mut firsts: Vec<&Rec> = read
+        .keys()
+        .filter_map(|pair| opened.get(pair)?.iter().copied().min_by_key(|o| o.start))
+        .collect();
+    firsts.sort_by_key(|o| (o.start, o.rank, o.tid));
+    let openings: usize = read.keys().map(|p| opened.get(p).map_or(0, Vec::len)).sum();
+    Some(Ranged {
+        firsts,
+        range: size_shares(&activity.reads).first().map_or(0, |s| s.size),
+        openings_per_file: openings as f64 / read.len() as f64,
+    })
 }
 
 /// An epoch of samples drawn with replacement (PyTorch's `RandomSampler(replacement=True)`, a
@@ -1207,6 +1298,7 @@ fn stream_samples<'t>(
             lookup: None,
             patterns: Vec::new(),
             buffered: None,
+            ranges: None,
         },
         found,
     )
@@ -1418,6 +1510,7 @@ fn tiled_samples<'t>(
             lookup: None,
             patterns: Vec::new(),
             buffered: None,
+            ranges: None,
         },
         found,
     )
@@ -1656,6 +1749,7 @@ fn chunk_samples<'t>(
             lookup: None,
             patterns: Vec::new(),
             buffered: None,
+            ranges: None,
         },
         found,
     )
@@ -1813,6 +1907,7 @@ fn columnar_samples<'t>(
             lookup: None,
             patterns: Vec::new(),
             buffered: None,
+            ranges: None,
         },
         found,
     )
@@ -2261,6 +2356,104 @@ mod tests {
 mod layout_tests {
     use super::*;
     use crate::event::Op;
+
+    /// The activity of `calls` on `files` files of `size` bytes, in steps that start at
+    /// each call index of `step_starts` (1 us a call), paused between them.
+    fn stepped<'t>(
+        calls: &'t [Rec],
+        files: u64,
+        size: u64,
+        step_starts: &[i64],
+    ) -> (super::super::Activity<'t>, DataSet) {
+        let data = DataSet {
+            dir: "/data".into(),
+            files: (0..files).collect(),
+            totals: (0..files)
+                .map(|f| {
+                    let totals = super::super::trace_view::FileTotals {
+                        size,
+                        ..Default::default()
+                    };
+                    (f, totals)
+                })
+                .collect(),
+            extension: "vol".into(),
+            subfolders: 0,
+        };
+        let refs: Vec<&Rec> = calls.iter().collect();
+        let bursts = step_starts
+            .iter()
+            .zip(step_starts.iter().skip(1).chain([&i64::MAX]))
+            .map(|(&start, &next)| super::super::Burst {
+                start: start * 1000,
+                end: next.saturating_mul(1000).min(i64::MAX - 1),
+                busy: 0,
+            })
+            .collect();
+        let activity = super::super::Activity {
+            reads: refs.iter().copied().filter(|r| r.bytes > 0).collect(),
+            opens: refs
+                .iter()
+                .copied()
+                .filter(|r| r.op == Op::Open as u8)
+                .collect(),
+            calls: refs,
+            window: (0, calls.last().map_or(0, |c| c.end)),
+            bursts,
+            paused: true,
+            consumer: None,
+            preload: false,
+            run_end: calls.last().map_or(0, |c| c.end),
+            scan: None,
+        };
+        (activity, data)
+    }
+
+    /// Three steps of four files of 1 MiB each; `openings` openings read each file, a
+    /// share of it each, on threads of their own.
+    fn ranged_steps(openings: i64, share: f64) -> (Vec<Rec>, Vec<i64>) {
+        let (mut calls, mut starts) = (Vec::new(), Vec::new());
+        let mut i = 0;
+        for step in 0..3u64 {
+            starts.push(i);
+            for f in step * 4..step * 4 + 4 {
+                for k in 0..openings {
+                    let mut open = super::super::test_call(i, Op::Open, f, -1, 0);
+                    let range = ((1 << 20) as f64 * share) as i64;
+                    let mut read = super::super::test_call(i + 1, Op::Read, f, k * range, range);
+                    open.tid = k as u32;
+                    read.tid = k as u32;
+                    calls.extend([open, read]);
+                    i += 2;
+                }
+            }
+            i += 100;
+        }
+        (calls, starts)
+    }
+
+    #[test]
+    fn files_read_whole_in_a_step_by_an_opening_a_range_are_ranged_files() {
+        let (calls, starts) = ranged_steps(4, 0.25);
+        let (activity, data) = stepped(&calls, 12, 1 << 20, &starts);
+        let ranged = ranged_files(&data, &activity).expect("ranged");
+        assert_eq!(ranged.firsts.len(), 12);
+        assert_eq!(ranged.range, 262_144);
+        assert_eq!(ranged.openings_per_file, 4.0);
+        // One opening a file, a window of a quarter each: crops, not ranges.
+        let (calls, starts) = ranged_steps(1, 0.25);
+        let (activity, data) = stepped(&calls, 12, 1 << 20, &starts);
+        assert!(ranged_files(&data, &activity).is_none());
+        // Two openings each reading the whole file (a header check, then the load): not
+        // ranges of it.
+        let (calls, starts) = ranged_steps(2, 0.5);
+        let mut calls = calls;
+        for c in calls.iter_mut().filter(|c| c.bytes > 0) {
+            (c.offset, c.bytes) = (0, 1 << 20);
+        }
+        let (activity, data) = stepped(&calls, 12, 1 << 20, &starts);
+        assert!(ranged_files(&data, &activity).is_none());
+    }
 
     fn read(i: i64, offset: i64, bytes: i64) -> Rec {
         super::super::test_call(i, Op::Read, 1, offset, bytes)
