@@ -14,8 +14,11 @@
 //!    between steps, the bursts between its pauses the steps' loading. No such level: the
 //!    program reads without pause (I/O bound) and steps cannot be told apart.
 //! 3. **Samples**: when each opening of a data file is read within one burst, a sample is a
-//!    file (files read whole); otherwise a sample is a read of the dominant request size
-//!    (slices of large files).
+//!    file (files read whole; also when several openings read a file in a burst, a range
+//!    each); otherwise the structure of the reads decides (records that tile a file, stored
+//!    chunks read again and again, rows through a sieve, records of a stream, row groups),
+//!    and failing those a sample is a read of the dominant request size (slices of large
+//!    files).
 //! 4. The rest follows: epochs (how often each sample was read), batch (samples per burst),
 //!    threads (which threads and processes read data), whether reads overlap compute, order
 //!    (sorted, one shuffle, a shuffle per epoch), request sizes (a distribution when there is
