@@ -1608,9 +1608,19 @@ fn chunk_samples<'t>(
     let mut found = Found::default();
     let num_files = data.files.len() as u64;
     let counts: Vec<f64> = chunks.places.values().map(|&n| n as f64).collect();
-    let per_file = (Stats::of(&counts).mean.round() as u64).max(1);
-    let in_data_set = (num_files * per_file).max(1);
     let reads = chunks.events.len() as u64;
+    // Worker processes started again for each epoch (a DataLoader's, not persistent): their
+    // generations are the epochs, each reading the chunks again as often as its share of the
+    // reads says, which dlio's epoch (one pass over its data set) replays as a data set of
+    // that many samples.
+    let generations = generation_starts(&chunks.events).len() as u64;
+    let by_generation = activity.consumer.is_some() && generations >= 2;
+    let per_file = if by_generation {
+        (reads / generations).div_ceil(num_files.max(1)).max(1)
+    } else {
+        (Stats::of(&counts).mean.round() as u64).max(1)
+    };
+    let in_data_set = (num_files * per_file).max(1);
     let mean = chunks.sizes.iter().sum::<u64>() / reads.max(1);
     let sizes: Vec<f64> = data
         .files
@@ -1650,6 +1660,16 @@ fn chunk_samples<'t>(
                 ),
             )
         }
+        None if by_generation => (
+            generations,
+            None,
+            generations * in_data_set,
+            format!(
+                "{reads} chunk reads by {generations} generations of worker processes, \
+                 {in_data_set} a generation ({} chunks, each read again within it)",
+                chunks.places.values().sum::<u64>()
+            ),
+        ),
         None => {
             let epochs = ((reads as f64 / in_data_set as f64).round() as u64).max(1);
             (
@@ -1700,9 +1720,18 @@ fn chunk_samples<'t>(
         "dataset.num_samples_per_file",
         per_file.to_string(),
         format!(
-            "{} chunks read in {} files: a sample is a chunk",
+            "{} chunks read in {} files: a sample is a chunk{}",
             chunks.places.values().sum::<u64>(),
-            chunks.places.len()
+            chunks.places.len(),
+            if by_generation {
+                format!(
+                    ", and a file holds the reads of a generation of worker processes, \
+                     {per_file} (the replay's file is larger than the program's, its bytes \
+                     read as often)"
+                )
+            } else {
+                String::new()
+            }
         ),
     );
     found.param(
@@ -2519,6 +2548,46 @@ mod layout_tests {
             r.bytes += (i % 3) as i64;
         }
         assert!(reread_chunks(&varying.iter().collect::<Vec<_>>()).is_none());
+    }
+
+    #[test]
+    fn chunks_read_by_generations_of_workers_make_an_epoch_each() {
+        // Two generations of two worker processes each (a DataLoader's, forked again for
+        // the second epoch), each generation reading every one of 40 chunks 3 times.
+        let mut calls = Vec::new();
+        for generation in 0..2i64 {
+            for k in 0..120i64 {
+                let chunk = (k * 17) % 40;
+                let mut r = read(
+                    generation * 10_000 + k,
+                    4096 + chunk * 10_000,
+                    6_000 + chunk * 97,
+                );
+                r.rank = (10 + 2 * generation + k % 2) as u32;
+                calls.push(r);
+            }
+        }
+        let (mut activity, data) = stepped(&calls, 1, 500_000, &[0]);
+        activity.paused = false;
+        activity.consumer = Some(super::super::Consumer {
+            pid: 1,
+            takes: Vec::new(),
+        });
+        let chunks = reread_chunks(&activity.reads).expect("chunks");
+        let (samples, found) = chunk_samples(&data, &activity, chunks);
+        assert_eq!(samples.epochs, 2);
+        // A generation's 120 reads, as a data set of 120 samples read once each.
+        assert_eq!(samples.in_data_set, 120);
+        assert_eq!(found.value("dataset.num_samples_per_file"), Some("120"));
+        // One process reading them all: passes over the 40 chunks.
+        for r in calls.iter_mut() {
+            r.rank = 10;
+        }
+        let (mut activity, data) = stepped(&calls, 1, 500_000, &[0]);
+        activity.paused = false;
+        let chunks = reread_chunks(&activity.reads).expect("chunks");
+        let (samples, _) = chunk_samples(&data, &activity, chunks);
+        assert_eq!((samples.epochs, samples.in_data_set), (6, 40));
     }
 
     #[test]
