@@ -36,7 +36,8 @@ static int by_value(const void *a, const void *b) {
 }
 
 /* footprint FILE TOUCH_BYTES REQUEST_BYTES: prints the median pread time in microseconds.
-   TOUCH_BYTES 0 spins 20 us between reads instead (work that touches no memory). */
+   TOUCH_BYTES 0 spins 20 us between reads instead (work that touches no memory); -1 reads
+   back to back, as a reader thread in a tight loop does. */
 int main(int argc, char **argv) {
     if (argc != 4) return 2;
     int fd = open(argv[1], O_RDONLY);
@@ -54,7 +55,7 @@ int main(int argc, char **argv) {
         long offset = ((long)(state >> 4) % (file - size)) & ~4095L;
         if (touch > 0) {
             for (long k = 0; k < touch; k += 64) scratch[k]++;
-        } else {
+        } else if (touch == 0) {
             long start = now_ns();
             while (now_ns() - start < 20000) {}
         }
@@ -72,14 +73,14 @@ head -c $((FILE_MB << 20)) /dev/urandom >"$work/data.bin"
 cat "$work/data.bin" >/dev/null
 
 echo "pread from the page cache, median us per call (median of $REPEATS runs, min-max)"
-printf '%-10s %-26s %-26s %-26s %-26s\n' request "warm (spin, no memory)" "256 KiB touched" "1 MiB touched" "4 MiB touched"
+printf '%-10s %-22s %-22s %-22s %-22s %-22s\n' request "back to back" "20 us spin" "1 MiB touched" "4 MiB touched" "16 MiB touched"
 for size in 4096 16384 65536; do
   row=$(printf '%-10s' "$size")
-  for touch in 0 262144 1048576 4194304; do
+  for touch in -1 0 1048576 4194304 16777216; do
     runs=()
     for _ in $(seq "$REPEATS"); do runs+=("$("$work/footprint" "$work/data.bin" "$touch" "$size")"); done
     cell=$(printf '%s\n' "${runs[@]}" | sort -g | awk '{v[NR]=$1} END {printf "%.2f (%.2f-%.2f)", v[int((NR+1)/2)], v[1], v[NR]}')
-    row+=$(printf ' %-26s' "$cell")
+    row+=$(printf ' %-22s' "$cell")
   done
   echo "$row"
 done

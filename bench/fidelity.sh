@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Characterisation on programs it has never seen (#30): every program of bench/corpus/programs
-# (102 training-style programs: PyTorch DataLoader, tf.data, h5py, numpy memmap, PIL, pyarrow,
+# (108 training-style programs: PyTorch DataLoader, tf.data, h5py, numpy memmap, PIL, pyarrow,
 # pickle, torch.load, json lines, pandas csv, zarr-like chunks, webdataset tars, random crops,
 # pools of threads and processes, weighted draws with replacement, HDF5 opened per worker, tf.data
 # cache(), readv by token budget, staged shard caches, spawned workers, FFCV-like index files,
