@@ -124,12 +124,17 @@ pub fn eval_pass_lines(recorder: &RankRecorder, params: &MetricParams, epoch: u3
     let Some(metrics) = eval_metrics(eval, params) else {
         return Vec::new();
     };
-    let steps = eval.reported_steps.unwrap_or(eval.steps.len() as u64);
-    vec![
-        format!(
-            "Ending eval - {steps} steps completed in {:.2} s",
-            metrics.wall_seconds
+    // The pass that ended: an epoch of several passes (an evaluation every few steps) reports
+    // each on its own here, and their sum in the AU and throughput lines below.
+    let (steps, seconds) = match eval.last_pass {
+        Some(pass) if eval.passes > 1 => pass,
+        _ => (
+            eval.reported_steps.unwrap_or(eval.steps.len() as u64),
+            metrics.wall_seconds,
         ),
+    };
+    vec![
+        format!("Ending eval - {steps} steps completed in {seconds:.2} s"),
         format!(
             "Epoch {epoch} [Eval] Accelerator Utilization [AU] (%): {:.4}",
             metrics.au_percentage

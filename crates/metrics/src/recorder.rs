@@ -152,6 +152,10 @@ pub struct EvalRecord {
     /// When the pass under way began; none between passes.
     #[serde(default, skip)]
     pub pass_start: Option<SystemTime>,
+    /// The last closed pass's steps and length, seconds: what its "Ending eval" line says
+    /// when an epoch holds several passes.
+    #[serde(default, skip)]
+    pub last_pass: Option<(u64, f64)>,
 }
 
 impl EvalRecord {
@@ -164,6 +168,7 @@ impl EvalRecord {
             passes: 0,
             pass_seconds: 0.0,
             pass_start: Some(start),
+            last_pass: None,
         }
     }
 
@@ -475,8 +480,10 @@ impl RankRecorder {
         {
             eval.span.end = Some(now);
             let began = eval.pass_start.take().unwrap_or(eval.span.start);
-            eval.pass_seconds += seconds_between(began, now);
+            let seconds = seconds_between(began, now);
+            eval.pass_seconds += seconds;
             eval.passes += 1;
+            eval.last_pass = Some((steps, seconds));
             eval.reported_steps = Some(eval.reported_steps.unwrap_or(0) + steps);
         }
     }

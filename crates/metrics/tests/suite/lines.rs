@@ -162,3 +162,34 @@ fn timestamps_use_dlio_local_iso_format_with_microseconds() {
     assert_eq!(&stamp[10..11], "T");
     assert_eq!(&stamp[19..], ".123456");
 }
+
+#[test]
+fn each_pass_of_an_epoch_with_several_ends_with_its_own_steps() {
+    let mut recorder = RankRecorder::new(0);
+    recorder.start_epoch(1);
+    let params = window_free_params();
+    let mut ends = Vec::new();
+    for steps in [2u64, 3] {
+        recorder.start_eval(1);
+        for _ in 0..steps {
+            recorder.record_step(
+                1,
+                Phase::Eval,
+                Duration::ZERO,
+                Duration::ZERO,
+                Duration::ZERO,
+            );
+        }
+        recorder.end_eval(1, steps);
+        ends.push(eval_pass_lines(&recorder, &params, 1)[0].clone());
+    }
+    assert!(
+        ends[0].starts_with("Ending eval - 2 steps completed in "),
+        "{ends:?}"
+    );
+    // The second pass's line counts its own 3 steps, not the epoch's 5.
+    assert!(
+        ends[1].starts_with("Ending eval - 3 steps completed in "),
+        "{ends:?}"
+    );
+}

@@ -67,6 +67,7 @@ pub fn eval(start: f64, end: f64, steps: StepTimes) -> EvalRecord {
         passes: 1,
         pass_seconds: end - start,
         pass_start: None,
+        last_pass: None,
     }
 }
 
