@@ -56,6 +56,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         sample_dims: vec![side, side],
         element: ElementType::Uint8,
         compression: Compression::None,
+        fixed_size: false,
     };
     for (kind, format_name, image_format) in [
         (FormatKind::Jpeg, "jpeg", image::ImageFormat::Jpeg),

@@ -682,6 +682,7 @@ mod tests {
             sample_dims: vec![64],
             element: ElementType::Uint8,
             compression: Compression::None,
+            fixed_size: false,
         };
         let path = dir.path().join("f.arrow");
         let all = ArrowFormat {
@@ -723,6 +724,7 @@ mod tests {
             sample_dims: vec![16],
             element: ElementType::Uint8,
             compression: Compression::None,
+            fixed_size: false,
         };
         let path = dir.path().join("f.arrow");
         let format = ArrowFormat::default();

@@ -484,6 +484,7 @@ mod tests {
             sample_dims: vec![4, 5],
             element,
             compression,
+            fixed_size: false,
         }
     }
 

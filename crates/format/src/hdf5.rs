@@ -983,6 +983,7 @@ mod tests {
             sample_dims: dims,
             element,
             compression,
+            fixed_size: false,
         }
     }
 

@@ -339,6 +339,7 @@ pub fn generated_image_bytes(kind: FormatKind, pixels: u64) -> Option<u64> {
         sample_dims: vec![usize::try_from(pixels).ok()?],
         element: dlio_config::ElementType::Uint8,
         compression: dlio_config::Compression::None,
+        fixed_size: false,
     };
     let encoded = format
         .encode(&layout, &mut DataRng::for_file(0, 0, 0))
@@ -359,6 +360,7 @@ mod tests {
             sample_dims: dims,
             element: ElementType::Uint8,
             compression: Compression::None,
+            fixed_size: false,
         }
     }
 

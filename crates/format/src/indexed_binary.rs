@@ -109,9 +109,9 @@ impl IndexedBinaryFormat {
     /// `rng`, in an order drawn from it too: each file's total is close to the
     /// distribution's mean times its samples, and files of few samples still take the whole
     /// distribution between them (the midpoints gave every file of two samples the same two
-    /// sizes).
-    fn sizes(&self, samples: u64, sample: u64, rng: &mut DataRng) -> Vec<u64> {
-        if self.sample_sizes.is_empty() {
+    /// sizes). A `fixed` layout's samples all take its size.
+    fn sizes(&self, samples: u64, sample: u64, fixed: bool, rng: &mut DataRng) -> Vec<u64> {
+        if fixed || self.sample_sizes.is_empty() {
             return vec![sample; samples as usize];
         }
         let mut word = [0u8; 8];
@@ -158,7 +158,7 @@ impl Format for IndexedBinaryFormat {
     ) -> Result<u64, FormatError> {
         let sample = layout.sample_bytes();
         let samples = u64::from(layout.samples);
-        let each = self.sizes(samples, sample, rng);
+        let each = self.sizes(samples, sample, layout.fixed_size, rng);
         let total = each
             .iter()
             .try_fold(0u64, |t, &s| t.checked_add(s))
@@ -200,7 +200,7 @@ impl Format for IndexedBinaryFormat {
     }
 
     fn expected_size(&self, layout: &FileLayout) -> Option<u64> {
-        if !self.sample_sizes.is_empty() {
+        if !layout.fixed_size && !self.sample_sizes.is_empty() {
             // Drawn per file: the total is known only once they are.
             return None;
         }
@@ -417,6 +417,7 @@ mod tests {
             sample_dims: dims,
             element,
             compression: Compression::None,
+            fixed_size: false,
         }
     }
 
@@ -587,6 +588,23 @@ mod tests {
             assert_eq!(offsets[i], offsets[i - 1] + sizes[i - 1]);
         }
         assert_eq!(format.expected_size(&l), None);
+        // A layout of fixed size (evaluation samples of a size of their own) keeps it in every
+        // sample, whatever the distribution.
+        let fixed_path = dir.path().join("eval.indexed_binary");
+        let fixed = FileLayout {
+            fixed_size: true,
+            ..layout(8, vec![64], ElementType::Uint8)
+        };
+        format
+            .generate(
+                &storage,
+                &fixed_path,
+                &fixed,
+                &mut DataRng::for_file(1, 1, 0),
+            )
+            .unwrap();
+        assert_eq!(std::fs::metadata(&fixed_path).unwrap().len(), 8 * 64);
+        assert_eq!(format.expected_size(&fixed), Some(8 * 64));
         // Each sample is read at its own size.
         let mut reader = format.reader(&l);
         reader.open(&storage, 0, &path).unwrap();

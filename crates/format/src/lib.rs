@@ -39,7 +39,7 @@
 //!     sample_dims: vec![8, 8],
 //!     element: ElementType::Uint8,
 //!     compression: Compression::None,
-//! };
+//!, fixed_size: false };
 //! let path = dir.path().join("img_0_of_1.npz");
 //! let bytes = npz.generate(&storage, &path, &layout, &mut DataRng::for_file(7, 0, 0))?;
 //! assert_eq!(Some(bytes), npz.expected_size(&layout));
@@ -117,6 +117,10 @@ pub struct FileLayout {
     pub element: ElementType,
     /// `dataset.compression`, for formats that support it.
     pub compression: Compression,
+    /// Every sample takes `sample_dims`' size, even in a format that draws each sample's size
+    /// from `record_length_bytes_distribution` (`record_length_bytes_per: sample`): the
+    /// evaluation files when `record_length_bytes_eval` gives their samples a size of their own.
+    pub fixed_size: bool,
 }
 
 impl FileLayout {

@@ -911,6 +911,7 @@ mod tests {
             sample_dims: dims.to_vec(),
             element,
             compression,
+            fixed_size: false,
         }
     }
 

@@ -616,6 +616,7 @@ mod tests {
             sample_dims: vec![64],
             element: ElementType::Uint8,
             compression: Compression::None,
+            fixed_size: false,
         }
     }
 
@@ -643,6 +644,7 @@ mod tests {
             sample_dims: vec![16, 16],
             element: ElementType::Uint8,
             compression: Compression::None,
+            fixed_size: false,
         };
         for compression in [
             ParquetCompression::None,
@@ -695,6 +697,7 @@ mod tests {
             sample_dims: vec![1],
             element: ElementType::Uint8,
             compression: Compression::None,
+            fixed_size: false,
         });
         let err = reader
             .open(&PosixStorage::new(), 0, &path)
@@ -717,6 +720,7 @@ mod tests {
             sample_dims: vec![64],
             element: ElementType::Uint8,
             compression: Compression::None,
+            fixed_size: false,
         };
         let column = dlio_config::ParquetColumn {
             name: "a".into(),

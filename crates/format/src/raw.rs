@@ -225,6 +225,7 @@ mod tests {
             sample_dims: vec![32, 32],
             element: ElementType::Uint8,
             compression: Compression::None,
+            fixed_size: false,
         };
         let format = Undecoded {
             inner: format_for(FormatKind::Npz).unwrap(),

@@ -1036,6 +1036,7 @@ mod tests {
             sample_dims: dims,
             element: ElementType::Uint8,
             compression: Compression::None,
+            fixed_size: false,
         }
     }
 

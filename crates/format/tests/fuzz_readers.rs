@@ -106,6 +106,7 @@ fn pristine(root: &Path, kind: FormatKind, semantics: Semantics) -> Pristine {
         sample_dims: vec![24, 24],
         element: ElementType::Uint8,
         compression: Compression::None,
+        fixed_size: false,
     };
     let dir = root.join(format!("{}-{}", kind.name(), semantics.as_str()));
     let path = dir.join("train").join(format!("a.{}", format.extension()));

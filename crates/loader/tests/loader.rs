@@ -21,6 +21,7 @@ fn layout() -> FileLayout {
         sample_dims: vec![16, 16],
         element: ElementType::Uint8,
         compression: Compression::None,
+        fixed_size: false,
     }
 }
 

@@ -25,6 +25,7 @@ fn layout() -> FileLayout {
         sample_dims: vec![40, 50],
         element: ElementType::Uint8,
         compression: Compression::None,
+        fixed_size: false,
     }
 }
 

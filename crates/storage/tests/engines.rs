@@ -86,6 +86,7 @@ fn layout() -> FileLayout {
         sample_dims: vec![40, 52],
         element: ElementType::Uint8,
         compression: Compression::None,
+        fixed_size: false,
     }
 }
 

@@ -52,6 +52,7 @@ fn layout() -> FileLayout {
         sample_dims: vec![96, 200],
         element: ElementType::Uint8,
         compression: Compression::None,
+        fixed_size: false,
     }
 }
 

@@ -302,7 +302,10 @@ pub fn file_layout(config: &Config, list_id: u32, index: u64) -> dlio_format::Fi
     if list_id == 1
         && let Some(dims) = eval_sample_dims(config)
     {
-        return layout_of(config, dims);
+        return dlio_format::FileLayout {
+            fixed_size: true,
+            ..layout_of(config, dims)
+        };
     }
     let d = &config.dataset;
     // Sizes per sample are the format's to draw inside each file; per file, the plan's.
@@ -348,7 +351,13 @@ fn eval_sample_dims(config: &Config) -> Option<Vec<u64>> {
 /// The layout evaluation readers are built for: the evaluation files' when their samples have
 /// a size of their own (`dataset.record_length_bytes_eval`), else [`nominal_layout`].
 pub fn nominal_eval_layout(config: &Config) -> dlio_format::FileLayout {
-    eval_sample_dims(config).map_or_else(|| nominal_layout(config), |dims| layout_of(config, dims))
+    eval_sample_dims(config).map_or_else(
+        || nominal_layout(config),
+        |dims| dlio_format::FileLayout {
+            fixed_size: true,
+            ..layout_of(config, dims)
+        },
+    )
 }
 
 /// The one builder of a file layout from its samples' dims.
@@ -359,6 +368,7 @@ fn layout_of(config: &Config, dims: Vec<u64>) -> dlio_format::FileLayout {
         sample_dims: dims.into_iter().map(|x| x as usize).collect(),
         element: dlio_format::sample_element(d),
         compression: d.compression,
+        fixed_size: false,
     }
 }
 

@@ -40,6 +40,10 @@ impl EvalPass {
 pub(super) struct SampleShape<'f> {
     /// Bytes a sample of the replay reads (what the program's training read a sample).
     pub bytes: u64,
+    /// Bytes of a sample's record (`dataset.record_length_bytes`): what `bytes` holds besides
+    /// it (a header read first, a buffer's fill past the record) the replay reads again around
+    /// a sample of a size of its own.
+    pub record: u64,
     /// Samples a file of it holds.
     pub per_file: u64,
     /// The replay's format (`dataset.format`), whose files hold a sample's bytes and their own.
@@ -323,6 +327,7 @@ pub(super) fn eval_pass(
     // Samples that are windows of larger files: a pass that opened fewer of them than the
     // split's files hold read a part of the split (a loop's `eval_iters`), where DLIO's pass
     // reads every window the files hold.
+    let mut windows_steps = None;
     if let Some(per_file) = windows_per_file.filter(|_| !one_file) {
         let opened: Vec<f64> = windows
             .iter()
@@ -332,6 +337,7 @@ pub(super) fn eval_pass(
         let steps = per_pass.div_ceil(batch);
         let whole = (files.len() as u64 * per_file).div_ceil(batch);
         if per_pass > 0 && steps < whole {
+            windows_steps = Some(steps);
             found.param(
                 "evaluation.steps_per_eval",
                 steps.to_string(),
@@ -340,6 +346,22 @@ pub(super) fn eval_pass(
                      steps of {batch}, where the split's {} files hold {whole} steps of them",
                     files.len()
                 ),
+            );
+        }
+    }
+    // Files of the split read otherwise than the training's samples (whole, where training
+    // takes a window of each): the replay's pass, in training samples, would miss the
+    // program's bytes, so its samples take the size that carries them.
+    if !one_file {
+        let held = num_files_eval * shape.per_file.max(1);
+        let samples = windows_steps
+            .map_or(held, |steps| (steps * batch).min(held))
+            .max(1);
+        if let Some((bytes, evidence)) = own_eval_size(&window_bytes, samples, shape) {
+            found.param(
+                "dataset.record_length_bytes_eval",
+                bytes.to_string(),
+                evidence,
             );
         }
     }
@@ -400,4 +422,63 @@ fn between_steps(samples: &[&Rec], epochs: u64, pass_starts: &[i64]) -> Option<u
         && gaps.iter().all(|&g| g.abs_diff(median) * 10 <= median)
         && before[0] + median / 10 >= median;
     regular.then_some(median)
+}
+
+/// The size of its own an evaluation sample takes when the replay's pass of `samples` training
+/// samples would miss the median pass's bytes (`window_bytes`, one entry a pass) by more than
+/// [`EVAL_BYTES_TOLERANCE`], with its evidence; `None` when training samples carry them.
+fn own_eval_size(
+    window_bytes: &[u64],
+    samples: u64,
+    shape: SampleShape<'_>,
+) -> Option<(u64, String)> {
+    let pass_bytes = Stats::of(&window_bytes.iter().map(|&b| b as f64).collect::<Vec<_>>())
+        .median
+        .round() as u64;
+    let in_training_samples = samples * shape.bytes;
+    let miss = in_training_samples.abs_diff(pass_bytes) as f64 / pass_bytes.max(1) as f64;
+    if pass_bytes == 0 || miss <= EVAL_BYTES_TOLERANCE {
+        return None;
+    }
+    // What the replay reads around a record (a header first, a buffer's fill past it) it
+    // reads around the evaluation's too.
+    let around = shape.bytes.saturating_sub(shape.record);
+    let per_sample = pass_bytes.div_ceil(samples).saturating_sub(around).max(1);
+    let per_file = shape.per_file.max(1);
+    let bytes =
+        super::samples::sample_bytes_for_file(shape.format, per_sample * per_file, per_file);
+    Some((
+        bytes,
+        format!(
+            "a pass read {pass_bytes} bytes (the median of {} passes) where {samples} of the \
+             replay's training samples read {in_training_samples} ({:.0}% off): each of its \
+             {samples} samples reads {per_sample} bytes besides the {around} the replay reads \
+             around a record",
+            window_bytes.len(),
+            100.0 * miss
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_split_read_whole_where_training_reads_windows_takes_samples_of_its_own_size() {
+        // Training reads a 30,000-byte window of each file, and 6,000 bytes around it (a
+        // header, a buffer's fill); each evaluation pass reads ten files whole, ~1 MB.
+        let shape = SampleShape {
+            bytes: 36_000,
+            record: 30_000,
+            per_file: 5,
+            format: "indexed_binary",
+        };
+        let (bytes, evidence) = own_eval_size(&[990_000, 1_000_000, 1_010_000], 10, shape).unwrap();
+        // 100,000 bytes a sample, less the 6,000 the replay reads around each record.
+        assert_eq!(bytes, 94_000, "{evidence}");
+        // Passes the training samples carry to within 2% keep them.
+        assert!(own_eval_size(&[360_000, 365_000], 10, shape).is_none());
+        assert!(own_eval_size(&[0, 0], 10, shape).is_none());
+    }
 }

@@ -651,8 +651,13 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
         .value("dataset.format")
         .unwrap_or_default()
         .to_string();
+    let bytes = (read / samples.consumed().max(1)).max(1);
     let shape = eval::SampleShape {
-        bytes: (read / samples.consumed().max(1)).max(1),
+        bytes,
+        record: found
+            .value("dataset.record_length_bytes")
+            .and_then(|v| v.parse::<f64>().ok())
+            .map_or(bytes, |v| v.round() as u64),
         per_file: (samples.in_data_set / files).max(1),
         format: &format,
     };

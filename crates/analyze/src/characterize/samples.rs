@@ -2066,6 +2066,7 @@ fn sized_by_its_values(name: &str) -> bool {
                             sample_dims: vec![64],
                             element: dlio_config::ElementType::Uint8,
                             compression: dlio_config::Compression::None,
+                            fixed_size: false,
                         })
                     })
                     .is_none()
@@ -2107,6 +2108,7 @@ pub(super) fn sample_bytes_for_file(format: &str, file_bytes: u64, samples: u64)
             sample_dims: vec![usize::try_from(sample).unwrap_or(usize::MAX)],
             element: dlio_config::ElementType::Uint8,
             compression: dlio_config::Compression::None,
+            fixed_size: false,
         })
     };
     let mut sample = plain;

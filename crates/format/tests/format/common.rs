@@ -17,6 +17,7 @@ pub fn layout(
         sample_dims: dims.to_vec(),
         element,
         compression,
+        fixed_size: false,
     }
 }
 

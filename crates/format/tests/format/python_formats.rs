@@ -320,6 +320,7 @@ fn layout(
         sample_dims: dims.to_vec(),
         element,
         compression,
+        fixed_size: false,
     }
 }
 
