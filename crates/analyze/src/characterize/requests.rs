@@ -510,27 +510,50 @@ fn rest_from_covered(p: &[PatternStep], size: u64) -> Option<PatternStep> {
 /// [`WHOLE_BLOCKS`].
 pub(super) const UNTIL_END: u64 = 1 << 62;
 
-/// Turns the last request of an opening that read its whole file into one that reads up to a
-/// distance from the file's end ([`UNTIL_END`]) when it starts inside what the requests
-/// before it covered from the start and stops where their reads from the end began: the bulk
-/// of a zip's stored member, read after its central directory (torch.load of a .pt), whose
-/// size follows the file's while the directory's stays about the same.
+/// Turns the bulk of an opening that read its whole file into a request that reads up to a
+/// distance from the file's end ([`UNTIL_END`]) when it starts inside what the other requests
+/// covered from the start and stops where their reads of the tail began: a zip's stored
+/// member read after its central directory (torch.load of a .pt), whose size follows the
+/// file's while the directory's stays about the same. The bulk is the last request; failing
+/// that, the largest read from the start, and the requests after it that lie past its end
+/// (the small members stored after the big one, read last) are placed from the file's end.
 fn rest_until_the_tail(p: &mut [PatternStep], size: u64) {
-    let Some((&(false, offset, bytes), before)) = p.split_last() else {
+    if !p.is_empty() && bulk_until_the_tail(p, p.len() - 1, size) {
         return;
-    };
+    }
+    let largest = (0..p.len())
+        .filter(|&i| !p[i].0 && p[i].2 < UNTIL_END)
+        .max_by_key(|&i| p[i].2);
+    if let Some(bulk) = largest.filter(|&i| i + 1 < p.len())
+        && bulk_until_the_tail(p, bulk, size)
+    {
+        let end = size - (p[bulk].2 - UNTIL_END);
+        for r in p[bulk + 1..].iter_mut().filter(|r| !r.0 && r.1 >= end) {
+            *r = (true, size - r.1, r.2);
+        }
+    }
+}
+
+/// [`rest_until_the_tail`] for request `bulk` of `p`: whether it was turned.
+fn bulk_until_the_tail(p: &mut [PatternStep], bulk: usize, size: u64) -> bool {
+    let (from_end, offset, bytes) = p[bulk];
     let end = offset.saturating_add(bytes);
-    if before.is_empty() || bytes >= UNTIL_END || end >= size {
-        return;
+    if from_end || p.len() < 2 || bytes >= UNTIL_END || end >= size {
+        return false;
     }
     let stretch = |&(from_end, o, b): &PatternStep| {
         let at = if from_end { size.saturating_sub(o) } else { o };
         (at, at.saturating_add(b).min(size))
     };
-    let mut stretches: Vec<(u64, u64)> = before.iter().map(stretch).collect();
+    let mut stretches: Vec<(u64, u64)> = p
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| i != bulk)
+        .map(|(_, r)| stretch(r))
+        .collect();
     stretches.sort_unstable();
-    // What the requests before it covered from the start, and whether they covered the rest
-    // of the file after it.
+    // What the other requests covered from the start, and whether they covered the rest of
+    // the file after the bulk.
     let mut head = 0u64;
     for &(at, to) in &stretches {
         if at <= head {
@@ -539,9 +562,11 @@ fn rest_until_the_tail(p: &mut [PatternStep], size: u64) {
     }
     let tail_covered =
         union_bytes(stretches.iter().map(|&(at, to)| (at.max(end), to.max(end)))) >= size - end;
-    if offset <= head && tail_covered {
-        *p.last_mut().expect("not empty") = (false, offset, UNTIL_END + (size - end));
+    let turned = offset <= head && tail_covered;
+    if turned {
+        p[bulk] = (false, offset, UNTIL_END + (size - end));
     }
+    turned
 }
 
 /// Sets each request of the openings to the median of the requests like it (the same place
@@ -1336,6 +1361,49 @@ mod tests {
             rest_until_the_tail(&mut p, size);
             assert_eq!(p, before, "{size}");
         }
+    }
+
+    #[test]
+    fn a_zips_bulk_followed_by_its_small_members_is_read_up_to_them_and_they_from_the_end() {
+        // torch.load of a dict's .pt of 27,859 bytes: the image's storage is the bulk, from
+        // 4096 up to the small tensors stored after it, which are read last (to the end).
+        let size = 27_859;
+        let mut p = vec![
+            (false, 0, 4096),
+            (true, 4096, 4096),
+            (true, 22, 22),
+            (true, 731, 731),
+            (true, 1015, 1015),
+            (false, 0, 4096),
+            (false, 4096, 22_364),
+            (false, 26_476, 1383),
+        ];
+        rest_until_the_tail(&mut p, size);
+        assert_eq!(p[6], (false, 4096, UNTIL_END + 1399));
+        assert_eq!(p[7], (true, 1383, 1383));
+        // A file of another size makes the same requests.
+        let size = 19_731;
+        let mut q = vec![
+            (false, 0, 4096),
+            (true, 4096, 4096),
+            (true, 22, 22),
+            (true, 731, 731),
+            (true, 1015, 1015),
+            (false, 0, 4096),
+            (false, 4096, 14_236),
+            (false, 18_348, 1383),
+        ];
+        rest_until_the_tail(&mut q, size);
+        assert_eq!(q, p);
+        // Small members the other requests never covered: the bulk stays as it was read.
+        let mut gap = vec![
+            (false, 0, 4096),
+            (false, 4096, 22_364),
+            (false, 26_476, 1383),
+        ];
+        let before = gap.clone();
+        rest_until_the_tail(&mut gap, 27_859);
+        assert_eq!(gap, before);
     }
 
     #[test]
