@@ -39,7 +39,8 @@
 //!     sample_dims: vec![8, 8],
 //!     element: ElementType::Uint8,
 //!     compression: Compression::None,
-//!, fixed_size: false };
+//!     fixed_size: false,
+//! };
 //! let path = dir.path().join("img_0_of_1.npz");
 //! let bytes = npz.generate(&storage, &path, &layout, &mut DataRng::for_file(7, 0, 0))?;
 //! assert_eq!(Some(bytes), npz.expected_size(&layout));
