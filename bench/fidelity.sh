@@ -14,7 +14,7 @@
 # cache written in the first epoch, multi-page TIFF stacks, point clouds with JSON sidecars and
 # dropped records, safetensors fine-tunes with rotated checkpoints, h5py generators in tf.data,
 # CSR graphs sampled through memory maps, a RAM budget that keeps half the shards, ...)
-# and the eleven of crates/cli/tests/programs is made,
+# and the twelve of crates/cli/tests/programs is made,
 # traced with `dlio trace`, characterised with `dlio characterize`, replayed with
 # `dlio run --trace` (release build) and scored twice: by `dlio fidelity` (its verdict and the
 # bounds that failed; the program is traced twice, and the second trace is its `--repeat`, how

@@ -660,6 +660,28 @@ fn objects_read_by_ranged_requests_are_whole_files_in_ranges() {
     assert_structure("ranged_gets", &r.fidelity);
 }
 
+/// Class folders read one after another in each epoch (a file list in class order): the data
+/// set is the four of them, not the first with the other three taken for an evaluation split;
+/// the `val/` folder beside them stays the split.
+#[test]
+fn class_folders_read_in_turn_are_one_data_set_and_val_stays_the_split() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = trace_characterize_replay(dir.path(), "class_folders_in_turn");
+    let d = &r.derived;
+    for (key, value) in [
+        ("dataset.num_files_train", "40"),
+        ("dataset.num_subfolders_train", "4"),
+        ("dataset.num_samples_per_file", "1"),
+        ("workflow.evaluation", "True"),
+        ("dataset.num_files_eval", "4"),
+        ("reader.batch_size", "4"),
+        ("train.epochs", "2"),
+    ] {
+        assert_eq!(d.get(key).map(String::as_str), Some(value), "{key}: {d:?}");
+    }
+    assert_structure("class_folders_in_turn", &r.fidelity);
+}
+
 /// Batches of scattered rows from a compressed, chunked HDF5 dataset: each batch reads every
 /// chunk it touches, whole, at the chunk's stored size, and the next batches read them again.
 /// A sample is a chunk (not a read of the most frequent size, which held one read in 40), sized

@@ -402,7 +402,8 @@ pub(super) fn samples<'t>(
             "dataset.num_subfolders_train",
             data.subfolders.to_string(),
             format!(
-                "the files sit in {} folders under {} (class folders), read interleaved",
+                "the files sit in {} folders under {} (class folders), read interleaved or in \
+                 turn",
                 data.subfolders, data.dir
             ),
         );

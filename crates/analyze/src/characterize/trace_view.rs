@@ -318,9 +318,10 @@ fn without_evaluation_split(t: &Timeline, files: HashSet<u64>) -> HashSet<u64> {
 const INTERLEAVED_SHARE: f64 = 0.3;
 
 /// The data set's root when `dir`'s files are one of several folders read interleaved (class
-/// folders under `train/`): climbs while sibling folders of the same kind of file are read
-/// between `dir`'s, taking their files in. Returns the root, the files and the number of
-/// folders under it that hold them (0 when the files stay in `dir` alone).
+/// folders under `train/`), or in turn, none named as a split: climbs while sibling folders of
+/// the same kind of file are read between `dir`'s, taking their files in. Returns the root,
+/// the files and the number of folders under it that hold them (0 when the files stay in
+/// `dir` alone).
 fn climb_class_folders(
     t: &Timeline,
     mut dir: String,
@@ -370,6 +371,28 @@ fn climb_class_folders(
             })
             .map(|(folder, _)| folder.to_string())
             .collect();
+        // Class folders read one after another (a file list in class order, as DALI's file
+        // reader takes it, shuffled only in a buffer): two or more sibling folders of the
+        // kind, opened as often as `dir`'s files, none named as a split (`val/`, `test/`).
+        // An evaluation split is one folder so named, or a folder read less often.
+        if siblings.is_empty() {
+            let own_opens = with_others.get(own.as_str()).map_or(0, |&(n, _)| n);
+            let in_turn: Vec<String> = with_others
+                .iter()
+                .filter(|&(folder, &(n, _))| {
+                    *folder != own && n >= 4 && n * 2 >= own_opens && n <= own_opens * 2
+                })
+                .map(|(folder, _)| folder.to_string())
+                .collect();
+            let unmarked = |name: &str| {
+                !name
+                    .split(|c: char| !c.is_ascii_alphabetic())
+                    .any(|word| EVALUATION_WORDS.contains(&word.to_ascii_lowercase().as_str()))
+            };
+            if in_turn.len() >= 2 && unmarked(&own) && in_turn.iter().all(|f| unmarked(f)) {
+                siblings = in_turn;
+            }
+        }
         // A data set saved one file a folder (tf.data's `save`: `NNNNNNNN.shard/00000000.
         // snapshot`): the folder read holds its one file, and two or more of its siblings hold
         // one file each of the kind. They are its shards, however they are read.
