@@ -1230,15 +1230,11 @@ fn stream_samples<'t>(
     let mean = sample_sizes.iter().sum::<u64>() / num_files.max(1);
     let epochs = ((activity.opens.len() as f64 / num_files.max(1) as f64).round() as u64).max(1);
     found.param("dataset.format", "tfrecord".into(), format_evidence);
-    found.param(
-        "dataset.num_files_train",
-        num_files.to_string(),
-        format!(
-            "{num_files} files of .{} under {} were read ({} bytes in all)",
-            data.extension,
-            data.dir,
-            sizes.iter().sum::<f64>() as u64
-        ),
+    files_read(
+        &mut found,
+        data,
+        num_files,
+        sizes.iter().sum::<f64>() as u64,
     );
     found.param(
         "dataset.num_samples_per_file",
@@ -1449,15 +1445,11 @@ fn tiled_samples<'t>(
          indexed_binary reads each sample with one positioned read"
             .into(),
     );
-    found.param(
-        "dataset.num_files_train",
-        num_files.to_string(),
-        format!(
-            "{num_files} files of .{} under {} were read ({} bytes in all)",
-            data.extension,
-            data.dir,
-            sizes.iter().sum::<f64>() as u64
-        ),
+    files_read(
+        &mut found,
+        data,
+        num_files,
+        sizes.iter().sum::<f64>() as u64,
     );
     found.param(
         "dataset.num_samples_per_file",
@@ -1707,15 +1699,11 @@ fn chunk_samples<'t>(
             chunks.places.values().sum::<u64>()
         ),
     );
-    found.param(
-        "dataset.num_files_train",
-        num_files.to_string(),
-        format!(
-            "{num_files} files of .{} under {} were read ({} bytes in all)",
-            data.extension,
-            data.dir,
-            sizes.iter().sum::<f64>() as u64
-        ),
+    files_read(
+        &mut found,
+        data,
+        num_files,
+        sizes.iter().sum::<f64>() as u64,
     );
     found.param(
         "dataset.num_samples_per_file",
@@ -1827,15 +1815,11 @@ fn columnar_samples<'t>(
         })
         .sum();
     found.param("dataset.format", "parquet".into(), format_evidence);
-    found.param(
-        "dataset.num_files_train",
-        num_files.to_string(),
-        format!(
-            "{num_files} files of .{} under {} were read ({} bytes in all)",
-            data.extension,
-            data.dir,
-            sizes.iter().sum::<f64>() as u64
-        ),
+    files_read(
+        &mut found,
+        data,
+        num_files,
+        sizes.iter().sum::<f64>() as u64,
     );
     found.param(
         "dataset.num_samples_per_file",
@@ -2192,6 +2176,18 @@ fn size_bins(sizes: impl Iterator<Item = u64>) -> Vec<SizeShare> {
         })
         .filter(|s| s.count > 0)
         .collect()
+}
+
+/// `dataset.num_files_train`: the `num_files` files of the data set's kind read, `bytes` in all.
+fn files_read(found: &mut Found, data: &DataSet, num_files: u64, bytes: u64) {
+    found.param(
+        "dataset.num_files_train",
+        num_files.to_string(),
+        format!(
+            "{num_files} files of .{} under {} were read ({bytes} bytes in all)",
+            data.extension, data.dir
+        ),
+    );
 }
 
 #[cfg(test)]
