@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Characterisation on programs it has never seen (#30): every program of bench/corpus/programs
-# (108 training-style programs: PyTorch DataLoader, tf.data, h5py, numpy memmap, PIL, pyarrow,
+# (114 training-style programs: PyTorch DataLoader, tf.data, h5py, numpy memmap, PIL, pyarrow,
 # pickle, torch.load, json lines, pandas csv, zarr-like chunks, webdataset tars, random crops,
 # pools of threads and processes, weighted draws with replacement, HDF5 opened per worker, tf.data
 # cache(), readv by token budget, staged shard caches, spawned workers, FFCV-like index files,
@@ -13,7 +13,9 @@
 # tf.data.from_generator, fairseq indexed datasets, sharded checkpoints resumed, a spectrogram
 # cache written in the first epoch, multi-page TIFF stacks, point clouds with JSON sidecars and
 # dropped records, safetensors fine-tunes with rotated checkpoints, h5py generators in tf.data,
-# CSR graphs sampled through memory maps, a RAM budget that keeps half the shards, ...)
+# CSR graphs sampled through memory maps, a RAM budget that keeps half the shards, a DALI-like
+# reader of class folders in list order, tile trees rescanned every epoch, packed blobs behind
+# a CSV index, torch.load of a memory-mapped store, ...)
 # and the twelve of crates/cli/tests/programs is made,
 # traced with `dlio trace`, characterised with `dlio characterize`, replayed with
 # `dlio run --trace` (release build) and scored twice: by `dlio fidelity` (its verdict and the

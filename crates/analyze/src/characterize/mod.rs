@@ -5,8 +5,9 @@
 //! How the trace is read, in order:
 //! 1. **Data files**: the files read outside the interpreter's and the system's own folders
 //!    (`/usr`, `site-packages`, `*.py`, ...), grouped by folder; the folder that delivered the
-//!    most bytes holds the data set, and its files of the dominant extension are the data
-//!    files (`--data-dir` names the folder instead). Other files read during training more
+//!    most bytes holds the data set, with the class folders beside it (read interleaved with
+//!    it, or in turn when none is named as a split), and its files of the dominant extension
+//!    are the data files (`--data-dir` names the folder instead). Other files read during training more
 //!    than once are side files; files written during training are checkpoints.
 //! 2. **Steps**: the intervals in which some data-file call is in progress are merged; the
 //!    pauses between them fall into levels (jumps of 2x between sorted neighbours); the top
