@@ -300,12 +300,9 @@ pub fn nominal_layout(config: &Config) -> dlio_format::FileLayout {
 /// `record_length_bytes_distribution`): what generation writes.
 pub fn file_layout(config: &Config, list_id: u32, index: u64) -> dlio_format::FileLayout {
     if list_id == 1
-        && let Some(dims) = eval_sample_dims(config)
+        && let Some(layout) = own_eval_layout(config)
     {
-        return dlio_format::FileLayout {
-            fixed_size: true,
-            ..layout_of(config, dims)
-        };
+        return layout;
     }
     let d = &config.dataset;
     // Sizes per sample are the format's to draw inside each file; per file, the plan's.
@@ -332,18 +329,23 @@ pub fn file_layout(config: &Config, list_id: u32, index: u64) -> dlio_format::Fi
     layout_of(config, dims.for_file(index))
 }
 
-/// The dims of every evaluation sample when `dataset.record_length_bytes_eval` gives their
-/// size: one dimension of that many elements where the training samples have one
-/// (`record_dims: [N]`), else the square DLIO makes of a length, as for the training size.
-fn eval_sample_dims(config: &Config) -> Option<Vec<u64>> {
+/// Every evaluation file's layout when `dataset.record_length_bytes_eval` gives its samples
+/// their size, with no spread (`fixed_size`): one dimension of that many elements where the
+/// training samples have one (`record_dims: [N]`), else the square DLIO makes of a length, as
+/// for the training size.
+fn own_eval_layout(config: &Config) -> Option<dlio_format::FileLayout> {
     let d = &config.dataset;
     let bytes = d.record_length_bytes_eval;
     (bytes > 0.0).then(|| {
-        if d.record_dims.len() == 1 {
+        let dims = if d.record_dims.len() == 1 {
             let element = d.record_element_type.size().max(1) as f64;
             vec![((bytes / element) as u64).max(1)]
         } else {
             dlio_plan::sample_dims(bytes, 0.0, &[], 1, 0)
+        };
+        dlio_format::FileLayout {
+            fixed_size: true,
+            ..layout_of(config, dims)
         }
     })
 }
@@ -351,13 +353,7 @@ fn eval_sample_dims(config: &Config) -> Option<Vec<u64>> {
 /// The layout evaluation readers are built for: the evaluation files' when their samples have
 /// a size of their own (`dataset.record_length_bytes_eval`), else [`nominal_layout`].
 pub fn nominal_eval_layout(config: &Config) -> dlio_format::FileLayout {
-    eval_sample_dims(config).map_or_else(
-        || nominal_layout(config),
-        |dims| dlio_format::FileLayout {
-            fixed_size: true,
-            ..layout_of(config, dims)
-        },
-    )
+    own_eval_layout(config).unwrap_or_else(|| nominal_layout(config))
 }
 
 /// The one builder of a file layout from its samples' dims.

@@ -217,9 +217,7 @@ pub(super) fn eval_pass(
     let mut split_evidence = String::new();
     let mut eval_record_length = None;
     if one_file {
-        let pass_bytes = Stats::of(&window_bytes.iter().map(|&b| b as f64).collect::<Vec<_>>())
-            .median
-            .round() as u64;
+        let pass_bytes = median_pass_bytes(&window_bytes);
         let samples = (pass_bytes as f64 / shape.bytes.max(1) as f64)
             .round()
             .max(1.0) as u64;
@@ -245,29 +243,25 @@ pub(super) fn eval_pass(
         }
         // Whole training samples that miss the pass's bytes (a validation shard smaller than
         // a training shard): the split's samples take the size that holds them.
-        let in_training_samples = samples * shape.bytes;
-        let miss = in_training_samples.abs_diff(pass_bytes) as f64 / pass_bytes.max(1) as f64;
-        let per_sample = pass_bytes.div_ceil(samples);
-        let own_size = (miss > EVAL_BYTES_TOLERANCE).then(|| {
-            let per_file = shape.per_file.max(1);
-            super::samples::sample_bytes_for_file(shape.format, per_sample * per_file, per_file)
-        });
+        let own_size = own_sample_size(pass_bytes, samples, shape, 0);
         step_evidence = format!(
             "a pass over the split's one file reads {pass_bytes} bytes (the median of {passes} \
              passes) in {steps} steps: {samples} of the replay's samples, {batch} a step{}",
-            match own_size {
-                Some(bytes) => format!(
+            match &own_size {
+                Some(own) => format!(
                     ", each of {} bytes read where the training's read {} ({} in training \
                      samples would miss the pass by {:.0}%): dataset.record_length_bytes_eval \
-                     {bytes} makes the split's files hold them",
-                    per_sample,
+                     {} makes the split's files hold them",
+                    own.per_sample,
                     shape.bytes,
-                    in_training_samples,
-                    100.0 * miss
+                    own.in_training_samples,
+                    100.0 * own.miss,
+                    own.bytes
                 ),
                 None => format!(" of {} bytes", shape.bytes),
             }
         );
+        let own_size = own_size.map(|own| own.bytes);
         eval_record_length = own_size;
         split_evidence = format!(
             "; held in one file, read {pass_bytes} bytes a pass: the replay's split is files of \
@@ -424,38 +418,72 @@ fn between_steps(samples: &[&Rec], epochs: u64, pass_starts: &[i64]) -> Option<u
     regular.then_some(median)
 }
 
+/// The median of the passes' bytes (`window_bytes`, one entry a pass).
+fn median_pass_bytes(window_bytes: &[u64]) -> u64 {
+    Stats::of(&window_bytes.iter().map(|&b| b as f64).collect::<Vec<_>>())
+        .median
+        .round() as u64
+}
+
+/// An evaluation sample's size of its own, and what gave it.
+#[derive(Debug)]
+struct OwnSize {
+    /// `dataset.record_length_bytes_eval`.
+    bytes: u64,
+    /// Bytes a sample of the pass read, less what the replay reads around a record.
+    per_sample: u64,
+    /// What `samples` training samples would read.
+    in_training_samples: u64,
+    /// How far those miss the pass, a share of it.
+    miss: f64,
+}
+
 /// The size of its own an evaluation sample takes when the replay's pass of `samples` training
-/// samples would miss the median pass's bytes (`window_bytes`, one entry a pass) by more than
-/// [`EVAL_BYTES_TOLERANCE`], with its evidence; `None` when training samples carry them.
-fn own_eval_size(
-    window_bytes: &[u64],
+/// samples would miss `pass_bytes` by more than [`EVAL_BYTES_TOLERANCE`]; `around` is what the
+/// replay reads around each record besides it (a header first, a buffer's fill past it). `None`
+/// when training samples carry the pass's bytes.
+fn own_sample_size(
+    pass_bytes: u64,
     samples: u64,
     shape: SampleShape<'_>,
-) -> Option<(u64, String)> {
-    let pass_bytes = Stats::of(&window_bytes.iter().map(|&b| b as f64).collect::<Vec<_>>())
-        .median
-        .round() as u64;
+    around: u64,
+) -> Option<OwnSize> {
+    let samples = samples.max(1);
     let in_training_samples = samples * shape.bytes;
     let miss = in_training_samples.abs_diff(pass_bytes) as f64 / pass_bytes.max(1) as f64;
     if pass_bytes == 0 || miss <= EVAL_BYTES_TOLERANCE {
         return None;
     }
-    // What the replay reads around a record (a header first, a buffer's fill past it) it
-    // reads around the evaluation's too.
-    let around = shape.bytes.saturating_sub(shape.record);
     let per_sample = pass_bytes.div_ceil(samples).saturating_sub(around).max(1);
     let per_file = shape.per_file.max(1);
-    let bytes =
-        super::samples::sample_bytes_for_file(shape.format, per_sample * per_file, per_file);
+    Some(OwnSize {
+        bytes: super::samples::sample_bytes_for_file(shape.format, per_sample * per_file, per_file),
+        per_sample,
+        in_training_samples,
+        miss,
+    })
+}
+
+/// [`own_sample_size`] for a split of several files, whose passes read `window_bytes` in
+/// `samples` of the replay's samples, with its evidence.
+fn own_eval_size(
+    window_bytes: &[u64],
+    samples: u64,
+    shape: SampleShape<'_>,
+) -> Option<(u64, String)> {
+    let pass_bytes = median_pass_bytes(window_bytes);
+    let around = shape.bytes.saturating_sub(shape.record);
+    let own = own_sample_size(pass_bytes, samples, shape, around)?;
     Some((
-        bytes,
+        own.bytes,
         format!(
             "a pass read {pass_bytes} bytes (the median of {} passes) where {samples} of the \
-             replay's training samples read {in_training_samples} ({:.0}% off): each of its \
-             {samples} samples reads {per_sample} bytes besides the {around} the replay reads \
-             around a record",
+             replay's training samples read {} ({:.0}% off): each of its {samples} samples \
+             reads {} bytes besides the {around} the replay reads around a record",
             window_bytes.len(),
-            100.0 * miss
+            own.in_training_samples,
+            100.0 * own.miss,
+            own.per_sample
         ),
     ))
 }

@@ -7,8 +7,8 @@
 //!    (`/usr`, `site-packages`, `*.py`, ...), grouped by folder; the folder that delivered the
 //!    most bytes holds the data set, with the class folders beside it (read interleaved with
 //!    it, or in turn when none is named as a split), and its files of the dominant extension
-//!    are the data files (`--data-dir` names the folder instead). Other files read during training more
-//!    than once are side files; files written during training are checkpoints.
+//!    are the data files (`--data-dir` names the folder instead). Other files read during
+//!    training more than once are side files; files written during training are checkpoints.
 //! 2. **Steps**: the intervals in which some data-file call is in progress are merged; the
 //!    pauses between them fall into levels (jumps of 2x between sorted neighbours); the top
 //!    level whose median is at least [`MIN_GAP_RATIO`] times the level below is the compute

@@ -292,6 +292,12 @@ const EVALUATION_WORDS: [&str; 7] = [
     "holdout",
 ];
 
+/// Whether a word of `name` (runs of letters) is one of [`EVALUATION_WORDS`].
+fn names_a_split(name: &str) -> bool {
+    name.split(|c: char| !c.is_ascii_alphabetic())
+        .any(|word| EVALUATION_WORDS.contains(&word.to_ascii_lowercase().as_str()))
+}
+
 /// `files` less those whose name marks an evaluation split (a word of it is `val`, `test`,
 /// `dev`, ...: `val.zip` beside `train.zip`, CIFAR's `test_batch.bin` beside `data_batch_1.bin`)
 /// when the others' names do not and they are fewer: the evaluation pass reads them, which
@@ -299,9 +305,7 @@ const EVALUATION_WORDS: [&str; 7] = [
 fn without_evaluation_split(t: &Timeline, files: HashSet<u64>) -> HashSet<u64> {
     let marked = |f: &u64| {
         let name = t.path(*f).rsplit('/').next().unwrap_or_default();
-        let stem = name.rsplit_once('.').map_or(name, |(stem, _)| stem);
-        stem.split(|c: char| !c.is_ascii_alphabetic())
-            .any(|word| EVALUATION_WORDS.contains(&word.to_ascii_lowercase().as_str()))
+        names_a_split(name.rsplit_once('.').map_or(name, |(stem, _)| stem))
     };
     let (split, training): (HashSet<u64>, HashSet<u64>) = files.iter().partition(|f| marked(f));
     if split.is_empty() || training.is_empty() || split.len() >= training.len().max(2) {
@@ -384,12 +388,10 @@ fn climb_class_folders(
                 })
                 .map(|(folder, _)| folder.to_string())
                 .collect();
-            let unmarked = |name: &str| {
-                !name
-                    .split(|c: char| !c.is_ascii_alphabetic())
-                    .any(|word| EVALUATION_WORDS.contains(&word.to_ascii_lowercase().as_str()))
-            };
-            if in_turn.len() >= 2 && unmarked(&own) && in_turn.iter().all(|f| unmarked(f)) {
+            if in_turn.len() >= 2
+                && !names_a_split(&own)
+                && !in_turn.iter().any(|f| names_a_split(f))
+            {
                 siblings = in_turn;
             }
         }
