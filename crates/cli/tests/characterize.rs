@@ -917,6 +917,20 @@ fn samples_read_through_a_buffered_stream_are_replayed_through_one() {
     // The matrices' mean size is 45,549 bytes, and a 15-byte header each.
     let record: u64 = d["dataset.record_length_bytes"].parse().unwrap();
     assert!((44_000..=47_000).contains(&record), "{record}");
+    // The dev split's 160 utterances (10 steps of 16) are smaller than training's: each is a
+    // record of its own size, so that the replay's passes read the program's bytes (in
+    // training samples they read 5% more, a run's random draws moving it further).
+    let eval: u64 = d["dataset.record_length_bytes_eval"].parse().unwrap();
+    assert!((41_000..=45_000).contains(&eval), "{eval}");
+    assert_eq!(d["reader.batch_size_eval"], "16", "{d:?}");
+    let outside = r.fidelity["bounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == "bytes read outside the data set")
+        .unwrap();
+    let error = outside["error"].as_f64().unwrap();
+    assert!(error <= 0.03, "{outside}");
     assert_scores("kaldi_ark_scp_frames", &r);
 }
 

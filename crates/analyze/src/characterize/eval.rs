@@ -241,12 +241,17 @@ pub(super) fn eval_pass(
         if steps < whole {
             steps_per_eval = Some(steps);
         }
-        // Whole training samples that miss the pass's bytes (a validation shard smaller than
-        // a training shard): the split's samples take the size that holds them.
-        let own_size = own_sample_size(pass_bytes, samples, shape, 0);
+        // The replay's pass reads whole steps: `steps` of `batch`, up to what the split's
+        // files hold, which can be more samples than `samples` (152 in 10 steps are 10 of
+        // 16). Whole training samples that miss the pass's bytes (a validation shard smaller
+        // than a training shard, a step's rounding): the split's samples take the size that
+        // holds them.
+        let read = (steps * batch).min(num_files_eval * shape.per_file.max(1));
+        let own_size = own_sample_size(pass_bytes, read, shape);
         step_evidence = format!(
             "a pass over the split's one file reads {pass_bytes} bytes (the median of {passes} \
-             passes) in {steps} steps: {samples} of the replay's samples, {batch} a step{}",
+             passes) in {steps} steps: {samples} of the replay's samples, {batch} a step ({read} \
+             read){}",
             match &own_size {
                 Some(own) => format!(
                     ", each of {} bytes read where the training's read {} ({} in training \
@@ -430,7 +435,7 @@ fn median_pass_bytes(window_bytes: &[u64]) -> u64 {
 struct OwnSize {
     /// `dataset.record_length_bytes_eval`.
     bytes: u64,
-    /// Bytes a sample of the pass read, less what the replay reads around a record.
+    /// Bytes a sample of the pass read.
     per_sample: u64,
     /// What `samples` training samples would read.
     in_training_samples: u64,
@@ -439,25 +444,35 @@ struct OwnSize {
 }
 
 /// The size of its own an evaluation sample takes when the replay's pass of `samples` training
-/// samples would miss `pass_bytes` by more than [`EVAL_BYTES_TOLERANCE`]; `around` is what the
-/// replay reads around each record besides it (a header first, a buffer's fill past it). `None`
-/// when training samples carry the pass's bytes.
-fn own_sample_size(
-    pass_bytes: u64,
-    samples: u64,
-    shape: SampleShape<'_>,
-    around: u64,
-) -> Option<OwnSize> {
+/// samples would miss `pass_bytes` by more than [`EVAL_BYTES_TOLERANCE`]. `None` when training
+/// samples carry the pass's bytes.
+///
+/// A training sample read `shape.bytes` for a record of `shape.record`: the difference is what
+/// the replay reads besides a record (its file's header, a buffer's fill past it), and it reads
+/// it around an evaluation record too, so the record is a pass's sample less it. Images, whose
+/// record is a pixel count, take the count that encodes to the sample's bytes; samples that
+/// read a part of their record, the record that holds the sample's bytes.
+fn own_sample_size(pass_bytes: u64, samples: u64, shape: SampleShape<'_>) -> Option<OwnSize> {
     let samples = samples.max(1);
     let in_training_samples = samples * shape.bytes;
     let miss = in_training_samples.abs_diff(pass_bytes) as f64 / pass_bytes.max(1) as f64;
     if pass_bytes == 0 || miss <= EVAL_BYTES_TOLERANCE {
         return None;
     }
-    let per_sample = pass_bytes.div_ceil(samples).saturating_sub(around).max(1);
-    let per_file = shape.per_file.max(1);
+    let per_sample = pass_bytes.div_ceil(samples);
+    let bytes = match shape.bytes.checked_sub(shape.record) {
+        Some(besides) if !super::samples::is_image_format(shape.format) => {
+            per_sample.saturating_sub(besides).max(1)
+        }
+        // A pixel count, or a training sample that read a part of its record (requests of a
+        // fixed size): the record is the sample's bytes in the format's files.
+        _ => {
+            let per_file = shape.per_file.max(1);
+            super::samples::sample_bytes_for_file(shape.format, per_sample * per_file, per_file)
+        }
+    };
     Some(OwnSize {
-        bytes: super::samples::sample_bytes_for_file(shape.format, per_sample * per_file, per_file),
+        bytes,
         per_sample,
         in_training_samples,
         miss,
@@ -472,18 +487,20 @@ fn own_eval_size(
     shape: SampleShape<'_>,
 ) -> Option<(u64, String)> {
     let pass_bytes = median_pass_bytes(window_bytes);
-    let around = shape.bytes.saturating_sub(shape.record);
-    let own = own_sample_size(pass_bytes, samples, shape, around)?;
+    let own = own_sample_size(pass_bytes, samples, shape)?;
     Some((
         own.bytes,
         format!(
             "a pass read {pass_bytes} bytes (the median of {} passes) where {samples} of the \
              replay's training samples read {} ({:.0}% off): each of its {samples} samples \
-             reads {} bytes besides the {around} the replay reads around a record",
+             reads {} bytes, a record of {} and the {} a training sample read besides its \
+             record",
             window_bytes.len(),
             own.in_training_samples,
             100.0 * own.miss,
-            own.per_sample
+            own.per_sample,
+            own.bytes,
+            shape.bytes.saturating_sub(shape.record)
         ),
     ))
 }
@@ -508,5 +525,30 @@ mod tests {
         // Passes the training samples carry to within 2% keep them.
         assert!(own_eval_size(&[360_000, 365_000], 10, shape).is_none());
         assert!(own_eval_size(&[0, 0], 10, shape).is_none());
+    }
+
+    #[test]
+    fn an_evaluation_record_keeps_what_its_training_sample_read_besides_the_record() {
+        // A tar.gz read whole, replayed by npy files: the record is the file less its 128-byte
+        // header, which the replay reads again around an evaluation record.
+        let npy = SampleShape {
+            bytes: 1_560_126,
+            record: 1_559_998,
+            per_file: 1,
+            format: "npy",
+        };
+        let own = own_sample_size(1_039_152, 1, npy).unwrap();
+        assert_eq!((own.bytes, own.per_sample), (1_039_024, 1_039_152));
+        // A pass of 160 samples whose training samples (47,597 bytes read, 2,041 of them a
+        // buffer's fills past the record) would read 5% more than the pass's 7,219,535.
+        let stream = SampleShape {
+            bytes: 47_597,
+            record: 45_556,
+            per_file: 302,
+            format: "indexed_binary",
+        };
+        let own = own_sample_size(7_219_535, 160, stream).unwrap();
+        assert_eq!(own.bytes, 45_123 - 2_041);
+        assert!(own_sample_size(7_219_535, 152, stream).is_none());
     }
 }

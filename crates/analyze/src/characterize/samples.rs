@@ -2058,6 +2058,14 @@ fn sized_by_its_values(name: &str) -> bool {
         })
 }
 
+/// Whether `format`'s record is a pixel count whose bytes are found by encoding (jpeg, png).
+pub(super) fn is_image_format(format: &str) -> bool {
+    dlio_format::FORMATS
+        .iter()
+        .find(|d| d.kind.name() == format)
+        .is_some_and(|d| dlio_format::generated_image_bytes(d.kind, 64).is_some())
+}
+
 /// The sample bytes (`record_length_bytes`, or pixels for images) that make dlio generate a
 /// file of `file_bytes` holding `samples` samples in `format`: the format's own file size for
 /// a layout (its headers and framing), inverted; for images, the pixel count whose encoded
