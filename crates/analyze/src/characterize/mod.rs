@@ -676,12 +676,16 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
     found.append(readers::last_batch(&samples, &readers));
     if let Some(per_epoch) = samples.epoch_samples {
         let batch = readers.batch.max(1);
+        // The nearest whole number of steps: a sample or two of a run whose reads the trace
+        // runs together (1,199 an epoch for 1,200) must not cost the replay a whole step.
+        let steps = ((per_epoch as f64 / batch as f64).round() as u64).max(1);
         found.param(
             "train.total_training_steps",
-            (per_epoch / batch).max(1).to_string(),
+            steps.to_string(),
             format!(
-                "{} {} read over {} epochs, {per_epoch} an epoch, in batches of {batch}: \
-                 the data set holds {} of them, of which each epoch reads its share",
+                "{} {} read over {} epochs, {per_epoch} an epoch, in batches of {batch} (the \
+                 nearest whole number of steps): the data set holds {} of them, of which each \
+                 epoch reads its share",
                 samples.events.len(),
                 if samples.windows {
                     "windows"
