@@ -289,7 +289,7 @@ fn an_npz_loop_is_characterised_and_replayed() {
         ("reader.batch_size", "4"),
         ("reader.read_threads", "0"),
         ("train.epochs", "2"),
-        ("reader.file_shuffle", "random"),
+        ("reader.file_shuffle", "seed"),
     ] {
         assert_eq!(d.get(key).map(String::as_str), Some(value), "{key}: {d:?}");
     }
@@ -381,7 +381,7 @@ fn a_chunked_reader_with_a_metadata_file_is_characterised_and_replayed() {
         ("reader.read_threads", "0"),
         ("reader.read_type", "memory"),
         ("train.epochs", "2"),
-        ("reader.sample_shuffle", "random"),
+        ("reader.sample_shuffle", "seed"),
     ] {
         assert_eq!(d.get(key).map(String::as_str), Some(value), "{key}: {d:?}");
     }
@@ -606,7 +606,7 @@ fn rows_read_through_an_hdf5_sieve_are_rows_and_the_replay_reads_windows() {
         ("reader.read_threads", "2"),
         ("reader.read_ahead", "True"),
         ("reader.prefetch_size", "2"),
-        ("reader.sample_shuffle", "random"),
+        ("reader.sample_shuffle", "seed"),
         ("train.epochs", "2"),
     ] {
         assert_eq!(d.get(key).map(String::as_str), Some(value), "{key}: {d:?}");
@@ -697,7 +697,7 @@ fn compressed_chunks_read_again_by_every_batch_are_the_samples() {
         ("dataset.record_length_bytes_per", "sample"),
         ("reader.read_threads", "0"),
         ("reader.read_type", "memory"),
-        ("reader.sample_shuffle", "random"),
+        ("reader.sample_shuffle", "seed"),
     ] {
         assert_eq!(d.get(key).map(String::as_str), Some(value), "{key}: {d:?}");
     }
@@ -857,7 +857,7 @@ fn random_windows_of_large_files_are_samples_and_the_steps_cap_the_epoch() {
         ("dataset.num_files_train", "12"),
         ("dataset.record_length_bytes", "16384"),
         ("reader.batch_size", "6"),
-        ("reader.sample_shuffle", "random"),
+        ("reader.sample_shuffle", "seed"),
         ("train.epochs", "1"),
         ("train.total_training_steps", "30"),
     ] {

@@ -23,9 +23,10 @@ pub(super) fn order(t: &Timeline, samples: &Samples) -> Found {
     let (epochs, whole_files) = (*epochs, *whole_files);
     if samples.windows {
         let why = "each sample is a window read at an offset of its own, in a file and at a \
-                   place drawn at random";
-        found.param("reader.file_shuffle", "random".into(), why.into());
-        found.param("reader.sample_shuffle", "random".into(), why.into());
+                   place drawn at random; keyed by train.seed, so that the replay draws the same \
+                   places in every run";
+        found.param("reader.file_shuffle", "seed".into(), why.into());
+        found.param("reader.sample_shuffle", "seed".into(), why.into());
         return found;
     }
     if let Some(draws) = &samples.draws {
@@ -59,8 +60,9 @@ pub(super) fn order(t: &Timeline, samples: &Samples) -> Found {
         })
         .collect();
     if samples.stream.is_some() || samples.columnar.is_some() {
-        let (order, evidence) = order_of(&epoch_orders, |(f, _)| t.path(*f).to_string());
-        found.param("reader.file_shuffle", order.into(), evidence);
+        let order = order_of(&epoch_orders, |(f, _)| t.path(*f).to_string());
+        found.append(same_order_each_epoch(&[&order]));
+        found.param("reader.file_shuffle", order.mode.into(), order.evidence);
         found.param(
             "reader.sample_shuffle",
             "off".into(),
@@ -72,11 +74,16 @@ pub(super) fn order(t: &Timeline, samples: &Samples) -> Found {
     }
     if whole_files {
         // A sample is a file: one order for both.
-        let (order, evidence) = order_of(&epoch_orders, |(f, off)| {
+        let order = order_of(&epoch_orders, |(f, off)| {
             format!("{}\u{0}{off:020}", t.path(*f))
         });
-        found.param("reader.file_shuffle", order.into(), evidence.clone());
-        found.param("reader.sample_shuffle", order.into(), evidence);
+        found.append(same_order_each_epoch(&[&order]));
+        found.param(
+            "reader.file_shuffle",
+            order.mode.into(),
+            order.evidence.clone(),
+        );
+        found.param("reader.sample_shuffle", order.mode.into(), order.evidence);
         return found;
     }
     // Samples inside files: the files' order is the order of their first visits; the
@@ -93,11 +100,11 @@ pub(super) fn order(t: &Timeline, samples: &Samples) -> Found {
                 .collect()
         })
         .collect();
-    let (file_order, file_evidence) = order_of(&file_orders, |(f, _)| t.path(*f).to_string());
+    let file_order = order_of(&file_orders, |(f, _)| t.path(*f).to_string());
     found.param(
         "reader.file_shuffle",
-        file_order.into(),
-        format!("files, by their first sample: {file_evidence}"),
+        file_order.mode.into(),
+        format!("files, by their first sample: {}", file_order.evidence),
     );
     let in_file_order = epoch_orders.iter().all(|epoch| {
         let mut last: HashMap<u64, i64> = HashMap::new();
@@ -111,11 +118,28 @@ pub(super) fn order(t: &Timeline, samples: &Samples) -> Found {
             "off".into(),
             "every file's samples are read in the file's order (a stream of each file)".into(),
         );
+        found.append(same_order_each_epoch(&[&file_order]));
     } else {
-        let (order, evidence) = order_of(&epoch_orders, |(f, off)| {
+        let order = order_of(&epoch_orders, |(f, off)| {
             format!("{}\u{0}{off:020}", t.path(*f))
         });
-        found.param("reader.sample_shuffle", order.into(), evidence);
+        found.append(same_order_each_epoch(&[&file_order, &order]));
+        found.param("reader.sample_shuffle", order.mode.into(), order.evidence);
+    }
+    found
+}
+
+/// `train.seed_change_epoch: False` when the shuffled orders found read the same order each
+/// epoch and none changes from epoch to epoch (the seed of every epoch is then `train.seed`).
+fn same_order_each_epoch(orders: &[&Order]) -> Found {
+    let mut found = Found::default();
+    let shuffled: Vec<&&Order> = orders.iter().filter(|o| o.mode == "seed").collect();
+    if !shuffled.is_empty() && shuffled.iter().all(|o| o.repeated) {
+        found.param(
+            "train.seed_change_epoch",
+            "False".into(),
+            "every epoch reads the same shuffled order: one seed for all of them".into(),
+        );
     }
     found
 }
@@ -404,33 +428,58 @@ fn pattern_requests(common: &CommonPattern, largest_file: u64, waits: bool) -> S
 }
 
 /// How an epoch visits its samples.
-fn order_of(
-    epochs: &[Vec<(u64, i64)>],
-    sorted_key: impl Fn(&(u64, i64)) -> String,
-) -> (&'static str, String) {
+fn order_of(epochs: &[Vec<(u64, i64)>], sorted_key: impl Fn(&(u64, i64)) -> String) -> Order {
     let Some(first) = epochs.first() else {
-        return ("off", "no samples".into());
+        return Order::new("off", "no samples".into());
     };
     let mut sorted = first.clone();
     sorted.sort_by_cached_key(&sorted_key);
     let in_name_order = *first == sorted;
     let same_each_epoch = epochs.windows(2).all(|w| w[0] == w[1]);
     match (in_name_order, epochs.len() > 1, same_each_epoch) {
-        (true, _, true) => ("off", "every epoch reads in name order".into()),
-        (_, true, true) => (
+        (true, _, true) => Order::new("off", "every epoch reads in name order".into()),
+        (_, true, true) => Order {
+            repeated: true,
+            ..Order::new(
+                "seed",
+                format!("{} epochs read in the same shuffled order", epochs.len()),
+            )
+        },
+        // Keyed by the run's seed rather than drawn anew (DLIO's `random`): the replay of a
+        // trace is the same in every run, its draws of sizes and places too.
+        (_, true, false) => Order::new(
             "seed",
-            format!("{} epochs read in the same shuffled order", epochs.len()),
+            format!(
+                "the order differs between the {} epochs (keyed by train.seed and the epoch, \
+                 so that the replay is the same in every run)",
+                epochs.len()
+            ),
         ),
-        (_, true, false) => (
-            "random",
-            format!("the order differs between the {} epochs", epochs.len()),
-        ),
-        (false, false, _) => (
+        (false, false, _) => Order::new(
             "seed",
             "one epoch, read out of name order (whether the order changes per epoch cannot be seen)"
                 .into(),
         ),
         (true, false, false) => unreachable!("one epoch is always the same as itself"),
+    }
+}
+
+/// How an epoch visits its files or samples.
+struct Order {
+    /// `reader.file_shuffle` or `reader.sample_shuffle`.
+    mode: &'static str,
+    evidence: String,
+    /// One shuffled order read again each epoch (`train.seed_change_epoch: False`).
+    repeated: bool,
+}
+
+impl Order {
+    fn new(mode: &'static str, evidence: String) -> Order {
+        Order {
+            mode,
+            evidence,
+            repeated: false,
+        }
     }
 }
 
