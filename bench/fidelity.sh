@@ -43,10 +43,20 @@ if [ ${#programs[@]} -eq 0 ]; then
   for p in bench/corpus/programs/*.py crates/cli/tests/programs/*.py; do programs+=("$p"); done
 fi
 
+# A name is a program of the corpus or of the characterize tests; a name that is neither
+# stops the run before anything is traced.
+for i in "${!programs[@]}"; do
+  prog=${programs[$i]}
+  for place in "$prog" "bench/corpus/programs/$prog.py" "crates/cli/tests/programs/$prog.py"; do
+    if [ -f "$place" ]; then programs[$i]=$place; continue 2; fi
+  done
+  echo "fidelity.sh: no program $prog (a path, or a name in bench/corpus/programs or crates/cli/tests/programs)" >&2
+  exit 2
+done
+
 echo "== dlio $(git rev-parse --short HEAD), $(date -u '+%F %H:%M') UTC, release build"
 printf '%-24s %-8s %-8s %-8s %-60s %s\n' program dlio repeat score.py "dlio's failed bounds" "score.py's failed bounds"
 for prog in "${programs[@]}"; do
-  [ -f "$prog" ] || prog=bench/corpus/programs/$prog.py
   name=$(basename "$prog" .py)
   d=$DIR/$name
   mkdir -p "$d"
