@@ -195,13 +195,21 @@ pub(super) fn readers(
             )
         } else {
             format!(
-                "{} threads of one process read data ({}){fewer}",
+                "{} threads of one process read data ({}){}{fewer}",
                 reader_threads.len(),
                 reader_threads
                     .iter()
                     .map(|r| format!("tid {}: {} reads", r.tid, r.reads))
                     .collect::<Vec<_>>()
-                    .join(", ")
+                    .join(", "),
+                if pooled < reader_threads.len() as u64 {
+                    format!(
+                        ", {pooled} at a time (the others began after one had read its last: \
+                         a thread started again)"
+                    )
+                } else {
+                    String::new()
+                }
             )
         },
     );
@@ -418,12 +426,14 @@ fn census(reads: &[&Rec]) -> Census {
     // are new processes every epoch: the readers are those alive at the same time.
     let processes = concurrent_processes(reads);
     let only_main = reader_threads.len() == 1 && reader_threads[0].pid == reader_threads[0].tid;
+    // A thread started again for each epoch (a producer thread of its own each time) is one
+    // reader: the readers are the threads reading at the same time.
     let read_threads: u64 = if only_main {
         0
     } else if processes > 1 {
         processes as u64
     } else {
-        reader_threads.len() as u64
+        most_alive_at_once(reads, |r| (r.rank, r.tid)) as u64
     };
     Census {
         threads: reader_threads,
@@ -998,9 +1008,15 @@ fn files_at_once(reads: &[&Rec], bursts: &[Burst]) -> u64 {
 
 /// The most processes reading data at one time, each from its first data read to its last.
 fn concurrent_processes(reads: &[&Rec]) -> usize {
-    let mut span: HashMap<u32, (i64, i64)> = HashMap::new();
+    most_alive_at_once(reads, |r| (r.rank, 0))
+}
+
+/// The most readers, told apart by `reader` (a process, a thread), whose reads (from a
+/// reader's first to its last) span the same instant.
+fn most_alive_at_once(reads: &[&Rec], reader: impl Fn(&Rec) -> (u32, u32)) -> usize {
+    let mut span: HashMap<(u32, u32), (i64, i64)> = HashMap::new();
     for r in reads {
-        let s = span.entry(r.rank).or_insert((r.start, r.end));
+        let s = span.entry(reader(r)).or_insert((r.start, r.end));
         s.0 = s.0.min(r.start);
         s.1 = s.1.max(r.end);
     }
@@ -1152,6 +1168,26 @@ mod tests {
             .collect();
         let refs: Vec<&Rec> = all_along.iter().collect();
         assert_eq!(files_at_once(&refs, &one_burst), 5);
+    }
+
+    #[test]
+    fn a_reader_thread_started_again_each_epoch_is_one_reader() {
+        // A producer thread of its own each epoch (tids 11, 12, 13 one after another), beside
+        // a pool of two threads (21, 22) reading all along.
+        let mut reads = Vec::new();
+        for (epoch, tid) in [11u32, 12, 13].into_iter().enumerate() {
+            for i in 0..10 {
+                reads.push(read_by(tid, 1, 100.0 * epoch as f64 + 9.0 * f64::from(i)));
+            }
+        }
+        let producers: Vec<&Rec> = reads.iter().collect();
+        assert_eq!(census(&producers).read_threads, 1);
+        assert_eq!(census(&producers).threads.len(), 3);
+        for tid in [21, 22] {
+            reads.extend((0..30).map(|i| read_by(tid, 2, 10.0 * f64::from(i))));
+        }
+        let with_pool: Vec<&Rec> = reads.iter().collect();
+        assert_eq!(census(&with_pool).read_threads, 3);
     }
 
     /// Takes at the given moments (milliseconds), each lasting 10 us.
