@@ -26,7 +26,7 @@ use serde::Serialize;
 
 use crate::characterize::{
     DataSet, Stats, bursts, compute_ends, compute_starts, data_calls, find_consumer,
-    is_system_path, loads_before_training,
+    is_system_path, loads_before_training, writes_where,
 };
 use crate::error::AnalyzeError;
 use crate::event::Op;
@@ -287,7 +287,9 @@ fn measure(side: &Traced, steps_at: StepsAt) -> Result<(Measured, StepsAt), Anal
         StepsAt::ComputeEnds => (compute_ends(t), StepsAt::ComputeEnds),
         StepsAt::ComputeStarts => (compute_starts(t), StepsAt::ComputeStarts),
     };
-    let (steps, paused) = bursts(&calls, &starts);
+    // Pauses that hold a checkpoint's writes are not a step's compute, on either side.
+    let written = writes_where(t, |r| !data.holds(r.file));
+    let (steps, paused) = bursts(&calls, &starts, &written);
     // A program that loaded its data set before training from memory has no steps of
     // reading: pauses between its loads (the library's work between files, a busy machine)
     // are not compute.

@@ -165,7 +165,7 @@ pub(super) fn eval_pass(
     // Steps of a pass: its bursts between pauses, as the training's are found.
     let (mut samples_per_step, mut pauses) = (Vec::new(), Vec::new());
     for (_, _, c) in &windows {
-        let (steps, paused) = bursts(c, &[]);
+        let (steps, paused) = bursts(c, &[], &[]);
         let opens = |from: i64, to: i64| {
             c.iter()
                 .filter(|r| op(r) == Op::Open && r.start >= from && r.start <= to)
@@ -228,7 +228,7 @@ pub(super) fn eval_pass(
             let steps: Vec<u64> = windows
                 .iter()
                 .map(|(_, _, c)| {
-                    let (steps, paused) = bursts(c, &[]);
+                    let (steps, paused) = bursts(c, &[], &[]);
                     if paused { steps.len() as u64 } else { 1 }
                 })
                 .collect();

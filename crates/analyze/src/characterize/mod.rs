@@ -51,7 +51,7 @@ mod writes;
 pub(crate) use consumer::{Consumer, find_consumer};
 pub use output::{CharacterizationFiles, render_characterization, write_characterization};
 use trace_view::Burst;
-pub(crate) use trace_view::{DataSet, bursts, data_calls, is_system_path};
+pub(crate) use trace_view::{DataSet, bursts, data_calls, is_system_path, writes_where};
 pub(crate) use trace_view::{compute_ends, compute_starts};
 
 /// The shortest ratio between the median compute pause and the median of the level of pauses
@@ -423,7 +423,8 @@ impl<'t> Activity<'t> {
             None
         };
         let starts = consumer.as_ref().map_or(spans, Consumer::step_starts);
-        let (mut bursts, mut paused) = bursts(&calls, &starts);
+        let written = writes_where(t, |r| !data.holds(r.file));
+        let (mut bursts, mut paused) = bursts(&calls, &starts, &written);
         // A load is busy reading much of its time (h5py's whole-dataset loads: 80-90%, and a
         // busy machine stretches the work between them); a training epoch that reads each
         // file once spends nearly all of it computing between its steps (HDF5 slices: 1-2%).

@@ -8,11 +8,10 @@ use super::consumer::{Consumer, Take};
 use super::eval::EvalPass;
 use super::samples::Samples;
 use super::stream::{Stream, stream_steps};
-use super::trace_view::{Burst, burst_of, bursts};
+use super::trace_view::{Burst, burst_of, bursts, writes_where, written_between};
 use super::{Activity, Found, MIN_WRITTEN_BYTES, ReaderThread, Stats, mode, secs};
-use crate::event::Op;
 use crate::ingest::Rec;
-use crate::timeline::{Timeline, op};
+use crate::timeline::Timeline;
 
 /// The largest batch a load before training is replayed as: its samples are read in steps
 /// of this many.
@@ -567,28 +566,6 @@ pub(super) fn step_pauses(
     (per_step, left_out)
 }
 
-/// The writes that moved bytes among those `keep` keeps (the training process's, the
-/// program's outside the data set): their ends and sizes, sorted by end.
-pub(super) fn writes_where(t: &Timeline, keep: impl Fn(&Rec) -> bool) -> Vec<(i64, u64)> {
-    let mut written: Vec<(i64, u64)> = t
-        .io()
-        .filter(|r| op(r) == Op::Write && r.bytes > 0 && keep(r))
-        .map(|r| (r.end, r.bytes as u64))
-        .collect();
-    written.sort_unstable();
-    written
-}
-
-/// Bytes of `written` whose calls ended between `from` and `to`.
-pub(super) fn written_between(written: &[(i64, u64)], from: i64, to: i64) -> u64 {
-    let first = written.partition_point(|&(end, _)| end < from);
-    written[first..]
-        .iter()
-        .take_while(|&&(end, _)| end <= to)
-        .map(|&(_, bytes)| bytes)
-        .sum()
-}
-
 /// The widest ratio between the longest and the shortest pause of one step's cluster.
 pub(super) const STEP_CLUSTER_RATIO: f64 = 1.25;
 
@@ -833,7 +810,7 @@ pub(super) fn readers_ahead(
     let mut gaps_inside = 0.0;
     let mut bursts_seen = 0u64;
     for (reader, own) in &samples_of {
-        let (rb, paused) = bursts(by_reader.get(reader)?, &[]);
+        let (rb, paused) = bursts(by_reader.get(reader)?, &[], &[]);
         if !paused {
             return None;
         }
@@ -1123,6 +1100,7 @@ fn lockstep_share(per_reader: &[Vec<Burst>]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::Op;
 
     /// A read of `file` by thread `tid`, from `start_ms` for 0.1 ms.
     fn read_by(tid: u32, file: u64, start_ms: f64) -> Rec {

@@ -2,9 +2,9 @@
 //! readers that run ahead), and the loader's own time per sample inside a step's loading.
 
 use super::eval::EvalPass;
-use super::readers::{Ahead, Readers, STEP_CLUSTER_RATIO, writes_where, written_between};
+use super::readers::{Ahead, Readers, STEP_CLUSTER_RATIO};
 use super::samples::{Samples, generation_starts, generations};
-use super::trace_view::DataSet;
+use super::trace_view::{DataSet, writes_where, written_between};
 use super::{Activity, Found, MIN_GAP_RATIO, MIN_PREPROCESS_S, MIN_WRITTEN_BYTES, Stats, secs};
 use crate::ingest::Rec;
 use crate::timeline::Timeline;

@@ -506,6 +506,28 @@ fn compute_edges(t: &Timeline, edge: impl Fn(&Rec) -> i64) -> Vec<i64> {
     edges
 }
 
+/// The writes that moved bytes among those `keep` keeps (the training process's, the
+/// program's outside the data set): their ends and sizes, sorted by end.
+pub(crate) fn writes_where(t: &Timeline, keep: impl Fn(&Rec) -> bool) -> Vec<(i64, u64)> {
+    let mut written: Vec<(i64, u64)> = t
+        .io()
+        .filter(|r| op(r) == Op::Write && r.bytes > 0 && keep(r))
+        .map(|r| (r.end, r.bytes as u64))
+        .collect();
+    written.sort_unstable();
+    written
+}
+
+/// Bytes of `written` whose calls ended between `from` and `to`.
+pub(crate) fn written_between(written: &[(i64, u64)], from: i64, to: i64) -> u64 {
+    let first = written.partition_point(|&(end, _)| end < from);
+    written[first..]
+        .iter()
+        .take_while(|&&(end, _)| end <= to)
+        .map(|&(_, bytes)| bytes)
+        .sum()
+}
+
 /// A burst of data I/O: one step's loading.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Burst {
@@ -517,8 +539,15 @@ pub(crate) struct Burst {
 
 /// Merges the data calls into busy intervals and groups them into bursts: at the `compute`
 /// spans when the trace has them (dftracer's AI spans, `dlio run --trace`), else at the
-/// compute pauses. Returns the bursts and whether steps were found.
-pub(crate) fn bursts(calls: &[&Rec], compute_starts: &[i64]) -> (Vec<Burst>, bool) {
+/// compute pauses. The pauses that hold checkpoint-sized writes of `written` ([`writes_where`])
+/// are not compute and stay out of the levels the compute pauses are found in (a few long
+/// ones would make a level of their own above the steps'), unless they are a quarter of the
+/// pauses or more; they still end a burst. Returns the bursts and whether steps were found.
+pub(crate) fn bursts(
+    calls: &[&Rec],
+    compute_starts: &[i64],
+    written: &[(i64, u64)],
+) -> (Vec<Burst>, bool) {
     let mut busy: Vec<(i64, i64)> = Vec::new();
     for r in calls {
         match busy.last_mut() {
@@ -548,7 +577,9 @@ pub(crate) fn bursts(calls: &[&Rec], compute_starts: &[i64]) -> (Vec<Burst>, boo
         }
         return (out, true);
     }
-    let threshold = pause_threshold(&busy);
+    let holds_writes =
+        |from: i64, to: i64| written_between(written, from, to) >= super::MIN_WRITTEN_BYTES;
+    let threshold = pause_threshold_without(&busy, holds_writes);
     let mut last_end = None;
     for interval in busy {
         let same = match (threshold, last_end) {
@@ -575,7 +606,33 @@ pub(crate) fn bursts(calls: &[&Rec], compute_starts: &[i64]) -> (Vec<Burst>, boo
 /// hold on a busy machine, where scheduling delays stretch some pauses inside a burst towards
 /// the compute pauses; `None` when there is no such level.
 pub(super) fn pause_threshold(busy: &[(i64, i64)]) -> Option<i64> {
-    let mut gaps: Vec<i64> = busy.windows(2).map(|w| w[1].0 - w[0].1).collect();
+    pause_threshold_without(busy, |_, _| false)
+}
+
+/// [`pause_threshold`] over the pauses `left_out` does not name (the pause from the end of
+/// one busy interval to the start of the next), unless it names a quarter of them or more.
+fn pause_threshold_without(
+    busy: &[(i64, i64)],
+    left_out: impl Fn(i64, i64) -> bool,
+) -> Option<i64> {
+    let all: Vec<i64> = busy.windows(2).map(|w| w[1].0 - w[0].1).collect();
+    let kept: Vec<i64> = busy
+        .windows(2)
+        .filter(|w| !left_out(w[0].1, w[1].0))
+        .map(|w| w[1].0 - w[0].1)
+        .collect();
+    if kept.len() < all.len() && (all.len() - kept.len()) * 4 < all.len() {
+        // Without them the pauses may hold one level only (steps of one read each, nothing
+        // shorter between): the levels of every pause then say what they can.
+        if let Some(threshold) = threshold_of(kept) {
+            return Some(threshold);
+        }
+    }
+    threshold_of(all)
+}
+
+/// [`pause_threshold`] of these pauses.
+fn threshold_of(mut gaps: Vec<i64>) -> Option<i64> {
     gaps.sort_unstable();
     let n = gaps.len();
     let jump = |i: usize| gaps[i] as f64 >= MIN_JUMP_RATIO * gaps[i - 1].max(1000) as f64;
@@ -691,6 +748,44 @@ mod tests {
         }
         let threshold = super::pause_threshold(&busy(&pauses)).unwrap();
         assert!((4_000_000..12_000_000).contains(&threshold), "{threshold}");
+    }
+
+    #[test]
+    fn pauses_that_write_a_checkpoint_are_not_a_level_of_compute_above_the_steps() {
+        // Steps of one read each (batch 1), 4 ms of compute between them, and every 160th
+        // pause 150 ms long, holding a checkpoint's writes: by their lengths alone the long
+        // pauses are the compute (the steps' pauses below them are the work inside a burst).
+        // Every 70th step's read is three, 30 us apart (a shard's tail, the next one's
+        // header and head).
+        let mut pauses = Vec::new();
+        for i in 1..1000 {
+            if i % 70 == 0 {
+                pauses.extend([30_000, 30_000]);
+            }
+            pauses.push(if i % 160 == 0 { 150_000_000 } else { 4_000_000 });
+        }
+        let busy = busy(&pauses);
+        let by_length = super::pause_threshold(&busy).unwrap();
+        assert!(by_length > 4_000_000, "{by_length}");
+        let writing = |from: i64, to: i64| to - from > 100_000_000;
+        let threshold = super::pause_threshold_without(&busy, writing).unwrap();
+        assert!((30_000..4_000_000).contains(&threshold), "{threshold}");
+        // Without the short level, the steps' pauses alone are one level, which says
+        // nothing: the pauses' levels with the checkpoints' decide, as before.
+        let uniform: Vec<i64> = (1..1000)
+            .map(|i| if i % 160 == 0 { 150_000_000 } else { 4_000_000 })
+            .collect();
+        let busy = super::tests::busy(&uniform);
+        assert_eq!(
+            super::pause_threshold_without(&busy, writing),
+            super::pause_threshold(&busy)
+        );
+        // Every pause writing: none is left out.
+        let all_writing = super::tests::busy(&[150_000_000; 50]);
+        assert_eq!(
+            super::pause_threshold_without(&all_writing, |_, _| true),
+            super::pause_threshold(&all_writing)
+        );
     }
 
     #[test]
