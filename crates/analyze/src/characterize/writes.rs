@@ -137,12 +137,10 @@ pub(super) fn checkpoints(
     }
     // Steps begin at the bursts between compute pauses, or at the training process's takes
     // when worker processes read for it (a take a step, counted over the whole run).
-    let step_starts: Vec<i64> = match ahead {
-        Some(a) => a
-            .consumer
-            .as_ref()
-            .map(|c| c.take_starts.clone())
-            .unwrap_or_default(),
+    // Readers that run ahead in threads of the training process have no takes: their steps
+    // are the bursts too.
+    let step_starts: Vec<i64> = match ahead.as_ref().and_then(|a| a.consumer.as_ref()) {
+        Some(c) => c.take_starts.clone(),
         None if paused => bursts.iter().map(|b| b.start).collect(),
         None => Vec::new(),
     };
