@@ -266,13 +266,12 @@ pub(super) fn eval_pass(
                 None => format!(" of {} bytes", shape.bytes),
             }
         );
-        let own_size = own_size.map(|own| own.bytes);
-        eval_record_length = own_size;
+        eval_record_length = own_size.map(|own| own.bytes);
         split_evidence = format!(
             "; held in one file, read {pass_bytes} bytes a pass: the replay's split is files of \
              {} samples each{} holding as many samples",
             shape.per_file,
-            if own_size.is_some() {
+            if eval_record_length.is_some() {
                 ", of a size of their own,"
             } else {
                 " (its training shape)"

@@ -394,6 +394,9 @@ struct Activity<'t> {
     run_end: i64,
     /// A scan of the files' headers before training, left out of the calls above.
     scan: Option<HeaderScan>,
+    /// The program's writes outside the data set ([`writes_where`]): the pauses holding a
+    /// checkpoint's are not compute.
+    written: Vec<(i64, u64)>,
 }
 
 impl<'t> Activity<'t> {
@@ -453,6 +456,7 @@ impl<'t> Activity<'t> {
             preload,
             run_end,
             scan,
+            written,
         }
     }
 }
@@ -731,8 +735,6 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
     let epoch_start = timing::epoch_start_up(&activity, &samples, &readers, &eval);
     let starts_up = epoch_start.has("reader.epoch_start_time");
     let (time, f) = timing::timing(
-        t,
-        data,
         &activity,
         (&samples, &readers, &eval),
         work_inside,

@@ -2441,6 +2441,7 @@ mod layout_tests {
             preload: false,
             run_end: calls.last().map_or(0, |c| c.end),
             scan: None,
+            written: Vec::new(),
         };
         (activity, data)
     }

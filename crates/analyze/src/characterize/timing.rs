@@ -4,10 +4,9 @@
 use super::eval::EvalPass;
 use super::readers::{Ahead, Readers, STEP_CLUSTER_RATIO};
 use super::samples::{Samples, generation_starts, generations};
-use super::trace_view::{DataSet, writes_where, written_between};
+use super::trace_view::written_between;
 use super::{Activity, Found, MIN_GAP_RATIO, MIN_PREPROCESS_S, MIN_WRITTEN_BYTES, Stats, secs};
 use crate::ingest::Rec;
-use crate::timeline::Timeline;
 
 /// What the timing section found.
 pub(super) struct Timing {
@@ -27,8 +26,6 @@ pub(super) struct Timing {
 /// sample and the preprocess time are read off the same pauses and bursts in turn, each
 /// correcting the next, and end in one `Timing` and its reasons.
 pub(super) fn timing(
-    t: &Timeline,
-    data: &DataSet,
     activity: &Activity,
     (samples, readers, eval): (&Samples, &Readers, &EvalPass),
     work_inside_s: f64,
@@ -68,9 +65,8 @@ pub(super) fn timing(
     // would spread over every step.
     // Pauses that held a checkpoint's writes are left out too: the replay writes its own
     // checkpoint at that step, in its own time, besides the compute.
-    let written = writes_where(t, |r| !data.holds(r.file));
     let with_checkpoint =
-        |from: i64, to: i64| written_between(&written, from, to) >= MIN_WRITTEN_BYTES;
+        |from: i64, to: i64| written_between(&activity.written, from, to) >= MIN_WRITTEN_BYTES;
     let checkpointed = bursts
         .windows(2)
         .filter(|w| with_checkpoint(w[0].end, w[1].start))
