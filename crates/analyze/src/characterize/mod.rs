@@ -695,7 +695,7 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
                 if samples.windows {
                     "windows"
                 } else {
-                    "samples read"
+                    "samples"
                 },
                 samples.epochs,
                 samples.in_data_set

@@ -650,12 +650,19 @@ fn consumer_ahead(
         },
         true,
     );
-    // Their median leaves out the pauses that waited for a batch not yet read.
+    // The mean of the densest cluster (the pauses within 25% of each other) leaves out the
+    // pauses that waited for a batch not yet read, as a median would, but keeps the lean of
+    // the steps' own pauses: steps of 12 to 14 ms whose median was 12.3 ms made a replay 5%
+    // short.
     let compute_s = {
         let steps = Stats::of(&per_step);
         let one_step = Stats::of(&densest_cluster(&per_step, STEP_CLUSTER_RATIO));
         Stats {
-            mean: steps.median,
+            mean: if one_step.count > 0 {
+                one_step.mean
+            } else {
+                steps.median
+            },
             stdev: one_step.stdev,
             ..steps
         }

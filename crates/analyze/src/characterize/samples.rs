@@ -358,9 +358,14 @@ pub(super) fn samples<'t>(
             least.max(1)
         }
     } else {
-        ((sample_events.len() as f64 / samples_in_data_set as f64).round() as u64).max(1)
+        whole_or_shared_epochs(sample_events.len() as u64, samples_in_data_set).0
     };
-    let epoch_samples = (crop.is_some() || draws.is_some())
+    let shared = crop.is_none()
+        && draws.is_none()
+        && reread.is_none()
+        && sieve.is_none()
+        && whole_or_shared_epochs(sample_events.len() as u64, samples_in_data_set).1;
+    let epoch_samples = (crop.is_some() || draws.is_some() || shared)
         .then(|| sample_events.len() as u64 / epochs)
         .filter(|&n| n < samples_in_data_set);
     // The mean, not the median: dlio's generator draws sizes around `record_length_bytes`
@@ -751,7 +756,7 @@ pub(super) fn drawn_with_replacement(events: &[&Rec], generations: u64) -> Optio
     let epochs = if generations > 1 && generations <= draws as u64 {
         generations
     } else {
-        ((draws as f64 / data_set as f64).round() as u64).max(1)
+        whole_or_shared_epochs(draws as u64, data_set).0
     };
     // An epoch of more draws than the data set (a sampler's num_samples above its length)
     // needs as many samples: dlio's epoch reads at most its data set.
@@ -2198,8 +2203,39 @@ fn files_read(found: &mut Found, data: &DataSet, num_files: u64, bytes: u64) {
     );
 }
 
+/// The epochs of `read` samples of a data set of `data_set`, and whether each reads only its
+/// share of the data set: the nearest whole number of passes, unless that misses the samples
+/// read by more than [`SHARED_EPOCHS_MISS`] of them (chunks of random windows, 423 reads of
+/// 128 chunks: three epochs would read 9% fewer bytes than the program); then as many epochs
+/// as hold them, each reading its share (`train.total_training_steps` caps it).
+fn whole_or_shared_epochs(read: u64, data_set: u64) -> (u64, bool) {
+    let data_set = data_set.max(1);
+    let passes = read as f64 / data_set as f64;
+    let nearest = passes.round().max(1.0);
+    let missed = (passes - nearest).abs() * data_set as f64;
+    if read > data_set && missed > SHARED_EPOCHS_MISS * read as f64 {
+        (read.div_ceil(data_set), true)
+    } else {
+        (nearest as u64, false)
+    }
+}
+
+/// The share of the samples read that whole epochs may miss (the bound on the data bytes
+/// `dlio fidelity` holds a replay to).
+const SHARED_EPOCHS_MISS: f64 = 0.02;
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_fractional_number_of_passes_shares_its_reads_over_whole_epochs() {
+        // 423 chunk reads of 128 chunks: four epochs of their share, not three of 128.
+        assert_eq!(super::whole_or_shared_epochs(423, 128), (4, true));
+        // 1,199 reads of 600 samples: two epochs, one sample lost to the trace.
+        assert_eq!(super::whole_or_shared_epochs(1199, 600), (2, false));
+        // Fewer reads than the data set: one epoch of what was read.
+        assert_eq!(super::whole_or_shared_epochs(100, 128), (1, false));
+    }
+
     use super::*;
 
     #[test]
