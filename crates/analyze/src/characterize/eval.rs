@@ -21,16 +21,20 @@ pub(super) struct EvalPass {
     /// Training samples read between two passes, when the passes follow steps rather than
     /// epochs (`evaluation.steps_between_evals`, written once the batch is known).
     pub samples_between: Option<u64>,
+    /// A pass's compute per step (`evaluation.eval_time`), nanoseconds.
+    pub step_ns: i64,
 }
 
 impl EvalPass {
-    /// The time the evaluation windows inside the pause from `start` to `end` take,
-    /// nanoseconds.
+    /// The time the evaluation passes inside the pause from `start` to `end` take,
+    /// nanoseconds: each window of reads and the compute of its last step, which follows its
+    /// last read (the replay, too, computes after each evaluation step's reads, the last one
+    /// included).
     pub fn within(&self, start: i64, end: i64) -> i64 {
         self.windows
             .iter()
             .filter(|&&(s, e)| s >= start && e <= end)
-            .map(|&(s, e)| e - s)
+            .map(|&(s, e)| (e - s + self.step_ns).min(end - s))
             .sum()
     }
 }
@@ -384,6 +388,7 @@ pub(super) fn eval_pass(
         files,
         windows: windows.iter().map(|&(s, e, _)| (s, e)).collect(),
         samples_between,
+        step_ns: (eval_time * 1e9).round() as i64,
     };
     let _ = end;
     (pass, found)
@@ -507,6 +512,23 @@ fn own_eval_size(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pause_holding_a_pass_loses_the_pass_and_its_last_steps_compute() {
+        const MS: i64 = 1_000_000;
+        // A pass read from 20 to 50 ms, 4 ms of compute a step: a training pause from 8 to
+        // 70 ms holds 12 ms of training compute, the pass and its last step's 4 ms.
+        let pass = EvalPass {
+            windows: vec![(20 * MS, 50 * MS)],
+            step_ns: 4 * MS,
+            ..EvalPass::default()
+        };
+        assert_eq!(pass.within(8 * MS, 70 * MS), 34 * MS);
+        // Never more than the pause holds after the pass begins.
+        assert_eq!(pass.within(8 * MS, 52 * MS), 32 * MS);
+        // A pause that holds no pass loses nothing.
+        assert_eq!(pass.within(60 * MS, 90 * MS), 0);
+    }
 
     #[test]
     fn a_split_read_whole_where_training_reads_windows_takes_samples_of_its_own_size() {
