@@ -368,10 +368,18 @@ fn climb_class_folders(
                 e.1 += 1;
             }
         }
+        // A folder named as a split (`valid/`) is not a class folder, nor are its siblings
+        // its classes, even when its reads come between the training's: an evaluation pass
+        // that begins while readers still read ahead, or a replay slowed down by a busy
+        // machine, interleaves them too.
         let mut siblings: Vec<String> = with_others
             .iter()
             .filter(|(folder, (n, mixed))| {
-                **folder != own && *n >= 4 && *mixed as f64 >= INTERLEAVED_SHARE * *n as f64
+                **folder != own
+                    && *n >= 4
+                    && *mixed as f64 >= INTERLEAVED_SHARE * *n as f64
+                    && !names_a_split(folder)
+                    && !names_a_split(&own)
             })
             .map(|(folder, _)| folder.to_string())
             .collect();
@@ -865,6 +873,61 @@ mod tests {
             .map(|r| r.rank)
             .collect();
         assert_eq!(opens.len(), 2, "{opens:?}");
+    }
+
+    #[test]
+    fn an_evaluation_split_read_between_the_training_reads_is_no_class_folder() {
+        // 16 training files in train/ and 8 in valid/, opened alternately once the pass
+        // begins (a slow replay's readers still reading ahead): the data set is train/ alone,
+        // where two class folders read interleaved (cats/, dogs/) are one data set.
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("emulated");
+        let mut lines = Vec::new();
+        let mut ts = 1_700_000_000_000_000u64;
+        let mut opened = |lines: &mut Vec<String>, folder: &str, i: usize| {
+            let path = root.join(folder).join(format!("f_{i}.npy"));
+            for (name, args) in [
+                ("openat", ",\"ret\":3".to_string()),
+                (
+                    "read",
+                    ",\"fd\":3,\"offset\":0,\"count\":4096,\"ret\":4096".to_string(),
+                ),
+            ] {
+                lines.push(format!(
+                    "{{\"id\":{},\"name\":\"{name}\",\"cat\":\"POSIX\",\"pid\":1,\"tid\":1,\
+                     \"ts\":{ts},\"dur\":2,\"ph\":\"X\",\"args\":{{\"fname\":\"{}\"{args}}}}}",
+                    lines.len(),
+                    path.display()
+                ));
+                ts += 1_000;
+            }
+        };
+        let traces = dir.path().join("traces");
+        std::fs::create_dir(&traces).unwrap();
+        for (train, other) in [("train", "valid"), ("cats", "dogs")] {
+            lines.clear();
+            for i in 0..8 {
+                opened(&mut lines, train, i);
+            }
+            for i in 8..16 {
+                opened(&mut lines, train, i);
+                opened(&mut lines, other, i);
+            }
+            std::fs::write(
+                traces.join("trace-1.pfw"),
+                format!("[\n{}\n]\n", lines.join(",\n")),
+            )
+            .unwrap();
+            let t = crate::timeline::load(&traces).unwrap();
+            let set = super::DataSet::find(&t, None).unwrap();
+            if other == "valid" {
+                assert!(set.dir.ends_with("/emulated/train"), "{}", set.dir);
+                assert_eq!(set.files.len(), 16);
+            } else {
+                assert!(set.dir.ends_with("/emulated"), "{}", set.dir);
+                assert_eq!(set.files.len(), 24);
+            }
+        }
     }
 
     #[test]
