@@ -135,7 +135,7 @@ pub(super) fn timing(
                      loader that keeps batches in order reads those that come early together): \
                      of {} pauses after a group of takes, each over the takes in its group ({} \
                      holding an evaluation pass or a checkpoint left out), the mean of those \
-                     within {:.0}% of each other is a step's compute and the loader's work in \
+                     within {:.0}% of their median is a step's compute and the loader's work in \
                      that process, {:.3} ms; stdev {:.3} ms",
                     c.pid,
                     c.compute_s.count,
