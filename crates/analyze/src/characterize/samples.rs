@@ -337,6 +337,8 @@ pub(super) fn samples<'t>(
         Some(d) => d.data_set,
         None => (num_files * samples_per_file).max(1),
     };
+    // Whole passes over the data set, or its share in each epoch, when no rule below decides.
+    let passes = whole_or_shared_epochs(sample_events.len() as u64, samples_in_data_set);
     let epochs = if let Some(d) = &draws {
         d.epochs
     } else if let Some((generations, _)) = reread {
@@ -358,13 +360,10 @@ pub(super) fn samples<'t>(
             least.max(1)
         }
     } else {
-        whole_or_shared_epochs(sample_events.len() as u64, samples_in_data_set).0
+        passes.0
     };
-    let shared = crop.is_none()
-        && draws.is_none()
-        && reread.is_none()
-        && sieve.is_none()
-        && whole_or_shared_epochs(sample_events.len() as u64, samples_in_data_set).1;
+    let shared =
+        crop.is_none() && draws.is_none() && reread.is_none() && sieve.is_none() && passes.1;
     let epoch_samples = (crop.is_some() || draws.is_some() || shared)
         .then(|| sample_events.len() as u64 / epochs)
         .filter(|&n| n < samples_in_data_set);
@@ -2226,6 +2225,8 @@ const SHARED_EPOCHS_MISS: f64 = 0.02;
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn a_fractional_number_of_passes_shares_its_reads_over_whole_epochs() {
         // 423 chunk reads of 128 chunks: four epochs of their share, not three of 128.
@@ -2235,8 +2236,6 @@ mod tests {
         // Fewer reads than the data set: one epoch of what was read.
         assert_eq!(super::whole_or_shared_epochs(100, 128), (1, false));
     }
-
-    use super::*;
 
     #[test]
     fn a_small_read_apart_from_the_window_before_it_is_a_lookup() {
