@@ -35,6 +35,9 @@ pub(crate) struct Consumer {
     pub pid: u32,
     /// Each take (message read) from its first read to its last, nanoseconds, in time order.
     pub takes: Vec<Take>,
+    /// Its pipe reads (start, end) in time order, each with when the bytes it returned began
+    /// to be written (the worker's write), where the trace holds every write of its pipe.
+    pub reads: Vec<(i64, i64, Option<i64>)>,
 }
 
 impl Consumer {
@@ -42,6 +45,30 @@ impl Consumer {
     /// so that what its workers read while it waits for a batch is that batch's loading.
     pub(crate) fn step_starts(&self) -> Vec<i64> {
         self.takes.iter().map(|&(start, _)| start).collect()
+    }
+
+    /// Its own time inside a take, nanoseconds: the take's span less what it spent waiting for
+    /// bytes not yet written. Where the workers had written a batch before the training
+    /// process asked for it, the time to read it off the pipe and between its reads
+    /// (unpickling, collating samples taken one a message) is the training process's work,
+    /// which the emulation's handover of a finished batch does not spend. A read waits from
+    /// where the take had got to (its start, or the end of the read before) until the first of
+    /// its bytes began to be written. 0 when a read's write is not in the trace.
+    pub(crate) fn own_work(&self, (start, end): Take) -> i64 {
+        let first = self.reads.partition_point(|r| r.0 < start);
+        let mut from = start;
+        let mut waited = 0;
+        for &(_, read_end, written) in &self.reads[first..] {
+            if read_end > end {
+                break;
+            }
+            let Some(written) = written else {
+                return 0;
+            };
+            waited += (written - from).clamp(0, read_end - from);
+            from = read_end;
+        }
+        (end - start - waited).max(0)
     }
 
     /// The takes of the training loop and those of evaluation passes. A take belongs to an
@@ -107,9 +134,70 @@ pub(crate) fn find_consumer(t: &Timeline, data_calls: &[&Rec]) -> Option<Consume
             .get(pid)
             .is_none_or(|&last| last < first_pipe_read)
     });
-    let (pid, reads) = by_pid.into_iter().max_by_key(|(pid, r)| (r.len(), *pid))?;
+    let (pid, mut reads) = by_pid.into_iter().max_by_key(|(pid, r)| (r.len(), *pid))?;
+    reads.sort_by_key(|r| r.start);
     let takes = per_batch(batches(takes(&reads)));
-    (takes.len() >= MIN_TAKES).then_some(Consumer { pid, takes })
+    let written = written_at(t, &reads);
+    let reads = reads
+        .iter()
+        .zip(written)
+        .map(|(r, w)| (r.start, r.end, w))
+        .collect();
+    (takes.len() >= MIN_TAKES).then_some(Consumer { pid, takes, reads })
+}
+
+/// For each of `reads` (one process's pipe reads, in time order), when the first byte it
+/// returned began to be written: a pipe hands its bytes over in the order they were written,
+/// so the bytes read before a read (by any process, in time order) are its offset in the
+/// pipe's stream, and the write that holds that offset (writes in time order, as a queue's
+/// lock keeps its writers in turn) began then. `None` for a pipe whose traced writes hold
+/// fewer bytes than were read from it (a writer the trace does not follow).
+fn written_at(t: &Timeline, reads: &[&Rec]) -> Vec<Option<i64>> {
+    let pipes: HashSet<u64> = reads.iter().map(|r| r.file).collect();
+    let mut writes: HashMap<u64, Vec<&Rec>> = HashMap::new();
+    let mut all_reads: HashMap<u64, Vec<&Rec>> = HashMap::new();
+    for r in t
+        .events
+        .iter()
+        .filter(|r| r.layer == Layer::Comm as u8 && r.bytes > 0 && pipes.contains(&r.file))
+    {
+        match op(r) {
+            Op::Write => writes.entry(r.file).or_default().push(r),
+            Op::Read => all_reads.entry(r.file).or_default().push(r),
+            _ => {}
+        }
+    }
+    let mut at: HashMap<(u32, i64), i64> = HashMap::new();
+    for (pipe, mut pipe_reads) in all_reads {
+        let mut pipe_writes = writes.remove(&pipe).unwrap_or_default();
+        pipe_writes.sort_by_key(|w| w.start);
+        pipe_reads.sort_by_key(|r| r.start);
+        let written: i64 = pipe_writes.iter().map(|w| w.bytes).sum();
+        let read: i64 = pipe_reads.iter().map(|r| r.bytes).sum();
+        if written < read {
+            continue;
+        }
+        // The stream offset each write ends at.
+        let ends: Vec<i64> = pipe_writes
+            .iter()
+            .scan(0i64, |sum, w| {
+                *sum += w.bytes;
+                Some(*sum)
+            })
+            .collect();
+        let mut offset = 0i64;
+        for r in pipe_reads {
+            let holding = ends.partition_point(|&end| end <= offset);
+            if let Some(w) = pipe_writes.get(holding) {
+                at.insert((r.rank, r.start), w.start);
+            }
+            offset += r.bytes;
+        }
+    }
+    reads
+        .iter()
+        .map(|r| at.get(&(r.rank, r.start)).copied())
+        .collect()
 }
 
 /// The messages that hand over a batch: those of at least half the median message's bytes.
@@ -266,6 +354,57 @@ mod tests {
             at += if step % 2 == 0 { 200_000 } else { 40_000_000 };
         }
         assert_eq!(per_batch(pairs.clone()), pairs);
+    }
+
+    #[test]
+    fn a_take_of_bytes_written_before_it_asked_is_the_training_process_own_time() {
+        let at = |rank: u32, op: Op, start: i64, end: i64, bytes: i64| Rec {
+            rank,
+            tid: rank,
+            start,
+            end,
+            op: op as u8,
+            bytes,
+            ..read(0, 0)
+        };
+        // A worker (pid 2) writes two messages of 4 + 1000 bytes; the training process (pid
+        // 1) reads each as its prefix and its bytes. The first was written long before it
+        // asked (at 1000): 300 ns of reading and unpickling between its reads are its own.
+        // The second it asked for at 5000, and its worker began writing it at 5600: 600 ns
+        // were a wait.
+        let events = vec![
+            at(2, Op::Write, 100, 150, 1004),
+            at(1, Op::Read, 1000, 1010, 4),
+            at(1, Op::Read, 1200, 1300, 1000),
+            at(2, Op::Write, 5600, 5650, 1004),
+            at(1, Op::Read, 5000, 5610, 4),
+            at(1, Op::Read, 5700, 5800, 1000),
+        ];
+        let t = Timeline {
+            events: events.clone(),
+            paths: HashMap::from([(7, "pipe:[1]".to_string())]),
+            inputs: Vec::new(),
+        };
+        let reads: Vec<&Rec> = events.iter().filter(|r| r.rank == 1).collect();
+        let written = written_at(&t, &reads);
+        assert_eq!(written, vec![Some(100), Some(100), Some(5600), Some(5600)]);
+        let consumer = Consumer {
+            pid: 1,
+            takes: vec![(1000, 1300), (5000, 5800)],
+            reads: reads
+                .iter()
+                .zip(written)
+                .map(|(r, w)| (r.start, r.end, w))
+                .collect(),
+        };
+        assert_eq!(consumer.own_work((1000, 1300)), 300);
+        assert_eq!(consumer.own_work((5000, 5800)), 200);
+        // A pipe whose writer the trace does not follow: no own time is claimed.
+        let unfollowed = Timeline {
+            events: events.iter().filter(|r| r.rank == 1).copied().collect(),
+            ..t
+        };
+        assert_eq!(written_at(&unfollowed, &reads), vec![None; 4]);
     }
 
     #[test]

@@ -196,7 +196,8 @@ pub(super) fn eval_pass(
         let (_, takes) = c.split_takes(&activity.reads, &files, t);
         takes_in_passes = takes.len() as u64;
         let opened = calls.iter().filter(|r| op(r) == Op::Open).count();
-        let (per_step, _) = super::readers::step_pauses(&takes, |_, _| true, false);
+        let (per_step, _) =
+            super::readers::step_pauses(&takes, |_, _| true, |take| c.own_work(take), false);
         if takes.len() >= 2 && opened > 0 && !per_step.is_empty() {
             batch = ((opened as f64 / takes.len() as f64).round() as u64).max(1);
             eval_time = Stats::of(&per_step).median;

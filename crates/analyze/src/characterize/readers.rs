@@ -471,6 +471,9 @@ pub(super) struct ConsumerSteps {
     pub compute_s: Stats,
     /// Pauses left out: those holding an evaluation pass or a checkpoint.
     pub left_out: usize,
+    /// Its own time inside a take, seconds, the mean over its training takes (see
+    /// [`Consumer::own_work`](super::Consumer::own_work)): counted in its steps.
+    pub own_s: f64,
     /// The most batches read or being read ahead of its takes.
     pub in_flight: u64,
     /// When each of its training takes began, nanoseconds, in time order (a batch a step).
@@ -523,9 +526,14 @@ pub(super) fn last_batch(samples: &Samples, readers: &Readers) -> Found {
 /// With `one_run` (the training loop's takes, one stretch of steps save the pauses `kept`
 /// refuses), the mean pause per take bounds the step from below too; an evaluation's takes
 /// come in passes an epoch apart, whose mean says nothing of a step.
+///
+/// `own(take)` is the training process's own time inside a take (see
+/// [`Consumer::own_work`](super::Consumer::own_work)): a group's step holds its takes' own
+/// time with the pause after it, as the emulation hands a finished batch over at no cost.
 pub(super) fn step_pauses(
     takes: &[Take],
     kept: impl Fn(i64, i64) -> bool,
+    own: impl Fn(Take) -> i64,
     one_run: bool,
 ) -> (Vec<f64>, usize) {
     let pause = |from: i64, to: i64| secs(to - from);
@@ -550,18 +558,21 @@ pub(super) fn step_pauses(
     let mut per_step: Vec<f64> = Vec::new();
     let mut left_out = 0usize;
     let mut group = 1usize;
+    let mut group_own = takes.first().map_or(0, |&take| own(take));
     for w in takes.windows(2) {
         let (from, to) = (w[0].1, w[1].0);
         if pause(from, to) < together {
             group += 1;
+            group_own += own(w[1]);
             continue;
         }
         if kept(from, to) {
-            per_step.push(pause(from, to) / group as f64);
+            per_step.push((pause(from, to) + secs(group_own)) / group as f64);
         } else {
             left_out += 1;
         }
         group = 1;
+        group_own = own(w[1]);
     }
     (per_step, left_out)
 }
@@ -648,6 +659,7 @@ fn consumer_ahead(
         |from, to| {
             eval.within(from, to) == 0 && written_between(&written, from, to) < MIN_WRITTEN_BYTES
         },
+        |take| consumer.own_work(take),
         true,
     );
     // The mean of the pauses within 25% of their median leaves out the pauses that waited for
@@ -728,6 +740,11 @@ fn consumer_ahead(
             pid: consumer.pid,
             compute_s,
             left_out,
+            own_s: takes
+                .iter()
+                .map(|&take| secs(consumer.own_work(take)))
+                .sum::<f64>()
+                / takes.len() as f64,
             in_flight,
             take_starts: takes.iter().map(|&(start, _)| start).collect(),
             batch_work,
@@ -1202,7 +1219,7 @@ mod tests {
             let t = 60.0 * f64::from(group);
             at.extend([t, t + 0.5, t + 1.0]);
         }
-        let (per_step, left_out) = step_pauses(&takes(&at), |_, _| true, true);
+        let (per_step, left_out) = step_pauses(&takes(&at), |_, _| true, |_| 0, true);
         assert_eq!(left_out, 0);
         assert_eq!(per_step.len(), 7);
         let step = Stats::of(&per_step).median;
@@ -1218,12 +1235,12 @@ mod tests {
             let t = 80.0 * f64::from(group);
             at.extend([t, t + 0.5, t + 1.0, t + 4.0]);
         }
-        let (per_step, _) = step_pauses(&takes(&at), |_, _| true, true);
+        let (per_step, _) = step_pauses(&takes(&at), |_, _| true, |_| 0, true);
         let step = Stats::of(&per_step).median;
         assert!((0.018..0.022).contains(&step), "{step}");
         // Judged by the most frequent pause alone (an evaluation's passes), the groups break
         // up and the step comes out as a gap within a group.
-        let (per_step, _) = step_pauses(&takes(&at), |_, _| true, false);
+        let (per_step, _) = step_pauses(&takes(&at), |_, _| true, |_| 0, false);
         assert!(Stats::of(&per_step).median < 0.005);
     }
 }

@@ -2615,6 +2615,7 @@ mod layout_tests {
         activity.consumer = Some(super::super::Consumer {
             pid: 1,
             takes: Vec::new(),
+            reads: Vec::new(),
         });
         let chunks = reread_chunks(&activity.reads).expect("chunks");
         let (samples, found) = chunk_samples(&data, &activity, chunks);

@@ -134,12 +134,15 @@ pub(super) fn timing(
                     "the training process (pid {}) takes one batch a step, some at once (a \
                      loader that keeps batches in order reads those that come early together): \
                      of {} pauses after a group of takes, each over the takes in its group ({} \
-                     holding an evaluation pass or a checkpoint left out), the mean of those \
-                     within {:.0}% of their median is a step's compute and the loader's work in \
-                     that process, {:.3} ms; stdev {:.3} ms",
+                     holding an evaluation pass or a checkpoint left out) and with its own time \
+                     inside them ({:.3} ms a take: reading a batch its workers had already \
+                     written off the pipe, unpickling it, collating samples taken one by one), \
+                     the mean of those within {:.0}% of their median is a step's compute and \
+                     the loader's work in that process, {:.3} ms; stdev {:.3} ms",
                     c.pid,
                     c.compute_s.count,
                     c.left_out,
+                    c.own_s * 1e3,
                     (STEP_CLUSTER_RATIO - 1.0) * 100.0,
                     c.compute_s.mean * 1e3,
                     c.compute_s.stdev * 1e3,
