@@ -522,6 +522,11 @@ fn worker_processes_that_read_ahead_are_stepped_by_the_process_that_takes_their_
     // after the last read of an epoch (batches that came early), a few of 32.
     let compute = seconds(&d["train.computation_time"]);
     assert!((0.9 * 0.015..0.1).contains(&compute), "{compute}");
+    // The training process asks for the next batch once it has unpickled the one it took
+    // (128 KiB): a fraction of a millisecond on a quiet machine, more on a busy one, never a
+    // step.
+    let delay = seconds(&d["reader.request_delay"]);
+    assert!((0.0001..compute).contains(&delay), "{delay}");
     // Batches are handed over 32 times; the steps found are those takes.
     assert_eq!(
         r.characterization["steps"], 32,

@@ -1045,6 +1045,13 @@ pub struct ReaderConfig {
     /// DataLoader forks its worker processes one after another (`dlio characterize`
     /// measures it). Default 0.
     pub worker_start_interval: f64,
+    /// Ours: seconds from the training loop's take of a batch to the moment the reader thread
+    /// whose finished batch it took may begin its next one, as a PyTorch DataLoader sends a
+    /// worker its next index only after it has unpickled the batch it took (rebuilding its
+    /// tensors from shared memory: one to ten milliseconds; `dlio characterize` measures it).
+    /// A reader that is behind (no finished batch waiting) goes on at once, as a worker whose
+    /// next index is already queued does. Default 0.
+    pub request_delay: f64,
     /// Ours: false reads each pass's last, short batch as a PyTorch DataLoader does by default
     /// (`drop_last=False`), so the pass has one step more; true drops it, as DLIO's loaders
     /// do. DLIO's throughput (steps times the batch) counts the short batch as a whole one.
@@ -1105,6 +1112,7 @@ impl Default for ReaderConfig {
             header_scan_bytes: 0,
             epoch_start_time: 0.0,
             worker_start_interval: 0.0,
+            request_delay: 0.0,
             drop_last: true,
             pin_memory: true,
             multiprocessing_context: MultiprocessingContext::Fork,

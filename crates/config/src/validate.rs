@@ -156,6 +156,34 @@ impl Config {
                 "remove reader.worker_start_interval, or read through data_loader_sampler: index",
             ));
         }
+        let delay = self.reader.request_delay;
+        seconds_in_range(
+            "reader.request_delay",
+            delay,
+            "the seconds from a take to the next request",
+        )?;
+        if delay > 0.0 {
+            let without = if self.sampler() == crate::Sampler::FileShards {
+                Some("the tf.data TFRecord pipeline (format tfrecord with the tensorflow loader)")
+            } else if self.reader.read_threads == 0 {
+                Some("read_threads: 0, which reads on the training loop's own thread")
+            } else if !self.reader.read_ahead {
+                Some("read_ahead: False, which reads each batch when the loop asks for it")
+            } else {
+                None
+            };
+            if let Some(without) = without {
+                return Err(invalid(
+                    "reader.request_delay",
+                    format!(
+                        "delays the reader threads that read ahead, which {without} does not \
+                         have."
+                    ),
+                    "remove reader.request_delay, or read ahead through reader threads \
+                     (read_threads 1 or more, read_ahead: True)",
+                ));
+            }
+        }
         let sizes = &self.reader.transfer_size_distribution;
         if !sizes.is_empty() && self.reader.transfer_size.is_some() {
             return Err(invalid(

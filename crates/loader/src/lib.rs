@@ -118,6 +118,9 @@ pub struct LoaderSpec {
     /// The readers start again in every epoch (`reader.epoch_start_time` above 0), so the
     /// start interval holds in every epoch.
     pub start_interval_every_epoch: bool,
+    /// How long after the trainer takes a reader's finished batch that reader may begin its
+    /// next one (`reader.request_delay`). Zero: at once.
+    pub request_delay: std::time::Duration,
 }
 
 /// One batch as the trainer sees it.

@@ -66,6 +66,10 @@ pub(crate) struct SampleReader {
     /// with `start_every_epoch`.
     start_delay: std::time::Duration,
     start_every_epoch: bool,
+    /// How long after the trainer takes this thread's finished batch it may begin its next
+    /// (`LoaderSpec::request_delay`), and the sleeps that keep to it on average.
+    request_delay: Duration,
+    request_sleep: CompensatedSleep,
     /// The storage turned out to have no background reads: read in the foreground.
     window_unsupported: bool,
     /// Ends the stagger and preprocess sleeps and the epoch's loop when the run stops.
@@ -110,6 +114,30 @@ fn spend(stop: &StopSignal, work: &LoaderWork, sleep: &mut CompensatedSleep, d: 
             stop.busy(d)
         }
     };
+}
+
+/// Sends a read-ahead batch to the trainer; `false` when the trainer is gone. Where every
+/// slot was full, the send waited for the trainer to take a batch, and the thread then waits
+/// `delay` more before it reads on, as a PyTorch worker gets its next index only once the
+/// training process has unpickled the batch it took. A stop ends the wait early.
+fn hand_over(
+    out: &std::sync::mpsc::SyncSender<Result<LoadedBatch, LoaderError>>,
+    result: Result<LoadedBatch, LoaderError>,
+    delay: Duration,
+    sleep: &mut CompensatedSleep,
+    stop: &StopSignal,
+) -> bool {
+    match out.try_send(result) {
+        Ok(()) => true,
+        Err(std::sync::mpsc::TrySendError::Disconnected(_)) => false,
+        Err(std::sync::mpsc::TrySendError::Full(result)) => {
+            let sent = out.send(result).is_ok();
+            if sent && !delay.is_zero() {
+                let _ = sleep.sleep(stop, delay);
+            }
+            sent
+        }
+    }
 }
 
 /// The path of file `file` of the list, or the error that the list has no such file.
@@ -187,6 +215,8 @@ impl SampleReader {
             stagger: spec.stagger * worker,
             start_delay: spec.start_interval * worker,
             start_every_epoch: spec.start_interval_every_epoch,
+            request_delay: spec.request_delay,
+            request_sleep: CompensatedSleep::default(),
             window_unsupported: false,
             stop,
         }
@@ -228,11 +258,13 @@ impl SampleReader {
             }
             step = plan.steps();
         } else if self.window > 0 && !self.window_unsupported {
+            let (delay, stop) = (self.request_delay, Arc::clone(&self.stop));
+            let mut request_sleep = CompensatedSleep::default();
             let mut send = |result: Result<LoadedBatch, LoaderError>| {
                 if let Ok(b) = &result {
                     samples += b.samples;
                 }
-                out.send(result).is_ok()
+                hand_over(&out, result, delay, &mut request_sleep, &stop)
             };
             let windowed = self.run_epoch_windowed(
                 storage,
@@ -258,7 +290,8 @@ impl SampleReader {
             if let Ok(b) = &result {
                 samples += b.samples;
             }
-            if out.send(result).is_err() || failed {
+            let delay = self.request_delay;
+            if !hand_over(&out, result, delay, &mut self.request_sleep, &self.stop) || failed {
                 break;
             }
             step += threads;

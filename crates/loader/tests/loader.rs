@@ -52,6 +52,7 @@ fn spec(sampler: Sampler, read_type: ReadType, threads: u32) -> LoaderSpec {
         stagger: std::time::Duration::ZERO,
         start_interval: std::time::Duration::ZERO,
         start_interval_every_epoch: false,
+        request_delay: std::time::Duration::ZERO,
     }
 }
 
@@ -676,4 +677,44 @@ fn the_object_window_refills_behind_a_slow_first_read() {
     );
     // Never more than the window in flight.
     assert_eq!(most_running.load(std::sync::atomic::Ordering::SeqCst), 2);
+}
+
+#[test]
+fn a_reader_whose_batches_wait_begins_its_next_only_the_request_delay_after_a_take() {
+    // One thread, two slots: it reads batches 0 and 1, then 2, whose send waits for a take.
+    // The trainer takes batch 0 half a second in, and 1 and 2 at once: batch 3 is read only
+    // the delay after that first take (a PyTorch worker gets its next index once the batch it
+    // handed over is unpickled). Without the delay it is read at once; the small batches take
+    // milliseconds even on a busy machine.
+    let tmp = tempfile::tempdir().unwrap();
+    let files = dataset(tmp.path(), 8);
+    let delay = std::time::Duration::from_millis(1000);
+    for (request_delay, waits) in [(delay, true), (std::time::Duration::ZERO, false)] {
+        let spec = LoaderSpec {
+            request_delay,
+            ..spec(Sampler::Index, ReadType::OnDemand, 1)
+        };
+        let metered: Arc<dyn Storage> = Arc::new(Metered::new(PosixStorage::new()));
+        let format: Arc<dyn dlio_format::Format> =
+            Arc::from(dlio_format::format_for(FormatKind::Npz).unwrap());
+        let mut loader = Loader::new(spec, metered, format, Arc::new(StopSignal::new())).unwrap();
+        let mut batches =
+            loader.start_epoch(plan(8, Sampler::Index, 1, Shuffle::Seed), files.clone());
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let first_take = std::time::Instant::now();
+        let steps: Vec<u64> = (0..4)
+            .map(|_| batches.next_batch().unwrap().unwrap().step)
+            .collect();
+        let fourth = first_take.elapsed();
+        assert_eq!(steps, vec![0, 1, 2, 3]);
+        while let Some(b) = batches.next_batch() {
+            b.unwrap();
+        }
+        batches.finish();
+        assert_eq!(
+            fourth >= delay,
+            waits,
+            "delay {request_delay:?}: {fourth:?}"
+        );
+    }
 }

@@ -266,6 +266,7 @@ pub fn loader_spec(config: &Config, rank: u32) -> LoaderSpec {
         },
         start_interval: dlio_config::duration_from_seconds(config.reader.worker_start_interval),
         start_interval_every_epoch: config.reader.epoch_start_time > 0.0,
+        request_delay: dlio_config::duration_from_seconds(config.reader.request_delay),
     }
 }
 

@@ -38,6 +38,9 @@ pub(crate) struct Consumer {
     /// Its pipe reads (start, end) in time order, each with when the bytes it returned began
     /// to be written (the worker's write), where the trace holds every write of its pipe.
     pub reads: Vec<(i64, i64, Option<i64>)>,
+    /// When its pipe writes began (any of its threads), in time order: the requests it sends
+    /// its workers (a PyTorch DataLoader's next index, written by a queue's feeder thread).
+    pub puts: Vec<i64>,
 }
 
 impl Consumer {
@@ -135,6 +138,20 @@ pub(crate) fn find_consumer(t: &Timeline, data_calls: &[&Rec]) -> Option<Consume
             .is_none_or(|&last| last < first_pipe_read)
     });
     let (pid, mut reads) = by_pid.into_iter().max_by_key(|(pid, r)| (r.len(), *pid))?;
+    let mut puts: Vec<i64> = t
+        .events
+        .iter()
+        .filter(|r| {
+            r.layer == Layer::Comm as u8
+                && op(r) == Op::Write
+                && r.bytes > 0
+                && r.rank == pid
+                && r.start >= first
+                && t.path(r.file).starts_with(dlio_trace::PIPE_NAME_PREFIX)
+        })
+        .map(|r| r.start)
+        .collect();
+    puts.sort_unstable();
     reads.sort_by_key(|r| r.start);
     let takes = per_batch(batches(takes(&reads)));
     let written = written_at(t, &reads);
@@ -143,7 +160,12 @@ pub(crate) fn find_consumer(t: &Timeline, data_calls: &[&Rec]) -> Option<Consume
         .zip(written)
         .map(|(r, w)| (r.start, r.end, w))
         .collect();
-    (takes.len() >= MIN_TAKES).then_some(Consumer { pid, takes, reads })
+    (takes.len() >= MIN_TAKES).then_some(Consumer {
+        pid,
+        takes,
+        reads,
+        puts,
+    })
 }
 
 /// For each of `reads` (one process's pipe reads, in time order), when the first byte it
@@ -390,6 +412,7 @@ mod tests {
         assert_eq!(written, vec![Some(100), Some(100), Some(5600), Some(5600)]);
         let consumer = Consumer {
             pid: 1,
+            puts: Vec::new(),
             takes: vec![(1000, 1300), (5000, 5800)],
             reads: reads
                 .iter()

@@ -743,6 +743,7 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
     found.append(f);
     found.append(timing::loader_start_up(&activity, &readers, &eval));
     found.append(timing::worker_start_interval(&activity, &readers));
+    found.append(timing::request_delay(&activity, &readers));
     found.append(epoch_start);
     let (side_files, written, f) =
         writes::side_files_and_writes(t, data, &activity, &readers, &eval);

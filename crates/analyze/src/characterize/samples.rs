@@ -2616,6 +2616,7 @@ mod layout_tests {
             pid: 1,
             takes: Vec::new(),
             reads: Vec::new(),
+            puts: Vec::new(),
         });
         let chunks = reread_chunks(&activity.reads).expect("chunks");
         let (samples, found) = chunk_samples(&data, &activity, chunks);

@@ -552,6 +552,69 @@ pub(super) fn worker_start_interval(activity: &Activity, readers: &Readers) -> F
     found
 }
 
+/// `reader.request_delay`: the training process takes a batch, then asks its workers for
+/// the next (a PyTorch DataLoader sends the next index once it has unpickled the batch it
+/// took, rebuilding its tensors from shared memory), so a worker that waits for work begins
+/// its next batch that long after the take. The median, over the training takes, of the time
+/// from a take's end to the training process's next pipe write within a step. Written from
+/// 0.1 ms, and only where its writes are about one a take (a pool that sends its tasks in
+/// chunks ahead writes at other times).
+pub(super) fn request_delay(activity: &Activity, readers: &Readers) -> Found {
+    let mut found = Found::default();
+    let (Some(consumer), Some(steps)) = (
+        activity.consumer.as_ref(),
+        readers.ahead.as_ref().and_then(|a| a.consumer.as_ref()),
+    ) else {
+        return found;
+    };
+    let training: std::collections::HashSet<i64> = steps.take_starts.iter().copied().collect();
+    let takes: Vec<&(i64, i64)> = consumer
+        .takes
+        .iter()
+        .filter(|(start, _)| training.contains(start))
+        .collect();
+    let (Some(first), Some(last)) = (takes.first(), takes.last()) else {
+        return found;
+    };
+    let puts_in_training = consumer
+        .puts
+        .iter()
+        .filter(|&&p| p >= first.0 && p <= last.1)
+        .count();
+    if puts_in_training * 4 < takes.len() * 3 || puts_in_training * 2 > takes.len() * 3 {
+        return found;
+    }
+    let step_ns = steps.compute_s.mean * 1e9;
+    let delays: Vec<f64> = takes
+        .iter()
+        .filter_map(|&&(_, end)| {
+            let next = *consumer
+                .puts
+                .get(consumer.puts.partition_point(|&p| p < end))?;
+            ((next - end) as f64 <= step_ns).then(|| secs(next - end))
+        })
+        .collect();
+    if delays.len() * 2 < takes.len() {
+        return found;
+    }
+    let delay = Stats::of(&delays).median;
+    if delay >= MIN_BATCH_WORK_S {
+        found.param(
+            "reader.request_delay",
+            format!("{delay:.6}"),
+            format!(
+                "the training process (pid {}) wrote its next request to its workers {:.3} ms \
+                 (median of {} takes) after it took a batch: a worker waiting for work begins \
+                 its next batch that long after the take",
+                consumer.pid,
+                delay * 1e3,
+                delays.len()
+            ),
+        );
+    }
+    found
+}
+
 /// `reader.epoch_start_time` for readers inside the training process (its main thread, or
 /// threads that run ahead: `tf.data`): a loader built again for every epoch (a new iterator,
 /// its threads and functions) holds the next epoch's first read back by a start-up that no

@@ -729,3 +729,28 @@ fn a_sieve_needs_contiguous_hdf5_records_read_sample_by_sample() {
     );
     assert_contains(&npz, &["dataset.hdf5.sieve_bytes", "format hdf5"]);
 }
+
+#[test]
+fn a_request_delay_needs_reader_threads_that_read_ahead() {
+    let c = config(&format!("{PYTORCH_NPZ}reader:\n  request_delay: 0.0015\n"));
+    assert!((c.reader.request_delay - 0.0015).abs() < 1e-12);
+    assert!(c.validate(1).is_ok());
+    for (reader, names) in [
+        ("read_threads: 0", "read_threads: 0"),
+        ("read_ahead: False", "read_ahead: False"),
+        ("request_delay: -1", "seconds"),
+    ] {
+        let delay = if reader.starts_with("request_delay") {
+            String::new()
+        } else {
+            "  request_delay: 0.002\n".into()
+        };
+        let err = rejected(&format!("{PYTORCH_NPZ}reader:\n  {reader}\n{delay}"), 1);
+        assert_contains(&err, &["reader.request_delay", names]);
+    }
+    let stream = rejected(
+        "framework: tensorflow\ndataset:\n  format: tfrecord\nreader:\n  request_delay: 0.002\n",
+        1,
+    );
+    assert_contains(&stream, &["reader.request_delay", "tf.data"]);
+}
