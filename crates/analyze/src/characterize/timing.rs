@@ -1,8 +1,9 @@
 //! How long compute and loading take: the compute between steps (or the step period of
 //! readers that run ahead), and the loader's own time per sample inside a step's loading.
 
+use super::consumer::Consumer;
 use super::eval::EvalPass;
-use super::readers::{Ahead, Readers, STEP_CLUSTER_RATIO};
+use super::readers::{Ahead, ConsumerSteps, Readers, STEP_CLUSTER_RATIO};
 use super::samples::{Samples, generation_starts, generations};
 use super::trace_view::written_between;
 use super::{Activity, Found, MIN_GAP_RATIO, MIN_PREPROCESS_S, MIN_WRITTEN_BYTES, Stats, secs};
@@ -470,10 +471,7 @@ const MIN_START_UP_S: f64 = 1e-3;
 /// evaluation pass between, to the read: the median over the epochs after the first.
 pub(super) fn loader_start_up(activity: &Activity, readers: &Readers, eval: &EvalPass) -> Found {
     let mut found = Found::default();
-    let (Some(consumer), Some(steps)) = (
-        activity.consumer.as_ref(),
-        readers.ahead.as_ref().and_then(|a| a.consumer.as_ref()),
-    ) else {
+    let Some((consumer, steps)) = worker_fed(activity, readers) else {
         return found;
     };
     // Each generation after the first: workers started again.
@@ -552,6 +550,22 @@ pub(super) fn worker_start_interval(activity: &Activity, readers: &Readers) -> F
     found
 }
 
+/// The training process that takes its worker processes' batches, and its steps, where there
+/// is one.
+fn worker_fed<'a>(
+    activity: &'a Activity,
+    readers: &'a Readers,
+) -> Option<(&'a Consumer, &'a ConsumerSteps)> {
+    Some((
+        activity.consumer.as_ref()?,
+        readers.ahead.as_ref()?.consumer.as_ref()?,
+    ))
+}
+
+/// The shortest delay from a take to the next request written (`reader.request_delay`):
+/// under it, a queue's feeder thread waking up.
+const MIN_REQUEST_DELAY_S: f64 = 100e-6;
+
 /// `reader.request_delay`: the training process takes a batch, then asks its workers for
 /// the next (a PyTorch DataLoader sends the next index once it has unpickled the batch it
 /// took, rebuilding its tensors from shared memory), so a worker that waits for work begins
@@ -561,10 +575,7 @@ pub(super) fn worker_start_interval(activity: &Activity, readers: &Readers) -> F
 /// chunks ahead writes at other times).
 pub(super) fn request_delay(activity: &Activity, readers: &Readers) -> Found {
     let mut found = Found::default();
-    let (Some(consumer), Some(steps)) = (
-        activity.consumer.as_ref(),
-        readers.ahead.as_ref().and_then(|a| a.consumer.as_ref()),
-    ) else {
+    let Some((consumer, steps)) = worker_fed(activity, readers) else {
         return found;
     };
     let training: std::collections::HashSet<i64> = steps.take_starts.iter().copied().collect();
@@ -598,7 +609,7 @@ pub(super) fn request_delay(activity: &Activity, readers: &Readers) -> Found {
         return found;
     }
     let delay = Stats::of(&delays).median;
-    if delay >= MIN_BATCH_WORK_S {
+    if delay >= MIN_REQUEST_DELAY_S {
         found.param(
             "reader.request_delay",
             format!("{delay:.6}"),
