@@ -169,6 +169,8 @@ impl Config {
                 Some("read_threads: 0, which reads on the training loop's own thread")
             } else if !self.reader.read_ahead {
                 Some("read_ahead: False, which reads each batch when the loop asks for it")
+            } else if self.reader.spread_batches {
+                Some("spread_batches: True, whose readers read the shares each step asks for")
             } else {
                 None
             };

@@ -738,6 +738,7 @@ fn a_request_delay_needs_reader_threads_that_read_ahead() {
     for (reader, names) in [
         ("read_threads: 0", "read_threads: 0"),
         ("read_ahead: False", "read_ahead: False"),
+        ("spread_batches: True", "spread_batches: True"),
         ("request_delay: -1", "seconds"),
     ] {
         let delay = if reader.starts_with("request_delay") {
