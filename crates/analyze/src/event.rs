@@ -135,6 +135,10 @@ pub(crate) struct RawArgs<'a> {
     pub offset: Scalar<'a>,
     #[serde(borrow, default)]
     pub fd: Scalar<'a>,
+    #[serde(borrow, default)]
+    pub buf_page_offset: Scalar<'a>,
+    #[serde(borrow, default)]
+    pub untouched_pages: Scalar<'a>,
 }
 
 #[derive(Debug, Deserialize)]

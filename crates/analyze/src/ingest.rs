@@ -35,9 +35,15 @@ pub(crate) struct Rec {
     pub offset: i64,
     /// Bytes moved by a read/write; -1 when unknown.
     pub bytes: i64,
+    /// Where a read's or write's buffer starts past a 4 KiB page boundary (`dlio trace`'s
+    /// `buf_page_offset`); -1 when the trace does not say.
+    pub buf_page_offset: i16,
+    /// How many whole pages of a read's buffer the process had not touched before the call
+    /// (`dlio trace`'s `untouched_pages`); -1 when the trace does not say.
+    pub untouched_pages: i32,
 }
 
-const REC_BYTES: usize = 4 + 4 + 8 + 8 + 1 + 1 + 1 + 4 + 8 + 8 + 8;
+const REC_BYTES: usize = 4 + 4 + 8 + 8 + 1 + 1 + 1 + 4 + 8 + 8 + 8 + 2 + 4;
 
 impl Rec {
     fn key(&self) -> (u32, i64) {
@@ -56,6 +62,8 @@ impl Rec {
         out.extend_from_slice(&self.file.to_le_bytes());
         out.extend_from_slice(&self.offset.to_le_bytes());
         out.extend_from_slice(&self.bytes.to_le_bytes());
+        out.extend_from_slice(&self.buf_page_offset.to_le_bytes());
+        out.extend_from_slice(&self.untouched_pages.to_le_bytes());
     }
 
     fn decode(b: &[u8; REC_BYTES]) -> Rec {
@@ -77,6 +85,8 @@ impl Rec {
             file: u64_at(31),
             offset: u64_at(39) as i64,
             bytes: u64_at(47) as i64,
+            buf_page_offset: i16::from_le_bytes([b[55], b[56]]),
+            untouched_pages: u32_at(57) as i32,
         }
     }
 }
@@ -291,6 +301,8 @@ impl Worker<'_> {
                     file: 0,
                     offset: -1,
                     bytes: -1,
+                    buf_page_offset: -1,
+                    untouched_pages: -1,
                 };
                 // I/O calls, and calls on the pipes between a program's processes (their file
                 // is the pipe, `pipe:[INODE]`).
@@ -314,6 +326,18 @@ impl Worker<'_> {
                                     })
                                     .unwrap_or(-1);
                                 rec.offset = a.offset.as_i64().unwrap_or(-1);
+                                rec.buf_page_offset = a
+                                    .buf_page_offset
+                                    .as_i64()
+                                    .and_then(|v| i16::try_from(v).ok())
+                                    .filter(|&v| v >= 0)
+                                    .unwrap_or(-1);
+                                rec.untouched_pages = a
+                                    .untouched_pages
+                                    .as_i64()
+                                    .and_then(|v| i32::try_from(v).ok())
+                                    .filter(|&v| v >= 0)
+                                    .unwrap_or(-1);
                             }
                             Op::Seek => rec.offset = ret.unwrap_or(-1),
                             Op::Open => rec.fd = ret.map_or(-1, |v| v as i32),
@@ -330,6 +354,18 @@ impl Worker<'_> {
                                     .filter(|&n| n >= 0)
                                     .unwrap_or(-1);
                                 rec.offset = a.offset.as_i64().unwrap_or(-1);
+                                rec.buf_page_offset = a
+                                    .buf_page_offset
+                                    .as_i64()
+                                    .and_then(|v| i16::try_from(v).ok())
+                                    .filter(|&v| v >= 0)
+                                    .unwrap_or(-1);
+                                rec.untouched_pages = a
+                                    .untouched_pages
+                                    .as_i64()
+                                    .and_then(|v| i32::try_from(v).ok())
+                                    .filter(|&v| v >= 0)
+                                    .unwrap_or(-1);
                             }
                             _ => {}
                         }
@@ -643,6 +679,8 @@ mod tests {
             file: u64::MAX - 5,
             offset: -1,
             bytes: 65536,
+            buf_page_offset: 16,
+            untouched_pages: 62,
         };
         let mut buf = Vec::new();
         r.encode(&mut buf);

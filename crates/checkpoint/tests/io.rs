@@ -341,6 +341,7 @@ fn local_engines(transfer_size: Option<u64>) -> Vec<(&'static str, Engine)> {
             s3: None,
             read_bytes_per_second: 0,
             fresh_read_share: 0.0,
+            buffer_page_offset: None,
             request_work: std::time::Duration::ZERO,
         };
         let uses_o_direct = odirect || engine == EngineKind::Direct;

@@ -90,6 +90,7 @@ impl Storage for CollectiveStorage {
             batched: false,
             io_depth: 1,
             nowait_reads: false,
+            buffer_page_offset: None,
         }
     }
     fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {

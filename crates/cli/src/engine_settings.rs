@@ -260,6 +260,8 @@ pub(crate) fn engine_settings(config: &Config, process: usize) -> (EngineSetting
         s3,
         read_bytes_per_second: config.storage.read_bytes_per_second,
         fresh_read_share: config.reader.fresh_read_share,
+        // Validated below 4096 (`reader.buffer_page_offset`).
+        buffer_page_offset: config.reader.buffer_page_offset.map(|o| o as usize),
         // Validated as seconds from 0 (`reader.request_work_time`).
         request_work: std::time::Duration::try_from_secs_f64(config.reader.request_work_time)
             .unwrap_or_default(),

@@ -1447,3 +1447,88 @@ fn a_child_ended_by_sigterm_still_leaves_a_complete_trace() {
     }
     assert_eq!(child_reads, 1, "the child's read is in its trace");
 }
+
+/// Where a program's reads land is in the trace (`buf_page_offset`, and `untouched_pages`:
+/// the destination's pages the process had not touched), as the program itself sees it, and
+/// the workload places the replay's buffers where most of the bytes went.
+#[test]
+fn where_reads_land_is_traced_and_the_replay_places_its_buffers_there() {
+    require_interposer();
+    let dir = tempfile::tempdir().unwrap();
+    let (data, traces) = (dir.path().join("data"), dir.path().join("traces"));
+    let made = python()
+        .arg(program("bytearray_readinto"))
+        .arg(&data)
+        .arg("--make")
+        .status()
+        .expect("python3 runs");
+    assert!(made.success());
+    let out = run_ok(
+        dlio()
+            .args(["trace", "--out"])
+            .arg(&traces)
+            .arg("--")
+            .arg("python3")
+            .arg(program("bytearray_readinto"))
+            .arg(&data),
+    );
+    // The program's own word on where its bytearray starts (16 with glibc's malloc).
+    let said: Value = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .and_then(|l| serde_json::from_str(l).ok())
+        .expect("the program prints its bytearray's place");
+    let place = said["bytearray_page_offset"].as_i64().unwrap();
+
+    let mut reads = Vec::new();
+    for file in files_under(&traces) {
+        if file.extension().is_none_or(|e| e != "pfw") {
+            continue;
+        }
+        for line in std::fs::read_to_string(&file).unwrap().lines() {
+            let Ok(event) = serde_json::from_str::<Value>(line.trim_end_matches(',')) else {
+                continue;
+            };
+            let args = &event["args"];
+            let on_data = args["fname"]
+                .as_str()
+                .is_some_and(|f| f.starts_with(data.to_str().unwrap()));
+            if event["name"] == "read" && on_data && args["ret"].as_i64() > Some(0) {
+                reads.push((
+                    args["ret"].as_i64().unwrap(),
+                    args["buf_page_offset"].as_i64(),
+                    args["untouched_pages"].as_i64(),
+                ));
+            }
+        }
+    }
+    // 2 epochs of 4 files in 4 reads into the bytearray, then one whole file into a new map.
+    let into_bytearray: Vec<_> = reads.iter().filter(|r| r.0 == 256 << 10).collect();
+    assert_eq!(into_bytearray.len(), 32, "{reads:?}");
+    assert!(
+        into_bytearray
+            .iter()
+            .all(|r| r.1 == Some(place) && r.2 == Some(0)),
+        "a bytearray CPython zeroed, {place} bytes past a page: {reads:?}"
+    );
+    assert_eq!(
+        reads.iter().filter(|r| r.0 == 1 << 20).collect::<Vec<_>>(),
+        [&(1 << 20, Some(0), Some(256))],
+        "a new map's 256 pages, none touched: {reads:?}"
+    );
+
+    let workload = dir.path().join("workload/characterized.yaml");
+    run_ok(
+        dlio()
+            .arg("characterize")
+            .arg(&traces)
+            .arg("--out")
+            .arg(&workload),
+    );
+    let derived = characterized(&json(&dir.path().join("workload/characterize.json")));
+    assert_eq!(
+        derived.get("reader.buffer_page_offset"),
+        Some(&place.to_string()),
+        "{derived:?}"
+    );
+}

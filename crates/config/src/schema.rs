@@ -1021,6 +1021,14 @@ pub struct ReaderConfig {
     /// the reader's warm buffer; 1: every one fresh; `dlio characterize` measures it as the
     /// share of a traced program's large reads slower than twice the fastest). Default 0.
     pub fresh_read_share: f64,
+    /// Ours: each sample read lands in a buffer that starts this many bytes past a 4 KiB page
+    /// boundary (0 to 4095), as a traced program's buffers did: the kernel copies from the
+    /// page cache several times slower on some CPUs when the buffer starts a few bytes past
+    /// the file's page boundary (AMD Zen: 1 to 31 bytes), and a Python `bytearray` of 128 KiB
+    /// or more starts 16 bytes past one. `dlio characterize` writes the offset holding most
+    /// of a traced program's data bytes (`dlio trace` records each buffer's). Buffered reads
+    /// only. Default none: the engine's own alignment.
+    pub buffer_page_offset: Option<u64>,
     /// Ours: seconds of the reader's own work between two requests of one read that
     /// continue each other, when reads are split (`transfer_size`,
     /// `transfer_size_distribution`): a program that decodes as it streams a file (gunzip,
@@ -1108,6 +1116,7 @@ impl Default for ReaderConfig {
             batch_time: TimeDistribution::default(),
             open_time: TimeDistribution::default(),
             fresh_read_share: 0.0,
+            buffer_page_offset: None,
             request_work_time: 0.0,
             header_scan_bytes: 0,
             epoch_start_time: 0.0,

@@ -118,6 +118,27 @@ impl Config {
                 "set ++workload.reader.fresh_read_share between 0 and 1",
             ));
         }
+        if let Some(offset) = self.reader.buffer_page_offset {
+            if offset >= 4096 {
+                return Err(invalid(
+                    "reader.buffer_page_offset",
+                    format!(
+                        "is {offset}; an offset past a 4 KiB page boundary goes from 0 to 4095."
+                    ),
+                    "set ++workload.reader.buffer_page_offset between 0 and 4095",
+                ));
+            }
+            if self.reader.odirect {
+                return Err(invalid(
+                    "reader.buffer_page_offset",
+                    format!(
+                        "places each read {offset} bytes past a page boundary, which O_DIRECT \
+                         (reader.odirect: True) refuses."
+                    ),
+                    "remove reader.buffer_page_offset, or set ++workload.reader.odirect=False",
+                ));
+            }
+        }
         seconds_in_range(
             "reader.epoch_start_time",
             self.reader.epoch_start_time,

@@ -40,7 +40,7 @@ use dlio_storage::{IoBuffer, ReadHandle, Storage};
 use crate::columnar::{ColumnReader, Footer, UnitIndex};
 use crate::descriptor::FormatDescriptor;
 use crate::parquet_columns::column_row_bytes;
-use crate::ranged::{HandleWriter, read_range};
+use crate::ranged::{BufferPlace, HandleWriter, read_range};
 use crate::row_groups::SharedRowGroups;
 use crate::{DataRng, FileLayout, Format, FormatError, FormatReader};
 
@@ -416,7 +416,7 @@ impl ArrowIndex {
     /// Reads `len` bytes at `offset` of the file.
     fn read_bytes(
         handle: &mut dyn ReadHandle,
-        alignment: usize,
+        alignment: BufferPlace,
         offset: u64,
         len: usize,
     ) -> Result<Vec<u8>, FormatError> {
@@ -428,7 +428,7 @@ impl ArrowIndex {
     fn footer(
         handle: &mut dyn ReadHandle,
         path: &Path,
-        alignment: usize,
+        alignment: BufferPlace,
     ) -> Result<(Vec<Block>, Schema), FormatError> {
         let len = handle.len();
         let bad = |offset: u64, what: String| FormatError::corrupt(path, offset, what);
@@ -495,7 +495,7 @@ impl ArrowIndex {
     fn selected_ranges(
         handle: &mut dyn ReadHandle,
         path: &Path,
-        alignment: usize,
+        alignment: BufferPlace,
         block: Block,
         columns: &[(usize, usize)],
     ) -> Result<Vec<(u64, u64)>, FormatError> {
@@ -557,7 +557,7 @@ impl UnitIndex for ArrowIndex {
         &self,
         mut handle: Box<dyn ReadHandle>,
         path: &Path,
-        alignment: usize,
+        alignment: BufferPlace,
     ) -> Result<(Footer, Box<dyn ReadHandle>), FormatError> {
         let (blocks, schema) = Self::footer(&mut *handle, path, alignment)?;
         let batches = self.rows.div_ceil(self.rows_per_batch.max(1)) as usize;

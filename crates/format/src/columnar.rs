@@ -14,7 +14,7 @@ use std::sync::Arc;
 use dlio_storage::{IoBuffer, ReadHandle, Storage};
 
 use crate::parquet::row_group_of;
-use crate::ranged::read_range;
+use crate::ranged::{BufferPlace, read_range};
 use crate::row_groups::{Claim, SharedRowGroups};
 use crate::{FileKey, FormatError, FormatReader};
 
@@ -71,7 +71,7 @@ pub(crate) trait UnitIndex: Send {
         &self,
         handle: Box<dyn ReadHandle>,
         path: &Path,
-        alignment: usize,
+        alignment: BufferPlace,
     ) -> Result<(Footer, Box<dyn ReadHandle>), FormatError>;
 }
 
@@ -94,7 +94,8 @@ pub(crate) struct ColumnReader {
     /// Row groups read lately, as (file, group).
     recent: VecDeque<(FileKey, usize)>,
     buffer: Option<IoBuffer>,
-    alignment: usize,
+    /// Where the column chunks are read: the engine's alignment, or the workload's place.
+    place: BufferPlace,
     sample: Vec<u8>,
     /// Footers of files opened lately, with the order they came in (the oldest leaves first).
     footers: rustc_hash::FxHashMap<FileKey, Arc<Footer>>,
@@ -124,7 +125,7 @@ impl ColumnReader {
             open: rustc_hash::FxHashMap::default(),
             recent: VecDeque::new(),
             buffer: None,
-            alignment: 1,
+            place: BufferPlace::from(1),
             sample: Vec::new(),
             footers: rustc_hash::FxHashMap::default(),
             footer_order: VecDeque::new(),
@@ -158,13 +159,7 @@ impl ColumnReader {
                 let len = usize::try_from(len).map_err(|_| {
                     FormatError::corrupt(&footer.path, offset, "a column chunk larger than memory")
                 })?;
-                read_range(
-                    &mut *file.handle,
-                    &mut self.buffer,
-                    self.alignment,
-                    offset,
-                    len,
-                )?;
+                read_range(&mut *file.handle, &mut self.buffer, self.place, offset, len)?;
             }
             if let Some(Claim::Fetch(claim)) = claim {
                 claim.done();
@@ -207,11 +202,11 @@ impl FormatReader for ColumnReader {
             self.open.remove(&key);
         }
         let mut handle = storage.open(path)?;
-        self.alignment = storage.capabilities().alignment;
+        self.place = BufferPlace::of(storage.capabilities());
         let footer = match self.footers.get(&key).filter(|f| f.path == path) {
             Some(footer) => Arc::clone(footer),
             None => {
-                let (footer, back) = self.index.read(handle, path, self.alignment)?;
+                let (footer, back) = self.index.read(handle, path, self.place)?;
                 handle = back;
                 let footer = Arc::new(footer);
                 if self.footer_order.len() >= FOOTER_CACHE

@@ -20,7 +20,7 @@ use dlio_config::{Compression, ElementType, FormatKind};
 use dlio_storage::{IoBuffer, Storage};
 
 use crate::descriptor::{FormatDescriptor, no_checks};
-use crate::ranged::{HandleWriter, read_range};
+use crate::ranged::{BufferPlace, HandleWriter, read_range};
 use crate::{DataRng, FileKey, FileLayout, Format, FormatError, FormatReader};
 
 /// The `csv` format, with the file-name extension its compression needs.
@@ -395,7 +395,7 @@ impl FormatReader for CsvReader {
                 "use smaller csv files",
             )
         })?;
-        let alignment = storage.capabilities().alignment;
+        let alignment = BufferPlace::of(storage.capabilities());
         read_range(&mut *handle, &mut self.file, alignment, 0, len)?;
         drop(handle);
         let raw: &[u8] = self.file.as_deref().map_or(&[], |b| &b[..len]);

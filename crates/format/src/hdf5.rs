@@ -34,7 +34,7 @@ use hdf5::types::{FloatSize, IntSize, TypeDescriptor};
 use hdf5_sys::h5::{HADDR_UNDEF, haddr_t, hsize_t};
 
 use crate::descriptor::{FormatDescriptor, no_checks};
-use crate::ranged::read_range;
+use crate::ranged::{BufferPlace, read_range};
 use crate::{DataRng, FileKey, FileLayout, Format, FormatError, FormatReader};
 
 /// Bytes of decoded chunks kept per open file (h5py's default chunk cache size).
@@ -435,7 +435,7 @@ impl Sieve {
     fn read<'s>(
         &'s mut self,
         handle: &mut dyn ReadHandle,
-        alignment: usize,
+        alignment: BufferPlace,
         (offset, len, end): (u64, usize, u64),
         sieve_bytes: u64,
     ) -> Result<&'s [u8], FormatError> {
@@ -446,7 +446,7 @@ impl Sieve {
             read_range(handle, &mut self.buffer, alignment, offset, window as usize)?;
             self.start = offset;
             self.len = window;
-            self.head = (offset % alignment.max(1) as u64) as usize;
+            self.head = (offset % alignment.alignment() as u64) as usize;
         }
         let at = self.head + (offset - self.start) as usize;
         Ok(self.buffer.as_ref().map_or(&[][..], |b| &b[at..at + len]))
@@ -658,7 +658,7 @@ impl FormatReader for Hdf5Reader {
                 samples: file.samples,
             });
         }
-        let alignment = storage.capabilities().alignment;
+        let alignment = BufferPlace::of(storage.capabilities());
         // One contiguous record dataset (dlio's own layout): the sample is its bytes where
         // the read put them, handed out without a copy into `sample`.
         if let [record] = &file.records[..]
@@ -756,7 +756,7 @@ fn read_label(
     labels: Option<(u64, u64)>,
     label_read: LabelRead,
     buffer: &mut Option<IoBuffer>,
-    alignment: usize,
+    alignment: BufferPlace,
     sample: u64,
 ) -> Result<(), FormatError> {
     let Some((base, count)) = labels else {
@@ -789,7 +789,7 @@ fn read_chunked(
     chunk: &[usize],
     deflate: bool,
     sample: usize,
-    alignment: usize,
+    alignment: BufferPlace,
     buffer: &mut Option<IoBuffer>,
     scratch: &mut Vec<u8>,
     out: &mut [u8],

@@ -23,7 +23,7 @@ use image::{ExtendedColorType, ImageEncoder, ImageFormat};
 use crate::descriptor::FormatDescriptor;
 use crate::jpeg::GrayJpegDecoder;
 
-use crate::ranged::{read_range, write_whole_file};
+use crate::ranged::{BufferPlace, read_range, write_whole_file};
 use crate::{DataRng, FileKey, FileLayout, Format, FormatError, FormatReader};
 
 /// JPEG quality PIL uses by default.
@@ -218,7 +218,7 @@ impl FormatReader for ImageReader {
         let mut handle = storage.open(path)?;
         let len = usize::try_from(handle.len())
             .map_err(|_| FormatError::corrupt(path, 0, "an image larger than memory"))?;
-        let alignment = storage.capabilities().alignment;
+        let alignment = BufferPlace::of(storage.capabilities());
         let bytes = read_range(&mut *handle, &mut self.file, alignment, 0, len)?;
         drop(handle);
         let mut pixels = self

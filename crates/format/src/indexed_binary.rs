@@ -26,7 +26,7 @@ use dlio_storage::{IoBuffer, ReadHandle, Storage};
 
 use crate::descriptor::{FormatDescriptor, no_checks};
 use crate::npy::{HandleSink, write_random_chunked};
-use crate::ranged::{read_range, read_small_file, with_suffix, write_whole_file};
+use crate::ranged::{BufferPlace, read_range, read_small_file, with_suffix, write_whole_file};
 use crate::{DataRng, FileKey, FileLayout, Format, FormatError, FormatReader};
 
 /// Suffix of the offsets index file.
@@ -334,7 +334,7 @@ impl FormatReader for IndexedBinaryReader {
             // The file's header, as the program's library parses it before the samples.
             let len = usize::try_from(self.header_read.min(handle.len()))
                 .map_err(|_| FormatError::corrupt(path, 0, "a header larger than memory"))?;
-            let alignment = storage.capabilities().alignment;
+            let alignment = BufferPlace::of(storage.capabilities());
             read_range(&mut *handle, &mut self.buffer, alignment, 0, len)?;
         }
         self.open.insert(
@@ -382,7 +382,7 @@ impl FormatReader for IndexedBinaryReader {
         };
         let len = usize::try_from(size)
             .map_err(|_| FormatError::corrupt(&file.path, offset, "a sample larger than memory"))?;
-        let alignment = storage.capabilities().alignment;
+        let alignment = BufferPlace::of(storage.capabilities());
         if !self.mmap {
             return read_range(&mut *file.handle, &mut self.buffer, alignment, offset, len);
         }

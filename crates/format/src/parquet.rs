@@ -29,7 +29,7 @@ use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
 
 use crate::descriptor::{FormatDescriptor, no_checks};
-use crate::ranged::{HandleWriter, read_range};
+use crate::ranged::{BufferPlace, HandleWriter, read_range};
 use crate::{DataRng, FileKey, FileLayout, Format, FormatError, FormatReader};
 
 /// Decoded row groups a reader keeps (the fork's `row_group_cache_size` default).
@@ -343,7 +343,7 @@ impl Format for ParquetFormat {
 pub(crate) struct StorageChunks {
     pub(crate) handle: Arc<Mutex<Box<dyn ReadHandle>>>,
     pub(crate) len: u64,
-    pub(crate) alignment: usize,
+    pub(crate) alignment: BufferPlace,
 }
 
 impl Length for StorageChunks {
@@ -449,7 +449,7 @@ impl FormatReader for ParquetReader {
         let chunks = StorageChunks {
             len,
             handle: Arc::new(Mutex::new(handle)),
-            alignment: storage.capabilities().alignment,
+            alignment: BufferPlace::of(storage.capabilities()),
         };
         let reader = SerializedFileReader::new(chunks).map_err(|e| {
             // The footer is at the end: a damaged or truncated file fails there.

@@ -40,7 +40,7 @@ use crate::columnar::{ColumnReader, Footer, UnitIndex, merge_adjacent};
 use crate::parquet::{
     StorageChunks, check_column_ranges, codec, group_starts, parquet_write_error,
 };
-use crate::ranged::HandleWriter;
+use crate::ranged::{BufferPlace, HandleWriter};
 use crate::row_groups::SharedRowGroups;
 use crate::{DataRng, FileLayout, FormatError};
 
@@ -368,7 +368,7 @@ fn coalesce(
 pub(crate) fn read_metadata(
     handle: Box<dyn ReadHandle>,
     path: &Path,
-    alignment: usize,
+    alignment: BufferPlace,
     footer_read_size: u64,
 ) -> Result<(ParquetMetaData, Box<dyn ReadHandle>), FormatError> {
     let len = handle.len();
@@ -426,7 +426,7 @@ impl UnitIndex for ParquetIndex {
         &self,
         handle: Box<dyn ReadHandle>,
         path: &Path,
-        alignment: usize,
+        alignment: BufferPlace,
     ) -> Result<(Footer, Box<dyn ReadHandle>), FormatError> {
         let (metadata, handle) = read_metadata(handle, path, alignment, self.footer_read_size)?;
         let metadata = &metadata;
@@ -528,7 +528,7 @@ pub fn parquet_layout(path: &Path) -> Result<ParquetLayout, FormatError> {
     let storage = dlio_storage::PosixStorage::new();
     let handle = storage.open(path)?;
     let file_bytes = handle.len();
-    let (metadata, _) = read_metadata(handle, path, 1, 0)?;
+    let (metadata, _) = read_metadata(handle, path, BufferPlace::from(1), 0)?;
     let schema = metadata.file_metadata().schema_descr();
     let groups = metadata.row_groups();
     let total_rows: u64 = groups.iter().map(|g| g.num_rows().max(0) as u64).sum();

@@ -3,9 +3,60 @@
 
 use std::path::{Path, PathBuf};
 
-use dlio_storage::{IoBuffer, ReadHandle, Storage, StorageError, WriteHandle};
+use dlio_storage::{Capabilities, IoBuffer, ReadHandle, Storage, StorageError, WriteHandle};
 
 use crate::FormatError;
+
+/// Where a format's read buffer starts: on the engine's alignment, or for a buffered engine
+/// with [`Capabilities::buffer_page_offset`], that many bytes past a page boundary (the place
+/// of a traced program's buffers, which sets the pace of the kernel's copy on some CPUs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BufferPlace {
+    alignment: usize,
+    page_offset: Option<usize>,
+}
+
+impl BufferPlace {
+    /// Where buffers for `capabilities`' engine start.
+    pub(crate) fn of(capabilities: Capabilities) -> BufferPlace {
+        BufferPlace {
+            alignment: capabilities.alignment.max(1),
+            page_offset: capabilities
+                .buffer_page_offset
+                .filter(|_| capabilities.alignment <= 1),
+        }
+    }
+
+    /// The engine's alignment of offsets and lengths (1 for buffered engines).
+    #[cfg_attr(not(feature = "hdf5"), allow(dead_code))]
+    pub(crate) fn alignment(&self) -> usize {
+        self.alignment
+    }
+
+    fn fits(&self, buffer: &IoBuffer) -> bool {
+        match self.page_offset {
+            Some(offset) => buffer.page_offset() == Some(offset),
+            None => buffer.page_offset().is_none() && buffer.alignment() == self.alignment,
+        }
+    }
+
+    fn new_buffer(&self) -> Result<IoBuffer, StorageError> {
+        match self.page_offset {
+            Some(offset) => IoBuffer::placed(offset),
+            None => IoBuffer::new(self.alignment),
+        }
+    }
+}
+
+/// A place for an engine's alignment alone (the reads of indexes, footers and headers).
+impl From<usize> for BufferPlace {
+    fn from(alignment: usize) -> BufferPlace {
+        BufferPlace {
+            alignment: alignment.max(1),
+            page_offset: None,
+        }
+    }
+}
 
 /// Reads every byte of `path` through `storage` into `slot`'s buffer (made, or remade for the
 /// engine's alignment, when needed; grow-only otherwise) and returns it.
@@ -24,9 +75,9 @@ pub(crate) fn read_whole_file<'b>(
             "use smaller files (dataset.num_samples_per_file or record_length_bytes)",
         )
     })?;
-    let alignment = storage.capabilities().alignment;
-    if slot.as_ref().is_none_or(|b| b.alignment() != alignment) {
-        *slot = Some(IoBuffer::new(alignment)?);
+    let place = BufferPlace::of(storage.capabilities());
+    if slot.as_ref().is_none_or(|b| !place.fits(b)) {
+        *slot = Some(place.new_buffer()?);
     }
     let Some(buffer) = slot.as_mut() else {
         return Err(FormatError::unsupported(
@@ -48,13 +99,14 @@ pub(crate) fn read_whole_file<'b>(
 pub(crate) fn read_range<'b>(
     handle: &mut dyn ReadHandle,
     buffer: &'b mut Option<IoBuffer>,
-    alignment: usize,
+    place: impl Into<BufferPlace>,
     offset: u64,
     len: usize,
 ) -> Result<&'b [u8], FormatError> {
-    let alignment = alignment.max(1);
-    if buffer.as_ref().is_none_or(|b| b.alignment() != alignment) {
-        *buffer = Some(IoBuffer::new(alignment)?);
+    let place = place.into();
+    let alignment = place.alignment;
+    if buffer.as_ref().is_none_or(|b| !place.fits(b)) {
+        *buffer = Some(place.new_buffer()?);
     }
     let Some(buffer) = buffer.as_mut() else {
         return Ok(&[]); // unreachable: the buffer was just set

@@ -20,7 +20,7 @@ use dlio_storage::{IoBuffer, Storage};
 
 use rustc_hash::FxHashMap;
 
-use crate::ranged::read_range;
+use crate::ranged::{BufferPlace, read_range};
 use crate::{FileKey, FileLayout, Format, FormatError, FormatReader};
 
 /// Bytes per request of a whole-file read (without `reader.transfer_size`, which splits
@@ -198,7 +198,7 @@ fn read_through(
 ) -> Result<u64, FormatError> {
     let mut handle = storage.open(path)?;
     let len = handle.len();
-    let alignment = storage.capabilities().alignment;
+    let alignment = BufferPlace::of(storage.capabilities());
     let mut offset = 0u64;
     while offset < len {
         let n = usize::try_from((len - offset).min(request_bytes)).unwrap_or(usize::MAX);

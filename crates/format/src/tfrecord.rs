@@ -28,7 +28,7 @@ use prost::Message;
 use prost::encoding::WireType;
 
 use crate::descriptor::{FormatDescriptor, no_checks};
-use crate::ranged::{list_folder, read_range, read_small_file, write_whole_file};
+use crate::ranged::{BufferPlace, list_folder, read_range, read_small_file, write_whole_file};
 use crate::{DataRng, FileKey, FileLayout, Format, FormatError, FormatReader};
 
 /// tf.data's read buffer when `reader.transfer_size` is unset (256 KiB).
@@ -586,7 +586,7 @@ impl FormatReader for TfRecordReader {
         };
         let len = usize::try_from(len)
             .map_err(|_| FormatError::corrupt(&file.path, offset, "a record larger than memory"))?;
-        let alignment = storage.capabilities().alignment;
+        let alignment = BufferPlace::of(storage.capabilities());
         let bytes = read_range(&mut *file.handle, &mut self.buffer, alignment, offset, len)?;
         let (payload, total) = unframe(&file.path, offset, bytes, self.check_data_crc)?;
         if total != len {

@@ -57,6 +57,7 @@ fn transfer(
     count: usize,
     ret: i64,
     offset: Option<i64>,
+    buffer: Buffer,
 ) {
     let Some((json_path, at)) = fds::with(fd, |t| {
         let at = offset.unwrap_or(t.position);
@@ -67,19 +68,132 @@ fn transfer(
     }) else {
         return;
     };
+    let args = [
+        ("fd", i64::from(fd)),
+        ("offset", at),
+        ("count", count as i64),
+        ("ret", ret),
+        ("buf_page_offset", (buffer.address % PAGE_BYTES) as i64),
+        ("untouched_pages", buffer.untouched_pages.unwrap_or(-1)),
+    ];
+    let known = if buffer.untouched_pages.is_some() {
+        args.len()
+    } else {
+        args.len() - 1
+    };
     sink::record(&Event {
         name,
         cat: category(&json_path, cat),
         start_ns,
         end_ns,
         json_path: Some(&json_path),
-        args: &[
-            ("fd", i64::from(fd)),
-            ("offset", at),
-            ("count", count as i64),
-            ("ret", ret),
-        ],
+        args: &args[..known],
     });
+}
+
+/// The caller's memory of a transfer: where it starts, and for a read on a followed
+/// descriptor, how many of its whole pages the process had not touched before the call.
+#[derive(Debug, Clone, Copy)]
+struct Buffer {
+    address: usize,
+    untouched_pages: Option<i64>,
+}
+
+impl Buffer {
+    /// The memory of the call `name` (a read or a write) on `fd`.
+    fn of(name: &str, fd: c_int, parts: impl Iterator<Item = (usize, usize)> + Clone) -> Buffer {
+        if name.starts_with("read") || name.starts_with("pread") || name == "fread" {
+            Buffer::destination(fd, parts)
+        } else {
+            Buffer::source(
+                parts
+                    .clone()
+                    .find(|&(_, len)| len > 0)
+                    .map_or(0, |(a, _)| a),
+            )
+        }
+    }
+
+    /// The memory a write takes its bytes from.
+    fn source(address: usize) -> Buffer {
+        Buffer {
+            address,
+            untouched_pages: None,
+        }
+    }
+
+    /// The memory a read of `fd` fills: `parts` (address, length), the first non-empty one's
+    /// address kept, their untouched pages counted when `fd` is followed.
+    fn destination(fd: c_int, parts: impl Iterator<Item = (usize, usize)> + Clone) -> Buffer {
+        let address = parts
+            .clone()
+            .find(|&(_, len)| len > 0)
+            .map_or(0, |(a, _)| a);
+        let followed = Guard::enter().is_some() && fds::with(fd, |_| ()).is_some();
+        let untouched_pages = if followed {
+            parts.map(|(a, len)| untouched_pages(a, len)).sum()
+        } else {
+            None
+        };
+        Buffer {
+            address,
+            untouched_pages,
+        }
+    }
+}
+
+/// How many of the whole pages inside `[address, address + len)` are not resident: memory the
+/// process has not touched since it was mapped (or since it was handed back to the kernel), so
+/// that a read into it faults each page in and zeroes it before the copy. `None` when the
+/// kernel will not say (the range is not mapped, or the page size is not known).
+fn untouched_pages(address: usize, len: usize) -> Option<i64> {
+    // SAFETY: sysconf has no preconditions.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+        .ok()
+        .filter(|p| p.is_power_of_two())?;
+    let start = address.checked_next_multiple_of(page)?;
+    let end = address.checked_add(len)? & !(page - 1);
+    let mut untouched = 0i64;
+    let mut at = start;
+    // One byte of residency per page, a chunk of pages at a time (no allocation in a hook).
+    let mut vec = [0u8; 512];
+    while at < end {
+        let pages = ((end - at) / page).min(vec.len());
+        // SAFETY: `at` is page-aligned and `vec` has room for `pages` bytes; mincore only
+        // reads the page tables of the range and writes `vec`. An unmapped range is an error
+        // (ENOMEM), not a fault.
+        let ret = unsafe { libc::mincore(at as *mut libc::c_void, pages * page, vec.as_mut_ptr()) };
+        if ret != 0 {
+            return None;
+        }
+        untouched += vec[..pages].iter().filter(|&&v| v & 1 == 0).count() as i64;
+        at += pages * page;
+    }
+    Some(untouched)
+}
+
+/// The page size the buffers' offsets are taken in: the kernel's copy between the page cache
+/// and a buffer runs several times slower on some CPUs (AMD's Zen) when the buffer starts a
+/// few bytes past the file's page boundary, so where a program's buffers start is part of
+/// what its reads cost.
+const PAGE_BYTES: usize = 4096;
+
+/// The (address, length) of each buffer of an iovec array.
+///
+/// # Safety
+/// `iov` points to `count` iovecs (the caller's contract with libc), or `count` is not positive;
+/// they stay valid while the iterator is used.
+unsafe fn iov_parts<'a>(
+    iov: *const iovec,
+    count: c_int,
+) -> impl Iterator<Item = (usize, usize)> + Clone + 'a {
+    let iovecs: &'a [iovec] = if iov.is_null() || count <= 0 {
+        &[]
+    } else {
+        // SAFETY: the caller's contract above.
+        unsafe { std::slice::from_raw_parts(iov, count as usize) }
+    };
+    iovecs.iter().map(|v| (v.iov_base as usize, v.iov_len))
 }
 
 /// An event on a followed descriptor that moves no data (close, fstat, mmap, lseek).
@@ -539,10 +653,11 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, count: size_t) -> ssi
     else {
         return missing();
     };
+    let buffer = Buffer::destination(fd, std::iter::once((buf as usize, count)));
     // SAFETY: the caller's arguments, passed on unchanged.
     traced(
         || unsafe { real(fd, buf, count) },
-        |ret, s, e| transfer("read", POSIX, fd, s, e, count, ret as i64, None),
+        |ret, s, e| transfer("read", POSIX, fd, s, e, count, ret as i64, None, buffer),
     )
 }
 
@@ -555,7 +670,10 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: size_t) -> 
     // SAFETY: the caller's arguments, passed on unchanged.
     traced(
         || unsafe { real(fd, buf, count) },
-        |ret, s, e| transfer("write", POSIX, fd, s, e, count, ret as i64, None),
+        |ret, s, e| {
+            let buffer = Buffer::source(buf as usize);
+            transfer("write", POSIX, fd, s, e, count, ret as i64, None, buffer)
+        },
     )
 }
 
@@ -568,9 +686,10 @@ macro_rules! positional_hook {
             else {
                 return missing();
             };
+            let buffer = Buffer::of($label, fd, std::iter::once((buf as usize, count)));
             // SAFETY: the caller's arguments, passed on unchanged.
             traced(|| unsafe { real(fd, buf, count, offset) }, |ret, s, e| {
-                transfer($label, POSIX, fd, s, e, count, ret as i64, Some(offset))
+                transfer($label, POSIX, fd, s, e, count, ret as i64, Some(offset), buffer)
             })
         }
     };
@@ -603,11 +722,13 @@ macro_rules! vector_hook {
             else {
                 return missing();
             };
+            // SAFETY: the iovecs the caller gives libc, valid for the whole call.
+            let buffer = Buffer::of($label, fd, unsafe { iov_parts(iov, count) });
             // SAFETY: the caller's arguments, passed on unchanged.
             traced(|| unsafe { real(fd, iov, count) }, |ret, s, e| {
                 // SAFETY: the iovecs the caller gave libc, still valid after the call.
                 let bytes = unsafe { iov_bytes(iov, count) };
-                transfer($label, POSIX, fd, s, e, bytes, ret as i64, None)
+                transfer($label, POSIX, fd, s, e, bytes, ret as i64, None, buffer)
             })
         }
     };
@@ -629,11 +750,13 @@ macro_rules! positional_vector_hook {
             else {
                 return missing();
             };
+            // SAFETY: the iovecs the caller gives libc, valid for the whole call.
+            let buffer = Buffer::of($label, fd, unsafe { iov_parts(iov, count) });
             // SAFETY: the caller's arguments, passed on unchanged.
             traced(|| unsafe { real(fd, iov, count, offset) }, |ret, s, e| {
                 // SAFETY: the iovecs the caller gave libc, still valid after the call.
                 let bytes = unsafe { iov_bytes(iov, count) };
-                transfer($label, POSIX, fd, s, e, bytes, ret as i64, Some(offset))
+                transfer($label, POSIX, fd, s, e, bytes, ret as i64, Some(offset), buffer)
             })
         }
     };
@@ -659,12 +782,14 @@ macro_rules! flagged_vector_hook {
             else {
                 return missing();
             };
+            // SAFETY: the iovecs the caller gives libc, valid for the whole call.
+            let buffer = Buffer::of($label, fd, unsafe { iov_parts(iov, count) });
             // SAFETY: the caller's arguments, passed on unchanged.
             traced(|| unsafe { real(fd, iov, count, offset, flags) }, |ret, s, e| {
                 // SAFETY: the iovecs the caller gave libc, still valid after the call.
                 let bytes = unsafe { iov_bytes(iov, count) };
                 let at = (offset != -1).then_some(offset);
-                transfer($label, POSIX, fd, s, e, bytes, ret as i64, at)
+                transfer($label, POSIX, fd, s, e, bytes, ret as i64, at, buffer)
             })
         }
     };
@@ -905,12 +1030,14 @@ macro_rules! stdio_transfer_hook {
             } else {
                 -1
             };
+            let parts = std::iter::once((ptr as usize, size.saturating_mul(items)));
+            let buffer = Buffer::of(stringify!($name), fd_of(stream), parts);
             // SAFETY: the caller's arguments, passed on unchanged.
             traced(|| unsafe { real(ptr, size, items, stream) }, |ret, s, e| {
                 let bytes = size.saturating_mul(items);
                 let moved = (ret.saturating_mul(size)) as i64;
                 let at = (before >= 0).then_some(before);
-                transfer(stringify!($name), STDIO, fd_of(stream), s, e, bytes, moved, at)
+                transfer(stringify!($name), STDIO, fd_of(stream), s, e, bytes, moved, at, buffer)
             })
         }
     };

@@ -88,6 +88,7 @@ fn main() {
         s3: None,
         read_bytes_per_second: 0,
         fresh_read_share: 0.0,
+        buffer_page_offset: None,
         request_work: std::time::Duration::ZERO,
     })
     .unwrap_or_else(|e| {

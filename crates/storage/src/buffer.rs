@@ -23,12 +23,16 @@ const ALLOCATION_ALIGNMENT: usize = 64;
 /// whatever they held. The capacity never shrinks, which makes the buffer cheap to reuse
 /// across files of different sizes.
 pub struct IoBuffer {
-    /// Start of the allocation, or a dangling pointer equal to `alignment` when `capacity`
-    /// is 0.
+    /// Start of the bytes (`head` bytes into the allocation), or a dangling pointer equal to
+    /// `alignment` when `capacity` is 0.
     ptr: NonNull<u8>,
     len: usize,
     capacity: usize,
     alignment: usize,
+    /// For a placed buffer ([`IoBuffer::placed`]), its offset past a page boundary: the
+    /// allocation starts on a page and the bytes this many bytes into it. 0 otherwise.
+    head: usize,
+    placed: bool,
 }
 
 // SAFETY: `IoBuffer` owns its allocation exclusively (like `Vec<u8>`); nothing else holds the
@@ -58,7 +62,23 @@ impl IoBuffer {
             len: 0,
             capacity: 0,
             alignment,
+            head: 0,
+            placed: false,
         })
+    }
+
+    /// An empty buffer for a buffered engine whose bytes start `page_offset` bytes past a
+    /// [`crate::PAGE_BYTES`] page boundary (`reader.buffer_page_offset`), wherever it grows.
+    pub fn placed(page_offset: usize) -> Result<IoBuffer, StorageError> {
+        let mut buffer = IoBuffer::new(1)?;
+        buffer.head = page_offset % crate::PAGE_BYTES;
+        buffer.placed = true;
+        Ok(buffer)
+    }
+
+    /// For a buffer made by [`IoBuffer::placed`], its offset past a page boundary.
+    pub fn page_offset(&self) -> Option<usize> {
+        self.placed.then_some(self.head)
     }
 
     /// A buffer of `len` zero bytes with the given alignment.
@@ -107,13 +127,18 @@ impl IoBuffer {
             alignment: self.alignment,
             bytes: new_capacity,
         };
-        let layout = Layout::from_size_align(new_capacity, self.allocation_alignment())
-            .map_err(|_| invalid)?;
+        let Some(size) = new_capacity.checked_add(self.head) else {
+            return Err(invalid);
+        };
+        let layout =
+            Layout::from_size_align(size, self.allocation_alignment()).map_err(|_| invalid)?;
         // SAFETY: `layout` has a non-zero size because `new_capacity > self.capacity >= 0`.
         let raw = unsafe { alloc::alloc_zeroed(layout) };
-        let Some(new_ptr) = NonNull::new(raw) else {
+        let Some(allocation) = NonNull::new(raw) else {
             alloc::handle_alloc_error(layout);
         };
+        // SAFETY: `head < size`, so the bytes' start lies inside the allocation.
+        let new_ptr = unsafe { allocation.add(self.head) };
         if self.capacity > 0 {
             // SAFETY: the old allocation holds `self.capacity` initialised bytes, the new one
             // has room for more, and two distinct live allocations never overlap.
@@ -128,9 +153,13 @@ impl IoBuffer {
     }
 
     /// The alignment the allocation is made with: the engine's, and at least
-    /// [`ALLOCATION_ALIGNMENT`].
+    /// [`ALLOCATION_ALIGNMENT`]; a page for a placed buffer.
     fn allocation_alignment(&self) -> usize {
-        self.alignment.max(ALLOCATION_ALIGNMENT)
+        if self.placed {
+            crate::PAGE_BYTES
+        } else {
+            self.alignment.max(ALLOCATION_ALIGNMENT)
+        }
     }
 
     /// Frees the allocation (if any); leaves `ptr` dangling, the caller must replace it.
@@ -141,11 +170,15 @@ impl IoBuffer {
         // SAFETY: this size and alignment were validated by `Layout::from_size_align` when
         // the allocation was made in `grow_to`.
         let layout = unsafe {
-            Layout::from_size_align_unchecked(self.capacity, self.allocation_alignment())
+            Layout::from_size_align_unchecked(
+                self.capacity + self.head,
+                self.allocation_alignment(),
+            )
         };
-        // SAFETY: `ptr` was returned by `alloc_zeroed` with exactly this layout and has not
-        // been freed yet (capacity is non-zero only while the allocation is live).
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) };
+        // SAFETY: `ptr` is `head` bytes past what `alloc_zeroed` returned with exactly this
+        // layout in `grow_to`, and that allocation has not been freed yet (capacity is
+        // non-zero only while it is live).
+        unsafe { alloc::dealloc(self.ptr.as_ptr().sub(self.head), layout) };
     }
 }
 
@@ -212,6 +245,27 @@ mod tests {
             );
         }
         assert_eq!(buffer.alignment(), 1);
+    }
+
+    #[test]
+    fn a_placed_buffer_starts_its_offset_past_a_page_after_every_growth() {
+        for offset in [0, 16, 4095] {
+            let mut buffer = IoBuffer::placed(offset).unwrap();
+            assert_eq!(buffer.page_offset(), Some(offset));
+            for len in [3, 4096, 300_000, 5 << 20, 10] {
+                buffer.resize(len).unwrap();
+                assert_eq!(
+                    buffer.as_ptr() as usize % crate::PAGE_BYTES,
+                    offset,
+                    "len {len}"
+                );
+            }
+            buffer[..3].copy_from_slice(b"abc");
+            buffer.resize(6 << 20).unwrap();
+            assert_eq!(&buffer[..3], b"abc");
+            assert!(buffer[10..].iter().all(|&b| b == 0));
+        }
+        assert_eq!(IoBuffer::new(1).unwrap().page_offset(), None);
     }
 
     #[test]

@@ -154,6 +154,7 @@ impl Storage for DirectStorage {
             batched: false,
             io_depth: 1,
             nowait_reads: false,
+            buffer_page_offset: None,
         }
     }
 

@@ -144,6 +144,9 @@ pub struct EngineSettings {
     /// `reader.fresh_read_share`: that share of the reads of [`crate::FRESH_FROM`] bytes and
     /// more land in pages the process has not touched ([`crate::FreshPages`]); 0 is none.
     pub fresh_read_share: f64,
+    /// `reader.buffer_page_offset`: sample reads land in buffers that start this many bytes
+    /// past a page boundary ([`crate::PlacedBuffers`]); `None`: the engine's alignment.
+    pub buffer_page_offset: Option<usize>,
     /// `reader.request_work_time`: the reader's own work between two requests of a read
     /// that continue each other, with `transfer_size` or its distribution.
     pub request_work: std::time::Duration,
@@ -268,6 +271,16 @@ pub fn engine_for(settings: &EngineSettings) -> Result<Engine, StorageError> {
         Arc::new(crate::FreshPages::new(raw, settings.fresh_read_share))
     } else {
         raw
+    };
+    let raw: Arc<dyn Storage> = match settings.buffer_page_offset {
+        Some(_) if direct => {
+            return Err(invalid(
+                "reader.buffer_page_offset places reads past a page boundary, which O_DIRECT \
+                 refuses; remove it, or read without O_DIRECT (storage.io_engine posix)",
+            ));
+        }
+        Some(offset) => Arc::new(crate::PlacedBuffers::new(raw, offset)),
+        None => raw,
     };
     let sizes = match transfer_size {
         Some(n) => Some(RequestSizes::Fixed(n)),

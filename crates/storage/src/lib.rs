@@ -97,6 +97,7 @@ mod manifest;
 mod metered;
 mod mmap;
 mod path_table;
+mod placed;
 mod posix;
 mod s3;
 mod split;
@@ -124,6 +125,7 @@ pub use manifest::Manifest;
 pub use metered::{IoCounters, IoCountersSnapshot, Metered};
 pub use mmap::MmapStorage;
 pub use path_table::{PathTable, PathTableBuilder};
+pub use placed::{PAGE_BYTES, PlacedBuffers};
 pub use posix::PosixStorage;
 pub use s3::{S3_PART_BYTES, S3Settings, S3Storage};
 pub use split::{
@@ -152,6 +154,10 @@ pub struct Capabilities {
     /// (buffered POSIX reads of bytes the page cache holds). A caller may then do the reads
     /// that would not wait itself and hand only the others to a thread of their own.
     pub nowait_reads: bool,
+    /// Where the buffers of sample reads start past a 4 KiB page boundary
+    /// (`reader.buffer_page_offset`, [`PlacedBuffers`]); `None`: wherever the reader's
+    /// allocation puts them (aligned to [`Capabilities::alignment`], and to 64 bytes).
+    pub buffer_page_offset: Option<usize>,
 }
 
 /// One entry of a directory listing.

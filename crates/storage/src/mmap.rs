@@ -57,6 +57,7 @@ impl Storage for MmapStorage {
             batched: false,
             io_depth: 1,
             nowait_reads: false,
+            buffer_page_offset: None,
         }
     }
 

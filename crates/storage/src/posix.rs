@@ -100,6 +100,7 @@ impl Storage for PosixStorage {
             batched: false,
             io_depth: 1,
             nowait_reads: true,
+            buffer_page_offset: None,
         }
     }
 

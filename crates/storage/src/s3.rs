@@ -689,6 +689,7 @@ impl Storage for S3Storage {
             batched: true,
             io_depth: u32::try_from(self.shared.io_depth).unwrap_or(u32::MAX),
             nowait_reads: false,
+            buffer_page_offset: None,
         }
     }
 

@@ -204,6 +204,7 @@ impl Storage for UringStorage {
             batched: true,
             io_depth: self.io_depth,
             nowait_reads: false,
+            buffer_page_offset: None,
         }
     }
 

@@ -46,6 +46,7 @@ fn settings(engine: EngineKind, odirect: bool, transfer_size: Option<u64>) -> En
         s3: None,
         read_bytes_per_second: 0,
         fresh_read_share: 0.0,
+        buffer_page_offset: None,
         request_work: std::time::Duration::ZERO,
     }
 }
@@ -799,4 +800,143 @@ fn metered_counts_every_range_of_a_stream_with_its_own_latency() {
             }
         }
     }
+}
+
+/// A storage that records where each read's buffer starts past a page boundary, with its
+/// length and file.
+#[derive(Debug)]
+struct BufferPlaces {
+    inner: Arc<dyn Storage>,
+    reads: Arc<std::sync::Mutex<Vec<(usize, usize, PathBuf)>>>,
+}
+
+impl dlio_storage::ForwardStorage for BufferPlaces {
+    fn forward_to(&self) -> &dyn Storage {
+        &*self.inner
+    }
+}
+
+impl Storage for BufferPlaces {
+    fn open(&self, path: &Path) -> Result<Box<dyn ReadHandle>, StorageError> {
+        Ok(Box::new(PlacesRead {
+            inner: self.inner.open(path)?,
+            reads: Arc::clone(&self.reads),
+        }))
+    }
+    dlio_storage::forward_storage!(
+        engine,
+        capabilities,
+        create,
+        list,
+        size,
+        create_dir_all,
+        remove_file,
+        remove_dir_all,
+        partial_path,
+        drop_cache
+    );
+}
+
+struct PlacesRead {
+    inner: Box<dyn ReadHandle>,
+    reads: Arc<std::sync::Mutex<Vec<(usize, usize, PathBuf)>>>,
+}
+
+impl PlacesRead {
+    fn note(&self, buf: &[u8]) {
+        let place = buf.as_ptr() as usize % dlio_storage::PAGE_BYTES;
+        let file = self.inner.path().to_path_buf();
+        self.reads.lock().unwrap().push((place, buf.len(), file));
+    }
+}
+
+impl ReadHandle for PlacesRead {
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+    fn read_at(&mut self, buf: &mut [u8], offset: u64) -> Result<usize, StorageError> {
+        self.note(buf);
+        self.inner.read_at(buf, offset)
+    }
+    fn read_exact_at(&mut self, buf: &mut [u8], offset: u64) -> Result<(), StorageError> {
+        self.note(buf);
+        self.inner.read_exact_at(buf, offset)
+    }
+    fn read_batch(&mut self, requests: &mut [ReadRequest<'_>]) -> Result<(), StorageError> {
+        for r in requests.iter() {
+            self.note(r.buf);
+        }
+        self.inner.read_batch(requests)
+    }
+}
+
+#[test]
+fn buffer_page_offset_places_every_formats_sample_reads_past_a_page_boundary() {
+    let dir = temp_dir();
+    let posix = engine_for(&settings(EngineKind::Posix, false, None)).unwrap();
+    let placed = engine_for(&EngineSettings {
+        buffer_page_offset: Some(16),
+        ..settings(EngineKind::Posix, false, None)
+    })
+    .unwrap();
+    assert_eq!(placed.storage().capabilities().buffer_page_offset, Some(16));
+    let mut checked = 0;
+    for kind in FORMATS {
+        if matches!(
+            kind,
+            FormatKind::Synthetic | FormatKind::MmapIndexedBinary | FormatKind::Parquet
+        ) {
+            // No reads; reads through a memory map; parquet's whole-file layout, which
+            // parquet-rs decodes through a buffered reader of its own.
+            continue;
+        }
+        let format = match format_for(kind) {
+            Ok(format) => format,
+            Err(_) if kind == FormatKind::Hdf5 => continue,
+            Err(e) => panic!("{}: {e}", kind.name()),
+        };
+        let path = dir.path().join(format!("a.{}", format.extension()));
+        format
+            .generate(
+                &*posix.storage(),
+                &path,
+                &layout(),
+                &mut DataRng::for_file(42, 0, 1),
+            )
+            .unwrap_or_else(|e| panic!("generate {}: {e}", kind.name()));
+        let expected = read_samples(&*format, &*posix.storage(), &path);
+        let recorder = BufferPlaces {
+            inner: placed.storage(),
+            reads: Arc::default(),
+        };
+        let got = read_samples(&*format, &recorder, &path);
+        assert_eq!(got, expected, "{}: other bytes when placed", kind.name());
+        let reads = recorder.reads.lock().unwrap().clone();
+        // Reads of the data file (an index file beside it is read where the engine likes).
+        let reads: Vec<_> = reads
+            .into_iter()
+            .filter(|(_, _, file)| *file == path)
+            .collect();
+        let unplaced: Vec<_> = reads.iter().filter(|&(place, _, _)| *place != 16).collect();
+        assert!(
+            !reads.is_empty() && unplaced.is_empty(),
+            "{}: reads not 16 bytes past a page: {unplaced:?} (all: {reads:?})",
+            kind.name()
+        );
+        checked += 1;
+    }
+    assert!(checked >= 7, "only {checked} formats were checked");
+}
+
+#[test]
+fn buffer_page_offset_is_refused_with_o_direct() {
+    let refused = engine_for(&EngineSettings {
+        buffer_page_offset: Some(16),
+        ..settings(EngineKind::Direct, false, None)
+    });
+    let message = refused.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(message.contains("buffer_page_offset"), "{message}");
 }

@@ -42,6 +42,7 @@ fn engine_settings(s3: S3Settings, transfer_size: Option<u64>) -> EngineSettings
         s3: Some(s3),
         read_bytes_per_second: 0,
         fresh_read_share: 0.0,
+        buffer_page_offset: None,
         request_work: std::time::Duration::ZERO,
     }
 }

@@ -313,6 +313,8 @@ mod tests {
             file: 7,
             offset: -1,
             bytes,
+            buf_page_offset: -1,
+            untouched_pages: -1,
         }
     }
 
@@ -387,6 +389,8 @@ mod tests {
             end,
             op: op as u8,
             bytes,
+            buf_page_offset: -1,
+            untouched_pages: -1,
             ..read(0, 0)
         };
         // A worker (pid 2) writes two messages of 4 + 1000 bytes; the training process (pid

@@ -729,6 +729,7 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
     );
     found.append(f);
     found.append(requests::read_buffers(&activity));
+    found.append(requests::buffer_place(&activity));
     found.append(eval_found);
     // The epochs' start-up first: where it is replayed, the pauses that hold it are not
     // compute.
@@ -811,6 +812,8 @@ fn test_call(i: i64, op: Op, file: u64, offset: i64, bytes: i64) -> Rec {
         file,
         offset,
         bytes,
+        buf_page_offset: -1,
+        untouched_pages: -1,
     }
 }
 

@@ -1149,6 +1149,8 @@ mod tests {
             file,
             offset: -1,
             bytes: 262_144,
+            buf_page_offset: -1,
+            untouched_pages: -1,
         }
     }
 

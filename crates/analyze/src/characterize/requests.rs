@@ -1153,25 +1153,145 @@ pub(super) fn read_buffers(activity: &Activity) -> Found {
         .iter()
         .filter(|&&(bytes, time)| lands_in_fresh_pages(bytes, time, per_call, per_byte))
         .count();
-    if slow * 5 >= timed.len() {
-        found.param(
-            "reader.fresh_read_share",
-            format!("{:.2}", slow as f64 / timed.len() as f64),
-            format!(
-                "{slow} of the {} data reads of {} KiB or more take over twice the time the \
-                 fastest tenth's pace gives them{}: they land in memory the program had not \
-                 touched (new objects), whose pages the kernel faults in as it copies",
-                timed.len(),
-                dlio_storage::FRESH_FROM >> 10,
-                if per_call > 0.0 {
-                    format!(" ({:.1} us a call besides the bytes)", per_call / 1e3)
-                } else {
-                    String::new()
-                }
-            ),
-        );
+    if slow * 5 < timed.len() {
+        // The times tell no share (every read may be fresh, the fastest tenth too): what the
+        // tracer saw of the destinations' pages does, when the untouched reads were the slow
+        // ones.
+        if let Some(Untouched { fresh, known, .. }) =
+            untouched_reads(activity).filter(Untouched::slower_by_their_faults)
+            && fresh * 5 >= known
+        {
+            found.param(
+                "reader.fresh_read_share",
+                format!("{:.2}", fresh as f64 / known as f64),
+                format!(
+                    "{fresh} of the {known} data reads of {} KiB or more landed in memory most \
+                     of whose pages the program had not touched (dlio trace's untouched_pages), \
+                     and moved their bytes slower than the others by a page fault's cost a page \
+                     or more: the kernel faults those pages in as it copies",
+                    dlio_storage::FRESH_FROM >> 10
+                ),
+            );
+        }
+        return found;
     }
+    found.param(
+        "reader.fresh_read_share",
+        format!("{:.2}", slow as f64 / timed.len() as f64),
+        format!(
+            "{slow} of the {} data reads of {} KiB or more take over twice the time the \
+             fastest tenth's pace gives them{}: they land in memory the program had not \
+             touched (new objects), whose pages the kernel faults in as it copies",
+            timed.len(),
+            dlio_storage::FRESH_FROM >> 10,
+            if per_call > 0.0 {
+                format!(" ({:.1} us a call besides the bytes)", per_call / 1e3)
+            } else {
+                String::new()
+            }
+        ),
+    );
     found
+}
+
+/// Where the reads land in memory: `reader.buffer_page_offset`, the offset past a 4 KiB page
+/// boundary at which the buffers holding more than half of the data bytes read start, from
+/// the `buf_page_offset` that `dlio trace` records with each read. On some CPUs the kernel's
+/// copy from the page cache runs several times slower into a buffer a few bytes past the
+/// file's page boundary (a Python `bytearray` of 128 KiB or more starts 16 bytes past a page),
+/// so the replay reads into buffers placed as the program's were. Traces that do not say where
+/// the buffers were (dftracer's) leave it out.
+pub(super) fn buffer_place(activity: &Activity) -> Found {
+    let mut found = Found::default();
+    let mut bytes_at: HashMap<i16, u64> = HashMap::new();
+    for r in &activity.reads {
+        if r.buf_page_offset >= 0 && r.bytes > 0 {
+            *bytes_at.entry(r.buf_page_offset).or_default() += r.bytes as u64;
+        }
+    }
+    let Some((&offset, &bytes)) = bytes_at
+        .iter()
+        .max_by_key(|&(&offset, &bytes)| (bytes, std::cmp::Reverse(offset)))
+    else {
+        return found;
+    };
+    let total: u64 = activity.reads.iter().map(|r| r.bytes.max(0) as u64).sum();
+    if bytes * 2 <= total {
+        return found;
+    }
+    found.param(
+        "reader.buffer_page_offset",
+        offset.to_string(),
+        format!(
+            "{:.0}% of the {total} data bytes were read into buffers starting {offset} bytes past \
+             a 4 KiB page boundary ({} offset{} in all): where a read lands sets the pace of \
+             the kernel's copy on some CPUs, so the replay places its buffers there too",
+            100.0 * bytes as f64 / total as f64,
+            bytes_at.len(),
+            if bytes_at.len() == 1 { "" } else { "s" },
+        ),
+    );
+    found
+}
+
+/// What the tracer saw of the destinations of the data reads of [`dlio_storage::FRESH_FROM`]
+/// bytes or more (`untouched_pages`).
+struct Untouched {
+    /// Reads whose trace says, and those of them that landed in memory mostly untouched: at
+    /// least half of the whole pages their bytes span (a buffer 16 bytes past a page has one
+    /// whole page fewer than it spans).
+    known: usize,
+    fresh: usize,
+    /// Median nanoseconds a page of the fresh reads and of the others (`None`: no such read).
+    fresh_pace: Option<f64>,
+    warm_pace: Option<f64>,
+}
+
+impl Untouched {
+    /// The fresh reads took a page fault's cost a page ([`FAULT_FLOOR_NS_PER_PAGE`]) more
+    /// than the others, or every read was fresh (nothing to hold them to).
+    fn slower_by_their_faults(&self) -> bool {
+        match (self.fresh_pace, self.warm_pace) {
+            (Some(fresh), Some(warm)) => fresh - warm >= FAULT_FLOOR_NS_PER_PAGE,
+            (Some(_), None) => true,
+            (None, _) => false,
+        }
+    }
+}
+
+/// What the tracer saw of the large data reads' destinations, when most reads say
+/// ([`Untouched`]); `None` for traces that do not (dftracer's).
+fn untouched_reads(activity: &Activity) -> Option<Untouched> {
+    let large: Vec<&&Rec> = activity
+        .reads
+        .iter()
+        .filter(|r| r.bytes as u64 >= dlio_storage::FRESH_FROM as u64 && r.end > r.start)
+        .collect();
+    let known: Vec<&&Rec> = large
+        .iter()
+        .copied()
+        .filter(|r| r.untouched_pages >= 0)
+        .collect();
+    if known.is_empty() || known.len() * 2 < large.len() {
+        return None;
+    }
+    let (mut fresh, mut warm) = (Vec::new(), Vec::new());
+    for r in &known {
+        let pace = (r.end - r.start) as f64 * 4096.0 / r.bytes as f64;
+        let whole_pages = (r.bytes / 4096 - 1).max(1);
+        if i64::from(r.untouched_pages) * 2 >= whole_pages {
+            fresh.push(pace);
+        } else {
+            warm.push(pace);
+        }
+    }
+    let median = |v: Vec<f64>| (!v.is_empty()).then(|| Stats::of(&v).median);
+    Some(Untouched {
+        known: known.len(),
+        fresh: fresh.len(),
+        fresh_pace: median(fresh),
+        warm_pace: median(warm),
+    })
 }
 
 /// Whether a read of `bytes` that took `time` (ns) landed in fresh pages, the fastest reads
@@ -1213,6 +1333,116 @@ fn fastest_read_cost(timed: &[(f64, f64)]) -> (f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An activity of `reads` (bytes, buffer's page offset), one after another.
+    fn reads_into(reads: &[(i64, i16)]) -> Vec<Rec> {
+        reads
+            .iter()
+            .enumerate()
+            .map(|(i, &(bytes, place))| Rec {
+                buf_page_offset: place,
+                ..super::super::test_call(i as i64, Op::Read, 1, i as i64 * bytes, bytes)
+            })
+            .collect()
+    }
+
+    fn place_of(calls: &[Rec]) -> Option<String> {
+        let activity = Activity {
+            reads: calls.iter().collect(),
+            calls: calls.iter().collect(),
+            opens: Vec::new(),
+            window: (0, calls.last().map_or(0, |c| c.end)),
+            bursts: Vec::new(),
+            paused: true,
+            consumer: None,
+            preload: false,
+            run_end: calls.last().map_or(0, |c| c.end),
+            scan: None,
+            written: Vec::new(),
+        };
+        buffer_place(&activity)
+            .value("reader.buffer_page_offset")
+            .map(str::to_string)
+    }
+
+    /// Reads of 256 KiB, each `(untouched pages, microseconds)`.
+    fn timed_reads(reads: &[(i32, i64)]) -> Vec<Rec> {
+        reads
+            .iter()
+            .enumerate()
+            .map(|(i, &(untouched, us))| {
+                let start = i as i64 * 10_000_000;
+                Rec {
+                    start,
+                    end: start + us * 1000,
+                    untouched_pages: untouched,
+                    ..super::super::test_call(i as i64, Op::Read, 1, i as i64 * 262_144, 262_144)
+                }
+            })
+            .collect()
+    }
+
+    fn fresh_share_of(calls: &[Rec]) -> Option<String> {
+        let activity = Activity {
+            reads: calls.iter().collect(),
+            calls: calls.iter().collect(),
+            opens: Vec::new(),
+            window: (0, calls.last().map_or(0, |c| c.end)),
+            bursts: Vec::new(),
+            paused: true,
+            consumer: None,
+            preload: false,
+            run_end: calls.last().map_or(0, |c| c.end),
+            scan: None,
+            written: Vec::new(),
+        };
+        read_buffers(&activity)
+            .value("reader.fresh_read_share")
+            .map(str::to_string)
+    }
+
+    #[test]
+    fn reads_into_untouched_pages_are_fresh_where_their_times_cannot_tell() {
+        // Every read into new memory, all equally slow (150 us for 64 pages: 2.3 us a page):
+        // no fastest tenth is warm, but the tracer saw the pages untouched.
+        assert_eq!(
+            fresh_share_of(&timed_reads(&[(63, 150); 20])).as_deref(),
+            Some("1.00")
+        );
+        // A quarter of the reads untouched and slower by a fault a page, the rest warm: the
+        // times tell it.
+        let mut mixed = vec![(0, 30); 15];
+        mixed.extend([(63, 150); 5]);
+        assert_eq!(
+            fresh_share_of(&timed_reads(&mixed)).as_deref(),
+            Some("0.25")
+        );
+        // Untouched pages read no slower than warm ones (huge pages: one fault for many):
+        // nothing to replay.
+        let mut cheap = vec![(0, 100); 14];
+        cheap.extend([(63, 101); 6]);
+        assert_eq!(fresh_share_of(&timed_reads(&cheap)), None);
+        // All warm, all as slow: slow for another reason than faults.
+        assert_eq!(fresh_share_of(&timed_reads(&[(0, 150); 20])), None);
+    }
+
+    #[test]
+    fn reads_into_one_place_past_a_page_are_replayed_there() {
+        // A reused bytearray: every read 16 bytes past a page.
+        assert_eq!(
+            place_of(&reads_into(&[(262_144, 16); 8])).as_deref(),
+            Some("16")
+        );
+        // Most of the bytes into one place, a few small reads elsewhere.
+        let mut mixed = vec![(262_144, 48); 6];
+        mixed.extend([(4096, 1200), (4096, 3000), (100, 7)]);
+        assert_eq!(place_of(&reads_into(&mixed)).as_deref(), Some("48"));
+        // Buffers all over the heap: no place holds half of the bytes.
+        let scattered: Vec<(i64, i16)> = (0..8).map(|i| (65_536, i * 400)).collect();
+        assert_eq!(place_of(&reads_into(&scattered)), None);
+        // A trace that does not say (dftracer's).
+        assert_eq!(place_of(&reads_into(&[(262_144, -1); 8])), None);
+    }
 
     #[test]
     fn an_input_opened_ahead_of_its_turn_is_queued() {

@@ -2343,6 +2343,8 @@ mod tests {
                 file,
                 offset: 0,
                 bytes: 100,
+                buf_page_offset: -1,
+                untouched_pages: -1,
             })
             .collect()
     }

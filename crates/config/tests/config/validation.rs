@@ -755,3 +755,21 @@ fn a_request_delay_needs_reader_threads_that_read_ahead() {
     );
     assert_contains(&stream, &["reader.request_delay", "tf.data"]);
 }
+
+#[test]
+fn a_buffer_page_offset_is_inside_a_page_and_refused_with_o_direct() {
+    let c = config(&format!("{PYTORCH_NPZ}reader:\n  buffer_page_offset: 16\n"));
+    assert_eq!(c.reader.buffer_page_offset, Some(16));
+    assert!(c.validate(1).is_ok());
+    assert_eq!(config(PYTORCH_NPZ).reader.buffer_page_offset, None);
+    let past = rejected(
+        &format!("{PYTORCH_NPZ}reader:\n  buffer_page_offset: 4096\n"),
+        1,
+    );
+    assert_contains(&past, &["reader.buffer_page_offset", "0 to 4095"]);
+    let direct = rejected(
+        &format!("{PYTORCH_NPZ}reader:\n  buffer_page_offset: 16\n  odirect: True\n"),
+        1,
+    );
+    assert_contains(&direct, &["reader.buffer_page_offset", "O_DIRECT"]);
+}
