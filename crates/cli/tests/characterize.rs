@@ -1490,6 +1490,7 @@ fn where_reads_land_is_traced_and_the_replay_places_its_buffers_there() {
                 continue;
             };
             let args = &event["args"];
+            // The data files and the side file beside them (DATA.side).
             let on_data = args["fname"]
                 .as_str()
                 .is_some_and(|f| f.starts_with(data.to_str().unwrap()));
@@ -1502,7 +1503,7 @@ fn where_reads_land_is_traced_and_the_replay_places_its_buffers_there() {
             }
         }
     }
-    // 2 epochs of 4 files in 4 reads into the bytearray, then one whole file into a new map.
+    // 2 epochs of 4 files in 4 reads into the bytearray, then the side file into a new map.
     let into_bytearray: Vec<_> = reads.iter().filter(|r| r.0 == 256 << 10).collect();
     assert_eq!(into_bytearray.len(), 32, "{reads:?}");
     assert!(
@@ -1512,9 +1513,9 @@ fn where_reads_land_is_traced_and_the_replay_places_its_buffers_there() {
         "a bytearray CPython zeroed, {place} bytes past a page: {reads:?}"
     );
     assert_eq!(
-        reads.iter().filter(|r| r.0 == 1 << 20).collect::<Vec<_>>(),
-        [&(1 << 20, Some(0), Some(256))],
-        "a new map's 256 pages, none touched: {reads:?}"
+        reads.iter().filter(|r| r.0 == 64 << 10).collect::<Vec<_>>(),
+        [&(64 << 10, Some(0), Some(16))],
+        "a new map's 16 pages, none touched: {reads:?}"
     );
 
     let workload = dir.path().join("workload/characterized.yaml");
