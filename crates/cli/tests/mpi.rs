@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use dlio_config::{Sampler, Shuffle};
@@ -14,14 +15,32 @@ fn dlio_path() -> &'static str {
     env!("CARGO_BIN_EXE_dlio")
 }
 
-/// `mpirun -np N dlio ARGS`, allowed to run as root (CI does).
-fn mpirun(np: u32, args: &[String]) -> Command {
+/// `mpirun -np N dlio ARGS` ([`mpi_env`]).
+fn mpirun(np: u32, args: &[String], under: &Path) -> Command {
     let mut cmd = Command::new("mpirun");
-    cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    mpi_env(&mut cmd, under)
         .args(["--oversubscribe", "-np", &np.to_string(), dlio_path()])
         .args(args);
     cmd
+}
+
+/// Lets `cmd`'s `mpirun` (or a launcher's) run as root (CI does), with its session directory
+/// of its own under `under` (a test's temporary folder). Open MPI keeps every job's session
+/// under one folder per user and host in /tmp, which a job that ends removes: a job of a test
+/// running beside it then failed to make its own there ("A call to mkdir was unable to create
+/// the desired directory: /tmp/ompi.vm.0/pid.N").
+fn mpi_env<'c>(cmd: &'c mut Command, under: &Path) -> &'c mut Command {
+    static SESSIONS: AtomicU32 = AtomicU32::new(0);
+    let session = under.join(format!(
+        "mpi-session-{}",
+        SESSIONS.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&session).expect("a session folder");
+    cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        // Open MPI 4 (ORTE) and 5 (PRRTE).
+        .env("OMPI_MCA_orte_tmpdir_base", &session)
+        .env("PRTE_MCA_prte_tmpdir_base", &session)
 }
 
 fn check(out: Output) -> Output {
@@ -112,7 +131,7 @@ fn four_processes_read_exactly_their_planned_disjoint_shares() {
             .unwrap();
         }
         check(
-            mpirun(4, &workload(tmp.path(), 24, 2, 1, "out"))
+            mpirun(4, &workload(tmp.path(), 24, 2, 1, "out"), tmp.path())
                 .output()
                 .unwrap(),
         );
@@ -191,7 +210,7 @@ fn processes_without_a_listing_read_the_files_their_names_give() {
     ] {
         let mut args = workload(tmp.path(), 24, 2, 2, "out");
         args.push(how.clone());
-        check(mpirun(4, &args).output().unwrap());
+        check(mpirun(4, &args, tmp.path()).output().unwrap());
         let summary = json(&tmp.path().join("out/summary.json"));
         assert_eq!(per_rank_bytes(&summary), planned(name_of), "{how}");
     }
@@ -204,7 +223,7 @@ fn uneven_samples_on_three_processes_finish_without_hanging() {
         generate(tmp.path(), files);
         let started = Instant::now();
         check(
-            mpirun(3, &workload(tmp.path(), files, batch, 3, "out"))
+            mpirun(3, &workload(tmp.path(), files, batch, 3, "out"), tmp.path())
                 .output()
                 .unwrap(),
         );
@@ -235,7 +254,7 @@ fn a_failing_rank_ends_the_whole_job_within_ten_seconds() {
     args.retain(|a| !a.contains("computation_time"));
     args.push("++workload.train.computation_time=0.05".into());
     let started = Instant::now();
-    let out = mpirun(4, &args).output().unwrap();
+    let out = mpirun(4, &args, tmp.path()).output().unwrap();
     let elapsed = started.elapsed();
     assert!(!out.status.success(), "the job should fail");
     assert!(elapsed < Duration::from_secs(10), "took {elapsed:?}");
@@ -253,7 +272,7 @@ fn two_processes_of_two_ranks_equal_four_ranks_in_one_process() {
     generate(tmp.path(), 20);
     let mut hybrid = workload(tmp.path(), 20, 2, 2, "hybrid");
     hybrid.extend(["--ranks".to_string(), "2".into()]);
-    check(mpirun(2, &hybrid).output().unwrap());
+    check(mpirun(2, &hybrid, tmp.path()).output().unwrap());
     let mut single = workload(tmp.path(), 20, 2, 2, "single");
     single.extend(["--ranks".to_string(), "4".into()]);
     check(Command::new(dlio_path()).args(&single).output().unwrap());
@@ -306,9 +325,7 @@ fn collective_reads_return_the_same_bytes_as_independent_reads() {
         .collect();
     std::fs::write(&file, &bytes).unwrap();
     let exe = std::env::current_exe().unwrap();
-    let out = Command::new("mpirun")
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    let out = mpi_env(&mut Command::new("mpirun"), tmp.path())
         .env("DLIO_COLLECTIVE_FILE", &file)
         .args(["--oversubscribe", "-np", "4"])
         .arg(exe)
@@ -365,10 +382,14 @@ fn a_run_with_collective_io_reads_what_independent_reads_read() {
     gen_args.push("++workload.workflow.generate_data=True".into());
     gen_args.push("++workload.workflow.train=False".into());
     check(Command::new(dlio_path()).args(&gen_args).output().unwrap());
-    check(mpirun(4, &base("independent")).output().unwrap());
+    check(
+        mpirun(4, &base("independent"), tmp.path())
+            .output()
+            .unwrap(),
+    );
     let mut collective = base("collective");
     collective.push("++workload.reader.collective_io=True".into());
-    check(mpirun(4, &collective).output().unwrap());
+    check(mpirun(4, &collective, tmp.path()).output().unwrap());
     let a = json(&tmp.path().join("independent/summary.json"));
     let b = json(&tmp.path().join("collective/summary.json"));
     assert_eq!(per_rank_bytes(&a), per_rank_bytes(&b));
@@ -398,6 +419,7 @@ fn collective_io_with_several_ranks_per_process_is_refused_with_the_fix() {
                 tmp.path().join("out").display()
             ),
         ],
+        tmp.path(),
     )
     .output()
     .unwrap();
@@ -429,8 +451,7 @@ fn mlpstorages_command_line_through_a_dlio_benchmark_symlink() {
         ("unet3d_h100", run.clone()),
     ] {
         let mut cmd = Command::new("mpirun");
-        cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        mpi_env(&mut cmd, tmp.path())
             .args(["--oversubscribe", "-n", "2", "-host", "127.0.0.1:2"])
             .arg(&link)
             .arg(format!("workload={workload}"))
@@ -483,9 +504,7 @@ print("ok")
 fn capacity_under_a_launcher_runs_each_point_as_that_many_processes() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("capacity");
-    let output = Command::new(dlio_path())
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    let output = mpi_env(&mut Command::new(dlio_path()), tmp.path())
         .args(["capacity", "--repeats", "1", "--max", "2", "--launcher"])
         .arg("mpirun --oversubscribe -np {n}")
         .arg("--out")
@@ -581,10 +600,14 @@ fn multi_endpoint_runs_spread_the_processes_over_the_endpoints() {
         a
     };
     check(
-        mpirun(2, &args(&["++workload.workflow.generate_data=True"]))
-            .env("S3_ENDPOINT_URIS", &uris)
-            .output()
-            .unwrap(),
+        mpirun(
+            2,
+            &args(&["++workload.workflow.generate_data=True"]),
+            tmp.path(),
+        )
+        .env("S3_ENDPOINT_URIS", &uris)
+        .output()
+        .unwrap(),
     );
     let summary = json(&tmp.path().join("out/summary.json"));
     let per_process = summary["dlio_rs"]["io_engine"]["per_process"]
