@@ -354,18 +354,6 @@ impl Worker<'_> {
                                     .filter(|&n| n >= 0)
                                     .unwrap_or(-1);
                                 rec.offset = a.offset.as_i64().unwrap_or(-1);
-                                rec.buf_page_offset = a
-                                    .buf_page_offset
-                                    .as_i64()
-                                    .and_then(|v| i16::try_from(v).ok())
-                                    .filter(|&v| v >= 0)
-                                    .unwrap_or(-1);
-                                rec.untouched_pages = a
-                                    .untouched_pages
-                                    .as_i64()
-                                    .and_then(|v| i32::try_from(v).ok())
-                                    .filter(|&v| v >= 0)
-                                    .unwrap_or(-1);
                             }
                             _ => {}
                         }

@@ -1346,8 +1346,9 @@ mod tests {
             .collect()
     }
 
-    fn place_of(calls: &[Rec]) -> Option<String> {
-        let activity = Activity {
+    /// The activity of `calls`, all reads, in one step.
+    fn reads_only(calls: &[Rec]) -> Activity<'_> {
+        Activity {
             reads: calls.iter().collect(),
             calls: calls.iter().collect(),
             opens: Vec::new(),
@@ -1359,8 +1360,11 @@ mod tests {
             run_end: calls.last().map_or(0, |c| c.end),
             scan: None,
             written: Vec::new(),
-        };
-        buffer_place(&activity)
+        }
+    }
+
+    fn place_of(calls: &[Rec]) -> Option<String> {
+        buffer_place(&reads_only(calls))
             .value("reader.buffer_page_offset")
             .map(str::to_string)
     }
@@ -1383,20 +1387,7 @@ mod tests {
     }
 
     fn fresh_share_of(calls: &[Rec]) -> Option<String> {
-        let activity = Activity {
-            reads: calls.iter().collect(),
-            calls: calls.iter().collect(),
-            opens: Vec::new(),
-            window: (0, calls.last().map_or(0, |c| c.end)),
-            bursts: Vec::new(),
-            paused: true,
-            consumer: None,
-            preload: false,
-            run_end: calls.last().map_or(0, |c| c.end),
-            scan: None,
-            written: Vec::new(),
-        };
-        read_buffers(&activity)
+        read_buffers(&reads_only(calls))
             .value("reader.fresh_read_share")
             .map(str::to_string)
     }
