@@ -105,12 +105,7 @@ impl Buffer {
         if name.starts_with("read") || name.starts_with("pread") || name == "fread" {
             Buffer::destination(fd, parts)
         } else {
-            Buffer::source(
-                parts
-                    .clone()
-                    .find(|&(_, len)| len > 0)
-                    .map_or(0, |(a, _)| a),
-            )
+            Buffer::source(first_address(parts))
         }
     }
 
@@ -125,10 +120,7 @@ impl Buffer {
     /// The memory a read of `fd` fills: `parts` (address, length), the first non-empty one's
     /// address kept, their untouched pages counted when `fd` is followed.
     fn destination(fd: c_int, parts: impl Iterator<Item = (usize, usize)> + Clone) -> Buffer {
-        let address = parts
-            .clone()
-            .find(|&(_, len)| len > 0)
-            .map_or(0, |(a, _)| a);
+        let address = first_address(parts.clone());
         let followed = Guard::enter().is_some() && fds::with(fd, |_| ()).is_some();
         let untouched_pages = if followed {
             parts.map(|(a, len)| untouched_pages(a, len)).sum()
@@ -140,6 +132,11 @@ impl Buffer {
             untouched_pages,
         }
     }
+}
+
+/// Where the first non-empty part of a buffer starts (0 when every part is empty).
+fn first_address(mut parts: impl Iterator<Item = (usize, usize)>) -> usize {
+    parts.find(|&(_, len)| len > 0).map_or(0, |(a, _)| a)
 }
 
 /// How many of the whole pages inside `[address, address + len)` are not resident: memory the
@@ -704,14 +701,8 @@ positional_hook!(pwrite64, "pwrite64", *const c_void);
 /// # Safety
 /// `iov` points to `count` iovecs (the caller's contract with libc), or `count` is not positive.
 unsafe fn iov_bytes(iov: *const iovec, count: c_int) -> usize {
-    if iov.is_null() || count <= 0 {
-        return 0;
-    }
-    // SAFETY: the caller's contract above.
-    unsafe { std::slice::from_raw_parts(iov, count as usize) }
-        .iter()
-        .map(|v| v.iov_len)
-        .sum()
+    // SAFETY: the caller's contract above, which is `iov_parts`'.
+    unsafe { iov_parts(iov, count) }.map(|(_, len)| len).sum()
 }
 
 macro_rules! vector_hook {

@@ -30,9 +30,8 @@ pub struct IoBuffer {
     capacity: usize,
     alignment: usize,
     /// For a placed buffer ([`IoBuffer::placed`]), its offset past a page boundary: the
-    /// allocation starts on a page and the bytes this many bytes into it. 0 otherwise.
-    head: usize,
-    placed: bool,
+    /// allocation starts on a page and the bytes this many bytes into it ([`IoBuffer::head`]).
+    page_offset: Option<usize>,
 }
 
 // SAFETY: `IoBuffer` owns its allocation exclusively (like `Vec<u8>`); nothing else holds the
@@ -62,8 +61,7 @@ impl IoBuffer {
             len: 0,
             capacity: 0,
             alignment,
-            head: 0,
-            placed: false,
+            page_offset: None,
         })
     }
 
@@ -71,14 +69,18 @@ impl IoBuffer {
     /// [`crate::PAGE_BYTES`] page boundary (`reader.buffer_page_offset`), wherever it grows.
     pub fn placed(page_offset: usize) -> Result<IoBuffer, StorageError> {
         let mut buffer = IoBuffer::new(1)?;
-        buffer.head = page_offset % crate::PAGE_BYTES;
-        buffer.placed = true;
+        buffer.page_offset = Some(page_offset % crate::PAGE_BYTES);
         Ok(buffer)
     }
 
     /// For a buffer made by [`IoBuffer::placed`], its offset past a page boundary.
     pub fn page_offset(&self) -> Option<usize> {
-        self.placed.then_some(self.head)
+        self.page_offset
+    }
+
+    /// Bytes of the allocation before the buffer's own: its page offset, if placed.
+    fn head(&self) -> usize {
+        self.page_offset.unwrap_or(0)
     }
 
     /// A buffer of `len` zero bytes with the given alignment.
@@ -127,7 +129,7 @@ impl IoBuffer {
             alignment: self.alignment,
             bytes: new_capacity,
         };
-        let Some(size) = new_capacity.checked_add(self.head) else {
+        let Some(size) = new_capacity.checked_add(self.head()) else {
             return Err(invalid);
         };
         let layout =
@@ -137,8 +139,8 @@ impl IoBuffer {
         let Some(allocation) = NonNull::new(raw) else {
             alloc::handle_alloc_error(layout);
         };
-        // SAFETY: `head < size`, so the bytes' start lies inside the allocation.
-        let new_ptr = unsafe { allocation.add(self.head) };
+        // SAFETY: `head() < size`, so the bytes' start lies inside the allocation.
+        let new_ptr = unsafe { allocation.add(self.head()) };
         if self.capacity > 0 {
             // SAFETY: the old allocation holds `self.capacity` initialised bytes, the new one
             // has room for more, and two distinct live allocations never overlap.
@@ -155,7 +157,7 @@ impl IoBuffer {
     /// The alignment the allocation is made with: the engine's, and at least
     /// [`ALLOCATION_ALIGNMENT`]; a page for a placed buffer.
     fn allocation_alignment(&self) -> usize {
-        if self.placed {
+        if self.page_offset.is_some() {
             crate::PAGE_BYTES
         } else {
             self.alignment.max(ALLOCATION_ALIGNMENT)
@@ -171,14 +173,14 @@ impl IoBuffer {
         // the allocation was made in `grow_to`.
         let layout = unsafe {
             Layout::from_size_align_unchecked(
-                self.capacity + self.head,
+                self.capacity + self.head(),
                 self.allocation_alignment(),
             )
         };
-        // SAFETY: `ptr` is `head` bytes past what `alloc_zeroed` returned with exactly this
+        // SAFETY: `ptr` is `head()` bytes past what `alloc_zeroed` returned with exactly this
         // layout in `grow_to`, and that allocation has not been freed yet (capacity is
         // non-zero only while it is live).
-        unsafe { alloc::dealloc(self.ptr.as_ptr().sub(self.head), layout) };
+        unsafe { alloc::dealloc(self.ptr.as_ptr().sub(self.head()), layout) };
     }
 }
 
