@@ -416,19 +416,19 @@ impl ArrowIndex {
     /// Reads `len` bytes at `offset` of the file.
     fn read_bytes(
         handle: &mut dyn ReadHandle,
-        alignment: BufferPlace,
+        place: BufferPlace,
         offset: u64,
         len: usize,
     ) -> Result<Vec<u8>, FormatError> {
         let mut buffer: Option<IoBuffer> = None;
-        Ok(read_range(handle, &mut buffer, alignment, offset, len)?.to_vec())
+        Ok(read_range(handle, &mut buffer, place, offset, len)?.to_vec())
     }
 
     /// The record batches' blocks and the schema's columns, from the footer.
     fn footer(
         handle: &mut dyn ReadHandle,
         path: &Path,
-        alignment: BufferPlace,
+        place: BufferPlace,
     ) -> Result<(Vec<Block>, Schema), FormatError> {
         let len = handle.len();
         let bad = |offset: u64, what: String| FormatError::corrupt(path, offset, what);
@@ -438,7 +438,7 @@ impl ArrowIndex {
                 format!("{len} bytes: too short for an Arrow IPC file"),
             ));
         }
-        let tail = Self::read_bytes(handle, alignment, len - 10, 10)?;
+        let tail = Self::read_bytes(handle, place, len - 10, 10)?;
         if &tail[4..] != MAGIC {
             return Err(bad(
                 len - 6,
@@ -452,7 +452,7 @@ impl ArrowIndex {
                 format!("a footer of {footer_len} bytes is longer than the file"),
             )
         })?;
-        let bytes = Self::read_bytes(handle, alignment, start, footer_len as usize)?;
+        let bytes = Self::read_bytes(handle, place, start, footer_len as usize)?;
         let footer = arrow_ipc::root_as_footer(&bytes)
             .map_err(|e| bad(start, format!("the footer is not readable: {e}")))?;
         let schema = footer
@@ -495,12 +495,12 @@ impl ArrowIndex {
     fn selected_ranges(
         handle: &mut dyn ReadHandle,
         path: &Path,
-        alignment: BufferPlace,
+        place: BufferPlace,
         block: Block,
         columns: &[(usize, usize)],
     ) -> Result<Vec<(u64, u64)>, FormatError> {
         let bad = |what: String| FormatError::corrupt(path, block.offset, what);
-        let meta = Self::read_bytes(handle, alignment, block.offset, block.metadata as usize)?;
+        let meta = Self::read_bytes(handle, place, block.offset, block.metadata as usize)?;
         // A message: the continuation marker 0xFFFFFFFF and its length (a version-4 file may
         // have only the length), then the flatbuffer.
         let skip = if meta.starts_with(&[0xff; 4]) { 8 } else { 4 };
@@ -557,9 +557,9 @@ impl UnitIndex for ArrowIndex {
         &self,
         mut handle: Box<dyn ReadHandle>,
         path: &Path,
-        alignment: BufferPlace,
+        place: BufferPlace,
     ) -> Result<(Footer, Box<dyn ReadHandle>), FormatError> {
-        let (blocks, schema) = Self::footer(&mut *handle, path, alignment)?;
+        let (blocks, schema) = Self::footer(&mut *handle, path, place)?;
         let batches = self.rows.div_ceil(self.rows_per_batch.max(1)) as usize;
         if blocks.len() != batches {
             return Err(FormatError::unsupported(
@@ -626,7 +626,7 @@ impl UnitIndex for ArrowIndex {
             }
             blocks
                 .iter()
-                .map(|&b| Self::selected_ranges(&mut *handle, path, alignment, b, &columns))
+                .map(|&b| Self::selected_ranges(&mut *handle, path, place, b, &columns))
                 .collect::<Result<Vec<_>, _>>()?
         };
         let footer = Footer {

@@ -71,7 +71,7 @@ pub(crate) trait UnitIndex: Send {
         &self,
         handle: Box<dyn ReadHandle>,
         path: &Path,
-        alignment: BufferPlace,
+        place: BufferPlace,
     ) -> Result<(Footer, Box<dyn ReadHandle>), FormatError>;
 }
 

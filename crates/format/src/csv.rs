@@ -395,8 +395,8 @@ impl FormatReader for CsvReader {
                 "use smaller csv files",
             )
         })?;
-        let alignment = BufferPlace::of(storage.capabilities());
-        read_range(&mut *handle, &mut self.file, alignment, 0, len)?;
+        let place = BufferPlace::of(storage.capabilities());
+        read_range(&mut *handle, &mut self.file, place, 0, len)?;
         drop(handle);
         let raw: &[u8] = self.file.as_deref().map_or(&[], |b| &b[..len]);
         let raw_is_text = if raw.starts_with(&[0x1f, 0x8b]) {

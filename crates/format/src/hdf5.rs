@@ -435,7 +435,7 @@ impl Sieve {
     fn read<'s>(
         &'s mut self,
         handle: &mut dyn ReadHandle,
-        alignment: BufferPlace,
+        place: BufferPlace,
         (offset, len, end): (u64, usize, u64),
         sieve_bytes: u64,
     ) -> Result<&'s [u8], FormatError> {
@@ -443,10 +443,10 @@ impl Sieve {
             self.len > 0 && offset >= self.start && offset + len as u64 <= self.start + self.len;
         if !inside {
             let window = sieve_bytes.min(end.saturating_sub(offset)).max(len as u64);
-            read_range(handle, &mut self.buffer, alignment, offset, window as usize)?;
+            read_range(handle, &mut self.buffer, place, offset, window as usize)?;
             self.start = offset;
             self.len = window;
-            self.head = (offset % alignment.alignment() as u64) as usize;
+            self.head = (offset % place.alignment() as u64) as usize;
         }
         let at = self.head + (offset - self.start) as usize;
         Ok(self.buffer.as_ref().map_or(&[][..], |b| &b[at..at + len]))
@@ -658,7 +658,7 @@ impl FormatReader for Hdf5Reader {
                 samples: file.samples,
             });
         }
-        let alignment = BufferPlace::of(storage.capabilities());
+        let place = BufferPlace::of(storage.capabilities());
         // One contiguous record dataset (dlio's own layout): the sample is its bytes where
         // the read put them, handed out without a copy into `sample`.
         if let [record] = &file.records[..]
@@ -670,19 +670,19 @@ impl FormatReader for Hdf5Reader {
             let bytes = if self.sieve_bytes > part as u64 {
                 file.sieves[0].read(
                     &mut *file.handle,
-                    alignment,
+                    place,
                     (offset, part, end),
                     self.sieve_bytes,
                 )?
             } else {
-                read_range(&mut *file.handle, &mut self.buffer, alignment, offset, part)?
+                read_range(&mut *file.handle, &mut self.buffer, place, offset, part)?
             };
             read_label(
                 &mut *file.handle,
                 file.labels,
                 self.label_read,
                 &mut self.label_buffer,
-                alignment,
+                place,
                 sample,
             )?;
             return Ok(bytes);
@@ -704,7 +704,7 @@ impl FormatReader for Hdf5Reader {
                     let end = base + record.shape[0] as u64 * part as u64;
                     let bytes = file.sieves[d].read(
                         &mut *file.handle,
-                        alignment,
+                        place,
                         (offset, part, end),
                         self.sieve_bytes,
                     )?;
@@ -713,7 +713,7 @@ impl FormatReader for Hdf5Reader {
                 Placement::Contiguous(base) => {
                     let offset = base + sample * part as u64;
                     let bytes =
-                        read_range(&mut *file.handle, &mut self.buffer, alignment, offset, part)?;
+                        read_range(&mut *file.handle, &mut self.buffer, place, offset, part)?;
                     self.sample.extend_from_slice(bytes);
                 }
                 Placement::Chunked { chunk, deflate } => {
@@ -725,7 +725,7 @@ impl FormatReader for Hdf5Reader {
                         chunk,
                         *deflate,
                         sample as usize,
-                        alignment,
+                        place,
                         &mut self.buffer,
                         &mut self.chunk,
                         &mut self.sample[start..],
@@ -738,7 +738,7 @@ impl FormatReader for Hdf5Reader {
             file.labels,
             self.label_read,
             &mut self.label_buffer,
-            alignment,
+            place,
             sample,
         )?;
         Ok(&self.sample)
@@ -756,7 +756,7 @@ fn read_label(
     labels: Option<(u64, u64)>,
     label_read: LabelRead,
     buffer: &mut Option<IoBuffer>,
-    alignment: BufferPlace,
+    place: BufferPlace,
     sample: u64,
 ) -> Result<(), FormatError> {
     let Some((base, count)) = labels else {
@@ -773,7 +773,7 @@ fn read_label(
     read_range(
         handle,
         buffer,
-        alignment,
+        place,
         base + sample * LABEL_BYTES as u64,
         len as usize,
     )?;
@@ -789,7 +789,7 @@ fn read_chunked(
     chunk: &[usize],
     deflate: bool,
     sample: usize,
-    alignment: BufferPlace,
+    place: BufferPlace,
     buffer: &mut Option<IoBuffer>,
     scratch: &mut Vec<u8>,
     out: &mut [u8],
@@ -829,7 +829,7 @@ fn read_chunked(
                     None => vec![0u8; chunk_bytes],
                     Some((addr, size)) => {
                         let stored =
-                            read_range(&mut *file.handle, buffer, alignment, addr, size as usize)?;
+                            read_range(&mut *file.handle, buffer, place, addr, size as usize)?;
                         if deflate {
                             scratch.clear();
                             flate2::read::ZlibDecoder::new(stored)

@@ -218,8 +218,8 @@ impl FormatReader for ImageReader {
         let mut handle = storage.open(path)?;
         let len = usize::try_from(handle.len())
             .map_err(|_| FormatError::corrupt(path, 0, "an image larger than memory"))?;
-        let alignment = BufferPlace::of(storage.capabilities());
-        let bytes = read_range(&mut *handle, &mut self.file, alignment, 0, len)?;
+        let place = BufferPlace::of(storage.capabilities());
+        let bytes = read_range(&mut *handle, &mut self.file, place, 0, len)?;
         drop(handle);
         let mut pixels = self
             .images

@@ -334,8 +334,8 @@ impl FormatReader for IndexedBinaryReader {
             // The file's header, as the program's library parses it before the samples.
             let len = usize::try_from(self.header_read.min(handle.len()))
                 .map_err(|_| FormatError::corrupt(path, 0, "a header larger than memory"))?;
-            let alignment = BufferPlace::of(storage.capabilities());
-            read_range(&mut *handle, &mut self.buffer, alignment, 0, len)?;
+            let place = BufferPlace::of(storage.capabilities());
+            read_range(&mut *handle, &mut self.buffer, place, 0, len)?;
         }
         self.open.insert(
             key,
@@ -382,9 +382,9 @@ impl FormatReader for IndexedBinaryReader {
         };
         let len = usize::try_from(size)
             .map_err(|_| FormatError::corrupt(&file.path, offset, "a sample larger than memory"))?;
-        let alignment = BufferPlace::of(storage.capabilities());
+        let place = BufferPlace::of(storage.capabilities());
         if !self.mmap {
-            return read_range(&mut *file.handle, &mut self.buffer, alignment, offset, len);
+            return read_range(&mut *file.handle, &mut self.buffer, place, offset, len);
         }
         // Every page the sample spans, as the page faults of a mapped read fetch them.
         let first = offset / PAGE * PAGE;
@@ -394,7 +394,7 @@ impl FormatReader for IndexedBinaryReader {
             .min(file.handle.len());
         let span = usize::try_from(last - first)
             .map_err(|_| FormatError::corrupt(&file.path, offset, "a sample larger than memory"))?;
-        let pages = read_range(&mut *file.handle, &mut self.buffer, alignment, first, span)?;
+        let pages = read_range(&mut *file.handle, &mut self.buffer, place, first, span)?;
         let head = (offset - first) as usize;
         Ok(&pages[head..head + len])
     }

@@ -343,7 +343,7 @@ impl Format for ParquetFormat {
 pub(crate) struct StorageChunks {
     pub(crate) handle: Arc<Mutex<Box<dyn ReadHandle>>>,
     pub(crate) len: u64,
-    pub(crate) alignment: BufferPlace,
+    pub(crate) place: BufferPlace,
 }
 
 impl Length for StorageChunks {
@@ -373,7 +373,7 @@ impl ChunkReader for StorageChunks {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let mut buffer: Option<IoBuffer> = None;
-        let bytes = read_range(&mut **handle, &mut buffer, self.alignment, start, length)
+        let bytes = read_range(&mut **handle, &mut buffer, self.place, start, length)
             .map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))?;
         Ok(Bytes::copy_from_slice(bytes))
     }
@@ -449,7 +449,7 @@ impl FormatReader for ParquetReader {
         let chunks = StorageChunks {
             len,
             handle: Arc::new(Mutex::new(handle)),
-            alignment: BufferPlace::of(storage.capabilities()),
+            place: BufferPlace::of(storage.capabilities()),
         };
         let reader = SerializedFileReader::new(chunks).map_err(|e| {
             // The footer is at the end: a damaged or truncated file fails there.

@@ -368,7 +368,7 @@ fn coalesce(
 pub(crate) fn read_metadata(
     handle: Box<dyn ReadHandle>,
     path: &Path,
-    alignment: BufferPlace,
+    place: BufferPlace,
     footer_read_size: u64,
 ) -> Result<(ParquetMetaData, Box<dyn ReadHandle>), FormatError> {
     let len = handle.len();
@@ -376,7 +376,7 @@ pub(crate) fn read_metadata(
     let chunks = StorageChunks {
         len,
         handle: Arc::clone(&shared),
-        alignment,
+        place,
     };
     let unreadable = |e: parquet::errors::ParquetError| {
         FormatError::corrupt(path, 0, format!("not a readable parquet file: {e}"))
@@ -426,9 +426,9 @@ impl UnitIndex for ParquetIndex {
         &self,
         handle: Box<dyn ReadHandle>,
         path: &Path,
-        alignment: BufferPlace,
+        place: BufferPlace,
     ) -> Result<(Footer, Box<dyn ReadHandle>), FormatError> {
-        let (metadata, handle) = read_metadata(handle, path, alignment, self.footer_read_size)?;
+        let (metadata, handle) = read_metadata(handle, path, place, self.footer_read_size)?;
         let metadata = &metadata;
         let schema = metadata.file_metadata().schema_descr();
         let names: Vec<String> = (0..schema.num_columns())

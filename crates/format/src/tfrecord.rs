@@ -586,8 +586,8 @@ impl FormatReader for TfRecordReader {
         };
         let len = usize::try_from(len)
             .map_err(|_| FormatError::corrupt(&file.path, offset, "a record larger than memory"))?;
-        let alignment = BufferPlace::of(storage.capabilities());
-        let bytes = read_range(&mut *file.handle, &mut self.buffer, alignment, offset, len)?;
+        let place = BufferPlace::of(storage.capabilities());
+        let bytes = read_range(&mut *file.handle, &mut self.buffer, place, offset, len)?;
         let (payload, total) = unframe(&file.path, offset, bytes, self.check_data_crc)?;
         if total != len {
             return Err(FormatError::corrupt(

@@ -9,6 +9,7 @@ use super::{Activity, Found, MAX_SIZES, SizeShare, Stats};
 use crate::event::Op;
 use crate::ingest::Rec;
 use crate::timeline::{Timeline, op};
+use dlio_storage::PAGE_BYTES;
 
 /// The order section: `reader.file_shuffle` and `reader.sample_shuffle`, from how each epoch
 /// visits its samples.
@@ -1277,8 +1278,8 @@ fn untouched_reads(activity: &Activity) -> Option<Untouched> {
     }
     let (mut fresh, mut warm) = (Vec::new(), Vec::new());
     for r in &known {
-        let pace = (r.end - r.start) as f64 * 4096.0 / r.bytes as f64;
-        let whole_pages = (r.bytes / 4096 - 1).max(1);
+        let pace = (r.end - r.start) as f64 * PAGE_BYTES as f64 / r.bytes as f64;
+        let whole_pages = (r.bytes / PAGE_BYTES as i64 - 1).max(1);
         if i64::from(r.untouched_pages) * 2 >= whole_pages {
             fresh.push(pace);
         } else {
@@ -1299,7 +1300,7 @@ fn untouched_reads(activity: &Activity) -> Option<Untouched> {
 /// page more.
 fn lands_in_fresh_pages(bytes: f64, time: f64, per_call: f64, per_byte: f64) -> bool {
     let fastest = per_call + per_byte * bytes;
-    time > 2.0 * fastest && time - fastest > FAULT_FLOOR_NS_PER_PAGE * bytes / 4096.0
+    time > 2.0 * fastest && time - fastest > FAULT_FLOOR_NS_PER_PAGE * bytes / PAGE_BYTES as f64
 }
 
 /// What the fastest reads cost: `(per call, per byte)`, nanoseconds, from `(bytes, time)`.
