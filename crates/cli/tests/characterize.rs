@@ -264,8 +264,12 @@ fn assert_structure_but(name: &str, f: &Value, known: &[&str]) {
 }
 
 fn seconds(value: &str) -> f64 {
-    // A number, `{mean: x, stdev: y}`, or `{type: quantiles, values: [...]}` (their median).
-    if let Some(list) = value.strip_prefix("{type: quantiles, values: [") {
+    // A number, `{mean: x, stdev: y}`, or `{type: quantiles|empirical, values: [...]}` (their
+    // median; characterize writes both sorted).
+    if let Some(list) = value
+        .strip_prefix("{type: quantiles, values: [")
+        .or_else(|| value.strip_prefix("{type: empirical, values: ["))
+    {
         let values: Vec<f64> = list
             .trim_end_matches("]}")
             .split(',')

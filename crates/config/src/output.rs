@@ -357,6 +357,13 @@ fn describe_time(t: &TimeDistribution) -> String {
             values.last().copied().unwrap_or(0.0),
             crate::vocab::quantiles_mean(values)
         ),
+        TimeDistribution::Empirical { ref values } => format!(
+            "{} measured times {}..{} s (mean {:.6})",
+            values.len(),
+            values.iter().copied().fold(f64::INFINITY, f64::min),
+            values.iter().copied().fold(0.0, f64::max),
+            t.mean()
+        ),
     }
 }
 

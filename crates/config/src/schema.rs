@@ -1500,11 +1500,12 @@ pub(crate) mod time_value {
 
     const FORMS: &str = "a number of seconds, or a mapping such as {mean: 0.5, stdev: 0.1}, \
                          {type: uniform, min: 0.4, max: 0.6}, {type: gamma, shape: 2, scale: 0.1}, \
-                         {type: exponential, scale: 0.2}, {type: poisson, lam: 0.3} or \
-                         {type: quantiles, values: [0.020, 0.021, 0.031]}";
+                         {type: exponential, scale: 0.2}, {type: poisson, lam: 0.3}, \
+                         {type: quantiles, values: [0.020, 0.021, 0.031]} or \
+                         {type: empirical, values: [0.021, 0.020, 0.440]}";
 
     pub fn serialize<S: Serializer>(t: &TimeDistribution, s: S) -> Result<S::Ok, S::Error> {
-        if let TimeDistribution::Quantiles { values } = t {
+        if let TimeDistribution::Quantiles { values } | TimeDistribution::Empirical { values } = t {
             let mut map = s.serialize_map(Some(2))?;
             map.serialize_entry("type", type_name(t))?;
             map.serialize_entry("values", values)?;
@@ -1517,7 +1518,9 @@ pub(crate) mod time_value {
             TimeDistribution::Gamma { shape, scale } => vec![("shape", shape), ("scale", scale)],
             TimeDistribution::Exponential { scale } => vec![("scale", scale)],
             TimeDistribution::Poisson { lam } => vec![("lam", lam)],
-            TimeDistribution::Quantiles { .. } => unreachable!("serialized above"),
+            TimeDistribution::Quantiles { .. } | TimeDistribution::Empirical { .. } => {
+                unreachable!("serialized above")
+            }
         };
         let mut map = s.serialize_map(Some(entries.len() + 1))?;
         map.serialize_entry("type", type_name(t))?;
@@ -1536,6 +1539,7 @@ pub(crate) mod time_value {
             TimeDistribution::Exponential { .. } => "exponential",
             TimeDistribution::Poisson { .. } => "poisson",
             TimeDistribution::Quantiles { .. } => "quantiles",
+            TimeDistribution::Empirical { .. } => "empirical",
         }
     }
 
@@ -1569,12 +1573,12 @@ pub(crate) mod time_value {
             Some(other) => {
                 return Err(format!(
                     "has `type: {other}`; the type must be one of normal, uniform, gamma, \
-                     exponential, poisson, quantiles (or constant)"
+                     exponential, poisson, quantiles, empirical (or constant)"
                 ));
             }
         };
-        if kind == "quantiles" {
-            return quantiles(map);
+        if kind == "quantiles" || kind == "empirical" {
+            return listed_times(map, &kind);
         }
         let (params, allowed): (&[&str], &[&str]) = match kind.as_str() {
             "mean-only" => (&[], &["mean"]),
@@ -1587,7 +1591,7 @@ pub(crate) mod time_value {
             other => {
                 return Err(format!(
                     "has `type: {other}`; the type must be one of normal, uniform, gamma, \
-                     exponential, poisson, quantiles (or constant)"
+                     exponential, poisson, quantiles, empirical (or constant)"
                 ));
             }
         };
@@ -1653,20 +1657,27 @@ pub(crate) mod time_value {
         })
     }
 
-    /// `{type: quantiles, values: [...]}`: one or more numbers of seconds, in increasing order.
-    fn quantiles(map: &serde_json::Map<String, Value>) -> Result<TimeDistribution, String> {
+    /// `{type: quantiles, values: [...]}`, one or more numbers of seconds in increasing order,
+    /// or `{type: empirical, values: [...]}`, one or more in any order.
+    fn listed_times(
+        map: &serde_json::Map<String, Value>,
+        kind: &str,
+    ) -> Result<TimeDistribution, String> {
+        let order = if kind == "quantiles" {
+            " in increasing order"
+        } else {
+            ""
+        };
         if let Some(key) = map.keys().find(|k| *k != "type" && *k != "values") {
             return Err(format!(
-                "has `{key}`, which is not a parameter of the quantiles distribution (it takes \
+                "has `{key}`, which is not a parameter of the {kind} distribution (it takes \
                  values); remove it"
             ));
         }
         let Some(Value::Array(items)) = map.get("values") else {
-            return Err(
-                "is a quantiles distribution and needs `values`, a list of seconds in \
-                        increasing order"
-                    .into(),
-            );
+            return Err(format!(
+                "is a {kind} distribution and needs `values`, a list of seconds{order}"
+            ));
         };
         let values = items
             .iter()
@@ -1676,7 +1687,10 @@ pub(crate) mod time_value {
             })
             .collect::<Result<Vec<f64>, String>>()?;
         if values.is_empty() {
-            return Err("has no `values`; give one or more seconds in increasing order".into());
+            return Err(format!("has no `values`; give one or more seconds{order}"));
+        }
+        if kind == "empirical" {
+            return Ok(TimeDistribution::Empirical { values });
         }
         if values.windows(2).any(|w| w[0] > w[1]) {
             return Err(

@@ -1342,7 +1342,10 @@ impl Config {
                     Some("scale")
                 }
                 TimeDistribution::Poisson { lam } if lam < 0.0 => Some("lam"),
-                TimeDistribution::Quantiles { ref values } if values.iter().any(|&v| v < 0.0) => {
+                TimeDistribution::Quantiles { ref values }
+                | TimeDistribution::Empirical { ref values }
+                    if values.iter().any(|&v| v < 0.0) =>
+                {
                     Some("values")
                 }
                 _ => None,

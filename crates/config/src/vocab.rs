@@ -473,6 +473,15 @@ pub enum TimeDistribution {
         /// Seconds, in increasing order.
         values: Vec<f64>,
     },
+    /// Ours: a measured sample, the times themselves: every run of as many draws as there are
+    /// values takes each value once, in a seeded random order, so that a replay of as many
+    /// steps as the program's pauses spends exactly their sum. `dlio characterize` writes it
+    /// for a few dozen pauses, where quantiles interpolated between would halve the weight of
+    /// the largest (one slow first step) and shorten the run.
+    Empirical {
+        /// Seconds, in any order.
+        values: Vec<f64>,
+    },
 }
 
 impl Default for TimeDistribution {
@@ -493,6 +502,9 @@ impl TimeDistribution {
             TimeDistribution::Exponential { scale } => scale,
             TimeDistribution::Poisson { lam } => lam,
             TimeDistribution::Quantiles { ref values } => quantiles_mean(values),
+            TimeDistribution::Empirical { ref values } => {
+                values.iter().sum::<f64>() / values.len().max(1) as f64
+            }
         }
     }
 
@@ -511,7 +523,8 @@ impl TimeDistribution {
             TimeDistribution::Gamma { shape, scale } => vec![("shape", shape), ("scale", scale)],
             TimeDistribution::Exponential { scale } => vec![("scale", scale)],
             TimeDistribution::Poisson { lam } => vec![("lam", lam)],
-            TimeDistribution::Quantiles { ref values } => {
+            TimeDistribution::Quantiles { ref values }
+            | TimeDistribution::Empirical { ref values } => {
                 values.iter().map(|&v| ("values", v)).collect()
             }
         }

@@ -32,6 +32,8 @@ enum Kind {
     Poisson(Poisson<f64>),
     /// Evenly spaced quantiles, in increasing order, drawn stratified (see [`Strata`]).
     Quantiles(std::sync::Arc<[f64]>, Strata),
+    /// Measured times, each drawn once in every run of as many draws (see [`Strata`]).
+    Empirical(std::sync::Arc<[f64]>, Strata),
 }
 
 /// Stratified draws of a measured distribution: each run of `n` draws takes one uniform
@@ -47,14 +49,19 @@ struct Strata {
 }
 
 impl Strata {
-    /// A variate on [0, 1) from the next stratum of `n`, starting a new run when one ends.
-    fn next<R: Rng + ?Sized>(&mut self, n: usize, rng: &mut R) -> f64 {
+    /// The next of `n` strata (0-based), starting a new run when one ends.
+    fn next_stratum<R: Rng + ?Sized>(&mut self, n: usize, rng: &mut R) -> usize {
         if self.deck.is_empty() {
             // Refilled in place: after the first run, no allocation per draw.
             self.deck.extend(0..n.max(1) as u32);
             self.deck.shuffle(rng);
         }
-        let stratum = self.deck.pop().unwrap_or(0);
+        self.deck.pop().unwrap_or(0) as usize
+    }
+
+    /// A variate on [0, 1) from the next stratum of `n`, starting a new run when one ends.
+    fn next<R: Rng + ?Sized>(&mut self, n: usize, rng: &mut R) -> f64 {
+        let stratum = self.next_stratum(n, rng);
         let within: f64 = rand_distr::StandardUniform.sample(rng);
         (stratum as f64 + within) / n.max(1) as f64
     }
@@ -120,6 +127,14 @@ impl TimeSampler {
                 }
                 Kind::Quantiles(values.as_slice().into(), Strata::default())
             }
+            TimeDistribution::Empirical { ref values } => {
+                if values.is_empty() || values.iter().any(|v| !v.is_finite()) {
+                    return Err(bad(
+                        "empirical: the values must be numbers of seconds".into()
+                    ));
+                }
+                Kind::Empirical(values.as_slice().into(), Strata::default())
+            }
         };
         Ok(TimeSampler {
             kind,
@@ -151,6 +166,7 @@ impl TimeSampler {
                 let u = strata.next((q.len() - 1).max(1), rng);
                 quantile_at(q, u)
             }
+            Kind::Empirical(values, strata) => values[strata.next_stratum(values.len(), rng)],
         };
         let v = v.abs();
         // Validation bounds the parameters; a draw past them still saturates, never panics.
@@ -219,6 +235,45 @@ mod tests {
                 4.0 * mean
             );
         }
+    }
+
+    #[test]
+    fn measured_times_are_each_drawn_once_in_every_run_of_as_many_draws() {
+        // 32 steps of 20 ms and one slow first step of 440 ms: every 33 draws spend exactly
+        // their sum (quantiles would give the 440 ms half the weight and interpolate it).
+        let values: Vec<f64> = std::iter::once(0.440).chain([0.020; 32]).collect();
+        let dist = TimeDistribution::Empirical {
+            values: values.clone(),
+        };
+        assert!((dist.mean() - 1.08 / 33.0).abs() < 1e-12);
+        let mut s = TimeSampler::new("k", &dist).unwrap();
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+        for _ in 0..20 {
+            let mut run: Vec<f64> = (0..33)
+                .map(|_| s.draw(&mut rng).unwrap().as_secs_f64())
+                .collect();
+            run.sort_by(f64::total_cmp);
+            let mut want = values.clone();
+            want.sort_by(f64::total_cmp);
+            for (got, want) in run.iter().zip(&want) {
+                assert!((got - want).abs() < 1e-9, "{run:?}");
+            }
+        }
+        // The order differs between runs and with the seed.
+        let order = |seed| {
+            let mut s = TimeSampler::new("k", &dist).unwrap();
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+            (0..33)
+                .position(|_| s.draw(&mut rng).unwrap().as_secs_f64() > 0.1)
+                .unwrap()
+        };
+        assert!(
+            (0..8)
+                .map(order)
+                .collect::<std::collections::HashSet<_>>()
+                .len()
+                > 1
+        );
     }
 
     #[test]

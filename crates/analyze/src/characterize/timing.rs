@@ -341,32 +341,30 @@ pub(super) fn timing(
                 ..compute_s
             })
         };
+        let drawn = times_drawn(pauses.len());
         let outliers_said = if fewer > 0 {
             format!(
                 "; {fewer} fewer steps than bursts ({replay_steps} batches of {batch} in {} \
                  bursts: some held fewer samples than a batch): as many pauses are two of the \
-                 program's together, and the times are evenly spaced quantiles of those and \
-                 every other pause",
+                 program's together, and {drawn} those and every other pause",
                 bursts.len()
             )
         } else if merged > 0 {
             format!(
                 "; {merged} more steps than bursts ({replay_steps} batches of {batch} in {} \
                  bursts: some held two batches, read back to back): those steps pause 0 ms, \
-                 and the times are evenly spaced quantiles of every pause and \
-                 those",
+                 and {drawn} every pause and those",
                 bursts.len()
             )
         } else if recurring {
             format!(
-                "; {outliers} of the {} lay far from the rest, too many to be one-off stalls: the \
-                 times are evenly spaced quantiles of every pause",
+                "; {outliers} of the {} lay far from the rest, too many to be one-off stalls: \
+                 {drawn} every pause",
                 training_pauses.len()
             )
         } else if shaped {
             format!(
-                "; the times are evenly spaced quantiles of the {} pauses, which keep their \
-                 shape{}",
+                "; {drawn} the {} pauses, which keep their shape{}",
                 pauses.len(),
                 if outliers > 0 {
                     format!(
@@ -739,13 +737,20 @@ fn start_ups(epochs: &[(i64, i64)], epoch_s: f64, evaluated: impl Fn(i64, i64) -
 /// mean by several percent; 64 keep it within about 1%.
 const QUANTILES: usize = 64;
 
-/// `values` less `minus` each (at least 0) as up to [`QUANTILES`] evenly spaced quantiles (as
-/// many as the values when they are fewer), the smallest and the largest included,
-/// interpolated between the sorted values.
+/// `values` less `minus` each (at least 0), as written: the values themselves (`{type:
+/// empirical}`, each drawn once in every run of as many draws) when they are [`QUANTILES`] or
+/// fewer, else that many evenly spaced quantiles, the smallest and the largest included,
+/// interpolated between the sorted values. Quantiles of a few dozen values would give the
+/// largest (a slow first step of 440 ms among 32 of 55 ms) half its weight, and the replay
+/// would be short by half of it.
 fn quantiles_value(values: &[f64], minus: f64) -> String {
     let mut sorted: Vec<f64> = values.iter().map(|v| (v - minus).max(0.0)).collect();
     sorted.sort_by(f64::total_cmp);
-    let n = sorted.len().clamp(2, QUANTILES);
+    if sorted.len() <= QUANTILES {
+        let shown: Vec<String> = sorted.iter().map(|q| format!("{q:.6}")).collect();
+        return format!("{{type: empirical, values: [{}]}}", shown.join(", "));
+    }
+    let n = QUANTILES;
     // The sorted values are themselves evenly spaced quantiles of what was measured.
     let mut quantiles: Vec<f64> = (0..n)
         .map(|k| dlio_config::vocab::quantile_at(&sorted, k as f64 / (n - 1) as f64))
@@ -753,6 +758,15 @@ fn quantiles_value(values: &[f64], minus: f64) -> String {
     keep_the_mean(&mut quantiles, &sorted);
     let shown: Vec<String> = quantiles.iter().map(|q| format!("{q:.6}")).collect();
     format!("{{type: quantiles, values: [{}]}}", shown.join(", "))
+}
+
+/// How [`quantiles_value`] writes `count` times, as the report says it.
+fn times_drawn(count: usize) -> &'static str {
+    if count <= QUANTILES {
+        "the times are, each once in every run of as many steps, those of"
+    } else {
+        "the times are evenly spaced quantiles of"
+    }
 }
 
 /// Where each of `quantiles` stands for several of the `sorted` values, the last is set so that
@@ -922,17 +936,25 @@ mod tests {
     }
 
     #[test]
-    fn quantiles_span_the_measured_times_less_the_loader_time() {
+    fn a_few_dozen_times_are_written_as_themselves_less_the_loader_time() {
         // 8 pauses of 21 ms and 2 of 31 ms, less 0.5 ms of loader time each.
-        let pauses: Vec<f64> = [0.021; 8].into_iter().chain([0.031; 2]).collect();
+        let pauses = [
+            0.031, 0.021, 0.021, 0.021, 0.021, 0.031, 0.021, 0.021, 0.021, 0.021,
+        ];
         let v = super::quantiles_value(&pauses, 0.0005);
-        assert!(
-            v.starts_with("{type: quantiles, values: [0.020500, "),
-            "{v}"
+        let want = format!(
+            "{{type: empirical, values: [{}, 0.030500, 0.030500]}}",
+            ["0.020500"; 8].join(", ")
         );
-        assert!(v.ends_with(", 0.030500]}"), "{v}");
-        // As many quantiles as pauses (10), fewer than the most written.
-        assert_eq!(v.matches(',').count(), 10, "{v}");
+        assert_eq!(v, want);
+        // The replay's draws keep their sum: a slow first step among a few dozen keeps its
+        // whole weight.
+        let pauses: Vec<f64> = std::iter::once(0.44).chain([0.055; 32]).collect();
+        let v = super::quantiles_value(&pauses, 0.0);
+        let config =
+            dlio_config::Config::from_yaml(&format!("train:\n  computation_time: {v}\n")).unwrap();
+        let measured = pauses.iter().sum::<f64>() / pauses.len() as f64;
+        assert!((config.train.computation_time.mean() - measured).abs() < 1e-6);
     }
 
     #[test]

@@ -245,6 +245,12 @@ fn time_values_accept_every_form_dlio_accepts() {
                 values: vec![0.02, 0.021, 0.031],
             },
         ),
+        (
+            "{type: empirical, values: [0.021, 0.44, 0.02]}",
+            TimeDistribution::Empirical {
+                values: vec![0.021, 0.44, 0.02],
+            },
+        ),
     ];
     for (text, expected) in cases {
         let yaml = format!(
@@ -273,6 +279,13 @@ fn measured_quantiles_are_refused_out_of_order_empty_negative_or_with_other_keys
             "{type: quantiles, values: [-0.1, 0.2]}",
             "negative `values`",
         ),
+        ("{type: empirical, values: []}", "no `values`"),
+        ("{type: empirical}", "needs `values`"),
+        (
+            "{type: empirical, values: [0.2, -0.1]}",
+            "negative `values`",
+        ),
+        ("{type: empirical, values: [0.1], stdev: 1}", "`stdev`"),
     ] {
         let err = Config::from_yaml(&format!("train:\n  computation_time: {text}\n"))
             .and_then(|c| c.validate(1))
