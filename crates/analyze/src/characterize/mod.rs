@@ -678,7 +678,12 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
     );
     let (readers, f) = readers::readers(t, &activity, &samples, &eval);
     found.append(f);
+    let mut samples = samples;
+    let whole_steps = samples.draws_in_whole_steps(readers.batch);
     found.append(readers::last_batch(&samples, &readers));
+    if let (Some(w), None) = (&whole_steps, samples.epoch_samples) {
+        found.note(w.clone());
+    }
     if let Some(per_epoch) = samples.epoch_samples {
         let batch = readers.batch.max(1);
         // The nearest whole number of steps: a sample or two of a run whose reads the trace
@@ -690,7 +695,7 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
             format!(
                 "{} {} read over {} epochs, {per_epoch} an epoch, in batches of {batch} (the \
                  nearest whole number of steps): the data set holds {} of them, of which each \
-                 epoch reads its share",
+                 epoch reads its share{}",
                 samples.events.len(),
                 if samples.windows {
                     "windows"
@@ -698,7 +703,8 @@ fn derive(t: &Timeline, data: &DataSet) -> Characterization {
                     "samples"
                 },
                 samples.epochs,
-                samples.in_data_set
+                samples.in_data_set,
+                whole_steps.map(|w| format!("; {w}")).unwrap_or_default()
             ),
         );
     }
