@@ -165,7 +165,28 @@ pub(super) fn readers(
         None if overcounted => epoch_steps,
         None => read_threads,
     };
+    // A producer beside the training loop whose first burst holds three batches or more
+    // (see below): one thread, or threads of one process that take turns (a generator that
+    // tf.data's runtime runs on one thread at a time, never two files in progress at once),
+    // which the replay reads with one.
+    // Not where the main thread is one of them: it reads for itself (a stager thread copying
+    // files that the main thread then reads is two stages, not one producer).
+    let takes_turns = read_threads > 1
+        && processes == 1
+        && reader_threads.iter().all(|r| r.pid != r.tid)
+        && files_at_once(&readers_reads(reads, &samples.events), bursts) == 1;
+    let early = (ahead.is_none() && paused && !only_main && (read_threads == 1 || takes_turns))
+        .then(|| {
+            // The first step period's samples, or the first burst's where reading them took
+            // longer than a step (a generator's own work on each file).
+            initial_samples(sample_events, batch).max(per_burst.first().copied().unwrap_or(0))
+        })
+        .filter(|&initial| initial >= 3 * batch.max(1));
+    let read_threads = if early.is_some() { 1 } else { read_threads };
     let fewer = match together {
+        _ if early.is_some() && pooled > 1 => "; they took turns (never two files in \
+            progress at once), and the first burst read ahead: 1 of them in the replay"
+            .to_string(),
         _ if read_threads >= pooled => String::new(),
         Some(_) => format!(
             "; {read_threads} of them in the replay, as many files as were read at once in \
@@ -279,10 +300,7 @@ pub(super) fn readers(
                 evidence,
             );
         }
-    } else if let Some(initial) = (paused && read_threads == 1 && !only_main)
-        .then(|| initial_samples(sample_events, batch))
-        .filter(|&initial| initial >= 3 * batch.max(1))
-    {
+    } else if let Some(initial) = early {
         // One thread beside the training loop (a producer filling a bounded queue) whose
         // first burst holds three batches or more: it read ahead until the queue was full,
         // then one batch each time the loop took one. dlio's reader keeps `prefetch_size`
@@ -295,9 +313,10 @@ pub(super) fn readers(
             "reader.read_ahead",
             "True".into(),
             format!(
-                "the one reading thread is not the program's main thread, and its first burst \
-                 holds {batches} batches ({initial} samples) where the others hold one: it \
-                 reads ahead of the steps"
+                "the one reading thread{} is not the program's main thread, and its first \
+                 burst holds {batches} batches ({initial} samples) where the others hold one: \
+                 it reads ahead of the steps",
+                if pooled > 1 { " (one at a time)" } else { "" }
             ),
         );
         found.param(

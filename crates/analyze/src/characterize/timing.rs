@@ -91,10 +91,19 @@ pub(super) fn timing(
     };
     let opens_an_epoch =
         |b: &super::trace_view::Burst| epoch_firsts.iter().any(|&f| f >= b.start && f <= b.end);
+    // A reader that runs ahead of the steps (a producer whose first burst filled its queue)
+    // reads each batch while the program computes, once the program took one and made room:
+    // the program's step is from one burst's start to the next's, its reads inside it.
+    let step_from = |b: &super::trace_view::Burst| {
+        if readers.early_ahead { b.start } else { b.end }
+    };
+    // Its first burst fills the queue while the first steps compute: not a step of its own.
+    let filling = usize::from(readers.early_ahead);
     let training_pauses: Vec<f64> = bursts
         .windows(2)
+        .skip(filling)
         .filter(|w| !with_checkpoint(w[0].end, w[1].start) && !opens_an_epoch(&w[1]))
-        .map(|w| secs(w[1].start - w[0].end - eval.within(w[0].end, w[1].start)))
+        .map(|w| secs(w[1].start - step_from(&w[0]) - eval.within(w[0].end, w[1].start)))
         .collect();
     let with_eval = bursts
         .windows(2)
@@ -267,7 +276,12 @@ pub(super) fn timing(
         } else {
             per_event
         };
-        let from_compute = if inside { 0.0 } else { per_event };
+        // A reader ahead of the steps spends it in its own thread, beside the compute.
+        let from_compute = if inside || readers.early_ahead {
+            0.0
+        } else {
+            per_event
+        };
         // The replay spends the preprocess time once per sample, a row where an event stands
         // for a row group's rows: the time between two events is spread over their rows.
         // A row's share under the floor is left out: the replay's own time per row (its
@@ -382,10 +396,16 @@ pub(super) fn timing(
             "train.computation_time",
             value,
             format!(
-                "{} pauses without data I/O between bursts{}{checkpoint_said}: mean {:.3} ms, \
-                 stdev {:.3} ms (the median pause inside a burst is shorter by {MIN_GAP_RATIO}x \
-                 or more){outliers_said}{}",
+                "{} {}{}{checkpoint_said}: mean {:.3} ms, stdev {:.3} ms (the median pause \
+                 inside a burst is shorter by {MIN_GAP_RATIO}x or more){outliers_said}{}",
                 compute_s.count,
+                if readers.early_ahead {
+                    "step periods from one burst's start to the next (the reader runs ahead, \
+                     reading each batch while the program computes; the first burst, which \
+                     filled its queue, left out)"
+                } else {
+                    "pauses without data I/O between bursts"
+                },
                 match (with_eval, if recurring || shaped { 0 } else { outliers }) {
                     (0, 0) => String::new(),
                     (e, o) => format!(
