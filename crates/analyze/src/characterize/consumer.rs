@@ -25,6 +25,12 @@ const MAX_READS_PER_MESSAGE: usize = 8;
 /// The fewest takes for the consumer's steps to stand for the program's.
 const MIN_TAKES: usize = 4;
 
+/// The fewest groups of takes for them to be batches of samples taken one a message: fewer
+/// are the epochs of a loader that hands over whole batches (the pauses between epochs, a
+/// checkpoint and new workers, stand above the steps' as a batch's compute stands above its
+/// samples' takes).
+const MIN_BATCHES: usize = 8;
+
 /// One take: from its first read's start to its last read's end, nanoseconds.
 pub(crate) type Take = (i64, i64);
 
@@ -267,7 +273,8 @@ fn per_batch(takes: Vec<Take>) -> Vec<Take> {
         .iter()
         .filter(|&&n| 4 * n >= 3 * median && 4 * n <= 5 * median)
         .count();
-    if median >= MIN_TAKES_PER_BATCH && near * 10 >= groups.len() * 6 && groups.len() >= MIN_TAKES {
+    if median >= MIN_TAKES_PER_BATCH && near * 10 >= groups.len() * 6 && groups.len() >= MIN_BATCHES
+    {
         groups.into_iter().map(|(take, _)| take).collect()
     } else {
         takes
@@ -378,6 +385,18 @@ mod tests {
             at += if step % 2 == 0 { 200_000 } else { 40_000_000 };
         }
         assert_eq!(per_batch(pairs.clone()), pairs);
+        // Whole batches a take each, 25 ms apart, in 3 epochs 1.8 s apart (a checkpoint and
+        // new workers between them): 180 steps, not 3 batches of 60 samples.
+        let mut epochs = Vec::new();
+        let mut at = 0i64;
+        for _ in 0..3 {
+            for _ in 0..60 {
+                epochs.push((at, at + 50_000));
+                at += 25_000_000;
+            }
+            at += 1_800_000_000;
+        }
+        assert_eq!(per_batch(epochs.clone()), epochs);
     }
 
     #[test]
