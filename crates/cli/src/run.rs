@@ -705,6 +705,11 @@ impl Run<'_> {
                                         every_steps: f.every_steps,
                                     })
                                     .collect(),
+                                companions: dlio_loader::Companions::new(
+                                    &dataset::data_root(config),
+                                    &config.dataset.sample_companions,
+                                )
+                                .map(Arc::new),
                                 tracer,
                             };
                             let rank_stop = Arc::clone(&setup.stop);
@@ -1155,6 +1160,33 @@ fn write_side_files(config: &Config, storage: &dyn Storage) -> Result<()> {
     Ok(())
 }
 
+/// `dataset.sample_companions`: each `(path, bytes, key)` written whole (random bytes drawn
+/// for its data file's key), committed as one file so that an interrupted generation leaves
+/// none half-written.
+fn write_companions(
+    config: &Config,
+    storage: &dyn Storage,
+    companions: &[(PathBuf, u64, u64)],
+) -> Result<()> {
+    let mut bytes = Vec::new();
+    for (path, size, key) in companions {
+        if let Some(dir) = path.parent() {
+            storage
+                .create_dir_all(dir)
+                .with_context(|| format!("creating {}", dir.display()))?;
+        }
+        bytes.resize(usize::try_from(*size).context("companion size")?, 0);
+        dlio_format::DataRng::for_file(config.train.seed, 3, *key).fill(&mut bytes);
+        let mut w = storage
+            .create(path)
+            .with_context(|| format!("creating the companion {}", path.display()))?;
+        w.write_all(&bytes)
+            .and_then(|()| w.commit().map(|_| ()))
+            .with_context(|| format!("writing the companion {}", path.display()))?;
+    }
+    Ok(())
+}
+
 fn generate(
     cluster: &Cluster,
     config: &Config,
@@ -1177,6 +1209,24 @@ fn generate(
         .map(|(_, f)| f)
         .collect();
     let root = dataset::data_root(config);
+    // The companions of this process's files, written after the files.
+    let companions: Vec<(PathBuf, u64, u64)> =
+        dlio_loader::Companions::new(&root, &config.dataset.sample_companions)
+            .map(|c| {
+                files
+                    .iter()
+                    .flat_map(|f| {
+                        // The file's list and index and the set: the same bytes whichever
+                        // process writes it.
+                        let key = (u64::from(f.list_id) << 56) ^ (f.file_index << 8);
+                        c.of(&f.path)
+                            .enumerate()
+                            .map(move |(set, (path, bytes))| (path, bytes, key ^ set as u64))
+                            .collect::<Vec<_>>()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
     vouch_for_existing_files(
         cluster,
         storage,
@@ -1223,6 +1273,7 @@ fn generate(
     if process == 0 {
         write_side_files(config, storage)?;
     }
+    write_companions(config, storage, &companions)?;
     let secs = started.elapsed().as_secs_f64();
     log.output(&format!(
         "Generation done: {} files written ({:.1} MiB, {:.1} MiB/s), {} already complete, {} \

@@ -68,6 +68,8 @@ struct Replayed {
     fidelity: Value,
     real_data: PathBuf,
     emulated_data: PathBuf,
+    /// The replay's output folder.
+    run_dir: PathBuf,
     /// The share of a core a busy thread got right after the replay ([`core_share`]).
     core_share: f64,
 }
@@ -170,6 +172,7 @@ fn trace_characterize_replay(dir: &Path, name: &str) -> Replayed {
         fidelity,
         real_data: data,
         emulated_data: emulated.join("train"),
+        run_dir: run,
         core_share,
     }
 }
@@ -369,6 +372,37 @@ fn npz_files_read_one_member_per_opening_hold_a_sample_per_member() {
     let read = bytes["real"].as_f64().unwrap();
     let files: u64 = sizes(&r.real_data, "npz").iter().sum();
     assert!(read < 0.7 * 4.0 * files as f64, "{bytes}");
+}
+
+/// A calibration file of its own read before each frame: companions, not side files read
+/// every few steps; the replay writes one beside each frame and reads it with its sample.
+#[test]
+fn a_file_of_its_own_beside_each_sample_is_its_companion() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = trace_characterize_replay(dir.path(), "calib_pairs");
+    let d = &r.derived;
+    assert_eq!(d["dataset.num_files_train"], "48");
+    assert_eq!(
+        d["dataset.sample_companions"],
+        "{folder: \"calib\", size_bytes: 700}"
+    );
+    assert!(!d.contains_key("dataset.side_files"), "{d:?}");
+    // One companion of 700 bytes beside each of the 48 generated frames.
+    let companions = files_under(&r.emulated_data.parent().unwrap().join("calib"));
+    assert_eq!(companions.len(), 48, "{companions:?}");
+    assert!(
+        companions
+            .iter()
+            .all(|c| std::fs::metadata(c).unwrap().len() == 700)
+    );
+    // The replay read the program's bytes: frames and companions, each once an epoch.
+    let summary = json(&r.run_dir.join("summary.json"));
+    let frames: u64 = sizes(&r.emulated_data, "npy").iter().sum();
+    assert_eq!(
+        summary["dlio_rs"]["bytes_read"].as_u64().unwrap(),
+        2 * (frames + 48 * 700)
+    );
+    assert_scores("calib_pairs", &r);
 }
 
 #[test]

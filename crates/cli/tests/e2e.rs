@@ -152,6 +152,49 @@ fn bytes_read_equal_the_bytes_of_the_files_the_plan_touched() {
     );
 }
 
+/// `dataset.sample_companions`: generation writes one companion of the size asked beside
+/// each data file, in its own folder at the file's place, and each sample's read reads its
+/// file's companion whole (2 ranks: each reads its own samples').
+#[test]
+fn each_sample_reads_its_files_companion_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args = small(tmp.path(), 12, 3);
+    args.push("++workload.workflow.generate_data=True".into());
+    args.push("++workload.train.epochs=2".into());
+    args.push(
+        "++workload.dataset.sample_companions=[{folder: calib/lidar, size_bytes: 1620}]".into(),
+    );
+    args.push("--ranks=2".into());
+    run_ok(dlio().arg("run").args(&args));
+    let files = files_with_ext(&tmp.path().join("data/train"), "npz");
+    assert_eq!(files.len(), 12);
+    let companions = files_with_ext(&tmp.path().join("data/calib/lidar/train"), "bin");
+    let stems = |v: &[PathBuf]| -> Vec<String> {
+        v.iter()
+            .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+            .collect()
+    };
+    assert_eq!(stems(&companions), stems(&files));
+    assert!(
+        companions
+            .iter()
+            .all(|c| c.metadata().unwrap().len() == 1620)
+    );
+    // Nothing beside the data files in the split's own folder.
+    assert_eq!(
+        std::fs::read_dir(tmp.path().join("data/train"))
+            .unwrap()
+            .count(),
+        12
+    );
+    let on_disk: u64 = files.iter().map(|f| f.metadata().unwrap().len()).sum();
+    let summary = json(&tmp.path().join("out/summary.json"));
+    assert_eq!(
+        summary["dlio_rs"]["bytes_read"].as_u64().unwrap(),
+        2 * on_disk + 2 * 12 * 1620
+    );
+}
+
 /// `reader.header_scan_bytes`: one pass over the first bytes of each file a rank trains on,
 /// before its first epoch, and only then (two ranks: each scans its own files).
 #[test]

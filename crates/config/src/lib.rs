@@ -90,9 +90,9 @@ pub use schema::{
     EvaluationConfig, Hdf5Config, IoEngine, KsmConfig, MetricConfig, ModelConfig,
     MultiprocessingContext, OutputConfig, OutputMetricConfig, ParallelismConfig, ParquetColumn,
     ParquetCompression, ParquetConfig, ParquetReadMode, Profiler, ProfilingConfig, ReadBuffer,
-    ReaderConfig, RequestAnchor, SampleRequest, SampleRequestPattern, SideFile, SizesPer,
-    StorageConfig, StorageOptions, StorageType, TrainConfig, TransferSizeWeight, TransformerConfig,
-    WorkflowConfig,
+    ReaderConfig, RequestAnchor, SampleCompanion, SampleRequest, SampleRequestPattern, SideFile,
+    SizesPer, StorageConfig, StorageOptions, StorageType, TrainConfig, TransferSizeWeight,
+    TransformerConfig, WorkflowConfig,
 };
 pub use validate::check_columns;
 pub use vocab::{

@@ -83,6 +83,7 @@ impl Config {
         config.dataset.arrow.columns = vec![ParquetColumn::default()];
         config.dataset.record_length_bytes_distribution = vec![TransferSizeWeight::default()];
         config.dataset.side_files = vec![SideFile::default()];
+        config.dataset.sample_companions = vec![SampleCompanion::default()];
         config.reader.transfer_size_distribution = vec![TransferSizeWeight::default()];
         config.reader.sample_requests = vec![SampleRequest::default()];
         config.reader.read_buffer = Some(ReadBuffer::default());
@@ -564,6 +565,32 @@ pub struct DatasetConfig {
     /// Generation writes each under `data_folder`; every rank reads each whole at the first
     /// step of every epoch and then every `every_steps` steps. Default none.
     pub side_files: Vec<SideFile>,
+    /// Ours: a small file of its own beside every data file (a lidar frame's calibration, an
+    /// image's label JSON or mask), as `dlio characterize` finds them in a traced program.
+    /// Generation writes one per data file under `data_folder/<folder>/`, at the data file's
+    /// place in its split (`<folder>/train/img_1_of_8.bin` for `train/img_1_of_8.npz`); the
+    /// reader that reads a sample reads its file's companion whole first. Default none.
+    pub sample_companions: Vec<SampleCompanion>,
+}
+
+/// One entry of `dataset.sample_companions` (ours).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SampleCompanion {
+    /// The folder under `dataset.data_folder` that holds them (a relative path, not the
+    /// splits' own `train` or `valid`). Default `companion`.
+    pub folder: String,
+    /// Bytes of each. Default 1024.
+    pub size_bytes: u64,
+}
+
+impl Default for SampleCompanion {
+    fn default() -> Self {
+        SampleCompanion {
+            folder: "companion".into(),
+            size_bytes: 1024,
+        }
+    }
 }
 
 /// One entry of `dataset.side_files` (ours).
@@ -866,6 +893,7 @@ impl Default for DatasetConfig {
             listing_threads: 4,
             data_gen_method: None,
             side_files: Vec::new(),
+            sample_companions: Vec::new(),
         }
     }
 }

@@ -36,8 +36,8 @@ impl Config {
         Ok(warnings)
     }
 
-    /// The keys `dlio characterize` writes: `reader.transfer_size_distribution` and
-    /// `dataset.side_files`.
+    /// The keys `dlio characterize` writes: `reader.transfer_size_distribution`,
+    /// `dataset.side_files` and `dataset.sample_companions`.
     fn validate_characterized(&self) -> Result<(), ConfigError> {
         if self.dataset.hdf5.label_read != crate::LabelRead::None
             && (self.dataset.format != FormatKind::Hdf5
@@ -422,6 +422,48 @@ impl Config {
                     &key,
                     format!("{key}.every_steps is 0."),
                     "set every_steps to 1 (every step) or more",
+                ));
+            }
+        }
+        for (i, companion) in self.dataset.sample_companions.iter().enumerate() {
+            let key = format!("dataset.sample_companions[{i}]");
+            let path = std::path::Path::new(&companion.folder);
+            let escapes = path.is_absolute()
+                || companion.folder.is_empty()
+                || path
+                    .components()
+                    .any(|c| !matches!(c, std::path::Component::Normal(_)));
+            let in_a_split = path
+                .components()
+                .next()
+                .is_some_and(|c| c.as_os_str() == "train" || c.as_os_str() == "valid");
+            if escapes || in_a_split {
+                return Err(invalid(
+                    &key,
+                    format!(
+                        "{key}.folder is `{}`; it must be a relative path inside the data \
+                         folder, outside the splits' own `train` and `valid`.",
+                        companion.folder
+                    ),
+                    "name it like calib or labels",
+                ));
+            }
+            if self.sampler() == crate::Sampler::FileShards {
+                return Err(invalid(
+                    &key,
+                    format!(
+                        "{key}: the tf.data pipeline of TFRecord files (file shards) streams \
+                         records, not samples of their own, and reads no companions."
+                    ),
+                    "remove dataset.sample_companions, or read TFRecord with \
+                     reader.data_loader_sampler: index",
+                ));
+            }
+            if companion.size_bytes == 0 {
+                return Err(invalid(
+                    &key,
+                    format!("{key}.size_bytes is 0."),
+                    "set size_bytes to the bytes a companion holds (1 or more)",
                 ));
             }
         }

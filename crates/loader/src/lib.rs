@@ -30,6 +30,7 @@
 
 #![deny(missing_docs)]
 
+mod companion;
 mod error;
 mod priority;
 mod reader;
@@ -38,6 +39,7 @@ mod stop;
 mod stream;
 mod window;
 
+pub use companion::Companions;
 pub use error::LoaderError;
 pub use priority::precise_timers;
 pub use sleep::TimeSampler;
@@ -121,6 +123,10 @@ pub struct LoaderSpec {
     /// How long after the trainer takes a reader's finished batch that reader may begin its
     /// next one (`reader.request_delay`). Zero: at once.
     pub request_delay: std::time::Duration,
+    /// `dataset.sample_companions`: each sample's reader reads its file's companions whole
+    /// before the sample (object windows and runs of samples read in one call are then off:
+    /// every sample is read on its own). `None`: no companions.
+    pub companions: Option<std::sync::Arc<Companions>>,
 }
 
 /// One batch as the trainer sees it.

@@ -74,6 +74,10 @@ pub(crate) struct SampleReader {
     window_unsupported: bool,
     /// Ends the stagger and preprocess sleeps and the epoch's loop when the run stops.
     pub(crate) stop: Arc<StopSignal>,
+    /// Each data file's companions, read before each of its samples, and the buffer they are
+    /// read into (reused).
+    companions: Option<Arc<crate::Companions>>,
+    companion_buf: Vec<u8>,
 }
 
 /// How a rank's reader threads spend their drawn loader times (`reader.preprocess_work`).
@@ -206,7 +210,7 @@ impl SampleReader {
                 .then(|| PreparedSpan::new(ai::DATA_PREPROCESS, ["epoch", "image_idx"])),
             sample_out_bytes: spec.sample_out_bytes,
             batch: Vec::new(),
-            window: if format.reads_whole_files_undecoded() {
+            window: if format.reads_whole_files_undecoded() && spec.companions.is_none() {
                 spec.object_window as usize
             } else {
                 0
@@ -219,6 +223,8 @@ impl SampleReader {
             request_sleep: CompensatedSleep::default(),
             window_unsupported: false,
             stop,
+            companions: spec.companions.clone(),
+            companion_buf: Vec::new(),
         }
     }
 
@@ -359,6 +365,14 @@ impl SampleReader {
                 index: sample.index_in_file,
                 source: Box::new(source),
             };
+            if let Some(companions) = &self.companions {
+                companions.read_for(
+                    storage,
+                    path,
+                    sample.index_in_file,
+                    &mut self.companion_buf,
+                )?;
+            }
             self.open_for(storage, key, path).map_err(fail)?;
             let index = u32::try_from(sample.index_in_file).map_err(|_| LoaderError::Read {
                 path: path.to_path_buf(),
@@ -394,6 +408,7 @@ impl SampleReader {
     /// latency, shared by its samples, is all the per-sample figures need.
     fn reads_runs(&self) -> bool {
         self.reader.reads_runs()
+            && self.companions.is_none()
             && self.sample_out_bytes.is_none()
             && !self.tracer.is_enabled()
             && self.preprocess.is_zero()

@@ -53,6 +53,7 @@ fn spec(sampler: Sampler, read_type: ReadType, threads: u32) -> LoaderSpec {
         start_interval: std::time::Duration::ZERO,
         start_interval_every_epoch: false,
         request_delay: std::time::Duration::ZERO,
+        companions: None,
     }
 }
 

@@ -86,6 +86,7 @@ fn resizing_loader(
         start_interval: std::time::Duration::ZERO,
         start_interval_every_epoch: false,
         request_delay: std::time::Duration::ZERO,
+        companions: None,
     };
     let format = Arc::from(dlio_format::format_for(FormatKind::Tfrecord).unwrap());
     let mut loader = Loader::new(spec, storage, format, Arc::new(StopSignal::new())).unwrap();

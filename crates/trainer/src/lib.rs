@@ -127,6 +127,8 @@ pub struct RankSetup<'a> {
     pub checkpoint: Option<&'a CheckpointSetup>,
     /// `dataset.side_files`: read whole by the rank at the steps they are due.
     pub side_files: Vec<SideRead>,
+    /// `dataset.sample_companions`: read whole by the reader of each sample before it.
+    pub companions: Option<Arc<dlio_loader::Companions>>,
     /// The rank's trace (a disabled tracer records nothing and costs nothing).
     pub tracer: Tracer,
 }
@@ -267,6 +269,7 @@ pub fn loader_spec(config: &Config, rank: u32) -> LoaderSpec {
         start_interval: dlio_config::duration_from_seconds(config.reader.worker_start_interval),
         start_interval_every_epoch: config.reader.epoch_start_time > 0.0,
         request_delay: dlio_config::duration_from_seconds(config.reader.request_delay),
+        companions: None,
     }
 }
 
@@ -741,6 +744,7 @@ fn training_parts(setup: &RankSetup<'_>) -> Result<TrainingParts, TrainError> {
             LoaderSpec {
                 tracer: setup.tracer.clone(),
                 layout,
+                companions: setup.companions.clone(),
                 ..loader_spec(config, rank)
             },
             Arc::clone(storage),

@@ -108,6 +108,7 @@ pub(super) fn workload_yaml(c: &Characterization) -> String {
             "reader.transfer_size_distribution"
                 | "reader.sample_requests"
                 | "dataset.side_files"
+                | "dataset.sample_companions"
                 | "dataset.record_length_bytes_distribution"
         ) {
             let _ = writeln!(out, "  {key}:");

@@ -25,15 +25,6 @@ pub(super) fn side_files_and_writes(
     let steps_found = readers.steps_found;
     // Side files and writes during training: every other file's calls in the window, in one
     // pass over the trace.
-    #[derive(Default)]
-    struct During {
-        opens: u64,
-        read_bytes: u64,
-        written: u64,
-        writes: u64,
-        /// Written after the last training read: the program's own output, not a side file.
-        written_after: bool,
-    }
     let mut during: HashMap<u64, During> = HashMap::new();
     for r in t.io() {
         if r.start < window_start || data.holds(r.file) || eval.files.contains(&r.file) {
@@ -55,12 +46,34 @@ pub(super) fn side_files_and_writes(
             _ => {}
         }
     }
+    let (companions, companion_files) = sample_companions(t, data, activity, &during);
+    if !companions.is_empty() {
+        found.param(
+            "dataset.sample_companions",
+            companions
+                .iter()
+                .map(|c| {
+                    format!(
+                        "{{folder: {}, size_bytes: {}}}",
+                        yaml_string(&c.folder),
+                        c.size
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+            companions
+                .iter()
+                .map(|c| c.evidence.clone())
+                .collect::<Vec<_>>()
+                .join("; "),
+        );
+    }
     let mut side_files = Vec::new();
     let mut written = Vec::new();
     let total_steps = (steps_found.max(1)) as f64;
     for (hash, d) in &during {
         let path = t.path(*hash);
-        if is_system_path(path) {
+        if is_system_path(path) || companion_files.contains(hash) {
             continue;
         }
         let (opened, read_bytes) = (d.opens, d.read_bytes);
@@ -120,6 +133,98 @@ pub(super) fn side_files_and_writes(
         );
     }
     (side_files, written, found)
+}
+
+/// One file's calls during training, besides the data set's.
+#[derive(Default)]
+struct During {
+    opens: u64,
+    read_bytes: u64,
+    written: u64,
+    writes: u64,
+    /// Written after the last training read: the program's own output, not a side file.
+    written_after: bool,
+}
+
+/// A set of companions: a file of its own beside each data file.
+struct Companion {
+    folder: String,
+    size: u64,
+    evidence: String,
+}
+
+/// The share of a folder's files, read and never written while training, whose names (less
+/// their extensions) are data files' names, at or above which the folder holds the data files'
+/// companions (a frame's calibration beside its point cloud, an image's labels).
+const COMPANION_NAME_SHARE: f64 = 0.9;
+
+/// The folders of files read beside the data set that hold one companion per data file: a
+/// tenth of the data files or more (and 4 or more), [`COMPANION_NAME_SHARE`] of them named as
+/// data files, opened from about as often as the samples are (half to twice): each sample's
+/// reader reads its file's companion. Returns them, and the files they take from the side
+/// files.
+fn sample_companions(
+    t: &Timeline,
+    data: &DataSet,
+    activity: &Activity,
+    during: &HashMap<u64, During>,
+) -> (Vec<Companion>, HashSet<u64>) {
+    let stem = |path: &str| -> String {
+        let name = path.rsplit('/').next().unwrap_or_default();
+        name.rsplit_once('.').map_or(name, |(s, _)| s).to_string()
+    };
+    let data_stems: HashSet<String> = data.files.iter().map(|f| stem(t.path(*f))).collect();
+    let mut by_folder: BTreeMap<String, Vec<(u64, &During)>> = BTreeMap::new();
+    for (hash, d) in during {
+        let path = t.path(*hash);
+        if is_system_path(path) || d.read_bytes == 0 || d.opens == 0 || d.writes > 0 {
+            continue;
+        }
+        let folder = path.rsplit_once('/').map_or("", |(f, _)| f).to_string();
+        by_folder.entry(folder).or_default().push((*hash, d));
+    }
+    let sample_openings = activity.calls.iter().filter(|r| op(r) == Op::Open).count() as f64;
+    let mut companions = Vec::new();
+    let mut taken = HashSet::new();
+    let mut names: HashSet<String> = HashSet::new();
+    for (folder, files) in by_folder {
+        let named = files
+            .iter()
+            .filter(|(h, _)| data_stems.contains(&stem(t.path(*h))))
+            .count();
+        let opens: u64 = files.iter().map(|(_, d)| d.opens).sum();
+        let bytes: u64 = files.iter().map(|(_, d)| d.read_bytes).sum();
+        let enough = files.len() >= 4 && files.len() * 10 >= data.files.len();
+        let as_often = (0.5..=2.0).contains(&(opens as f64 / sample_openings.max(1.0)));
+        if !(enough && as_often && named as f64 >= COMPANION_NAME_SHARE * files.len() as f64) {
+            continue;
+        }
+        // The folder's own name, unless it is a split's (the companions beside the data
+        // files in `train/`), and one of its own.
+        let last = folder.rsplit('/').next().unwrap_or_default();
+        let mut name = if last.is_empty() || last == "train" || last == "valid" {
+            "companion".to_string()
+        } else {
+            last.to_string()
+        };
+        while !names.insert(name.clone()) {
+            name.push('_');
+        }
+        taken.extend(files.iter().map(|(h, _)| *h));
+        companions.push(Companion {
+            size: (bytes / opens.max(1)).max(1),
+            evidence: format!(
+                "{} files of {folder} read {opens} times while the data files were opened {} \
+                 times, {named} of them named as data files: each sample's reader reads its \
+                 file's companion, {} bytes an opening",
+                files.len(),
+                sample_openings,
+                bytes / opens.max(1)
+            ),
+            folder: name,
+        });
+    }
+    (companions, taken)
 }
 
 /// The checkpoint section: `workflow.checkpoint`, `checkpoint.steps_between_checkpoints` and

@@ -603,6 +603,36 @@ fn the_keys_characterize_writes_are_validated() {
         1,
     );
     assert_contains(&message, &["every_steps is 0"]);
+    // Companions: a folder of their own, outside the splits; not for tf.data's file shards.
+    let c = config(&format!(
+        "{PYTORCH_NPZ}  sample_companions:\n    - {{folder: calib, size_bytes: 1620}}\n"
+    ));
+    c.validate(1).expect("valid");
+    assert_eq!(c.dataset.sample_companions[0].size_bytes, 1620);
+    for (folder, says) in [
+        ("../up", "inside the data"),
+        ("train/calib", "outside the splits"),
+        ("valid", "outside the splits"),
+    ] {
+        let message = rejected(
+            &format!(
+                "{PYTORCH_NPZ}  sample_companions:\n    - {{folder: {folder}, size_bytes: 9}}\n"
+            ),
+            1,
+        );
+        assert_contains(&message, &["dataset.sample_companions[0]", says]);
+    }
+    let message = rejected(
+        &format!("{PYTORCH_NPZ}  sample_companions:\n    - {{folder: c, size_bytes: 0}}\n"),
+        1,
+    );
+    assert_contains(&message, &["size_bytes is 0"]);
+    let message = rejected(
+        "framework: tensorflow\ndataset:\n  format: tfrecord\n  sample_companions:\n    - \
+         {folder: c, size_bytes: 9}\n",
+        1,
+    );
+    assert_contains(&message, &["dataset.sample_companions[0]", "file shards"]);
     // The tf.data pipeline always reads ahead.
     let message = rejected(
         "framework: tensorflow\ndataset:\n  format: tfrecord\nreader:\n  read_ahead: False\n",
