@@ -47,6 +47,9 @@ pub(crate) struct Consumer {
     /// When its pipe writes began (any of its threads), in time order: the requests it sends
     /// its workers (a PyTorch DataLoader's next index, written by a queue's feeder thread).
     pub puts: Vec<i64>,
+    /// The processes that take batches as it does, itself included: data-parallel ranks of
+    /// one job, each fed by workers of its own (1 for one training process).
+    pub ranks: usize,
 }
 
 impl Consumer {
@@ -143,6 +146,10 @@ pub(crate) fn find_consumer(t: &Timeline, data_calls: &[&Rec]) -> Option<Consume
             .get(pid)
             .is_none_or(|&last| last < first_pipe_read)
     });
+    // Ranks of a data-parallel job traced together: processes that read about as many
+    // messages as the one that reads the most (half as many or more).
+    let most = by_pid.values().map(Vec::len).max().unwrap_or(0);
+    let ranks = by_pid.values().filter(|r| r.len() * 2 >= most).count();
     let (pid, mut reads) = by_pid.into_iter().max_by_key(|(pid, r)| (r.len(), *pid))?;
     let mut puts: Vec<i64> = t
         .events
@@ -171,6 +178,7 @@ pub(crate) fn find_consumer(t: &Timeline, data_calls: &[&Rec]) -> Option<Consume
         takes,
         reads,
         puts,
+        ranks,
     })
 }
 
@@ -435,6 +443,7 @@ mod tests {
         assert_eq!(written, vec![Some(100), Some(100), Some(5600), Some(5600)]);
         let consumer = Consumer {
             pid: 1,
+            ranks: 1,
             puts: Vec::new(),
             takes: vec![(1000, 1300), (5000, 5800)],
             reads: reads

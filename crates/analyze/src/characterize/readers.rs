@@ -242,7 +242,7 @@ pub(super) fn readers(
                 "the worker processes read while the training process computes, which takes \
                  finished batches from a pipe"
                     .into()
-            } else if let Some(share) = a.spread {
+            } else if let Some(share) = a.spread.filter(|_| a.consumer.is_none()) {
                 format!(
                     "the readers share each batch ({:.0}% of the steps read by more than one) \
                      and its first step period holds {} batches: a pool reads ahead",
@@ -255,7 +255,30 @@ pub(super) fn readers(
                     .into()
             },
         );
-        if let Some(share) = a.spread {
+        if let (Some(_), Some(c)) = (a.spread, &a.consumer) {
+            // Ranks, each with a worker of its own: the replay's one rank reads each step's
+            // batch as the ranks' shares side by side.
+            found.param(
+                "reader.spread_batches",
+                "True".into(),
+                format!(
+                    "{} training processes (data-parallel ranks) take batches alike, each from \
+                     a worker of its own: each step's batch is their shares, read side by side, \
+                     one a reader",
+                    a.readers
+                ),
+            );
+            let ahead = c.in_flight.saturating_sub(1).max(1);
+            found.param(
+                "reader.prefetch_size",
+                ahead.to_string(),
+                format!(
+                    "up to {} of a rank's batches were read or being read ahead of its takes: \
+                     {ahead} asked for beyond the one a step waits for",
+                    c.in_flight
+                ),
+            );
+        } else if let Some(share) = a.spread {
             found.param(
                 "reader.spread_batches",
                 "True".into(),
@@ -754,7 +777,9 @@ fn consumer_ahead(
         period_s: compute_s.mean,
         per_sample_s: (gap - io_per_sample).max(0.0),
         busy_share: (working / readers as f64 / window).min(1.0),
-        spread: None,
+        // Ranks of a data-parallel job, each fed by one worker of its own: every step's
+        // batch is the ranks' shares, read side by side, one a reader.
+        spread: (consumer.ranks > 1 && readers == consumer.ranks as u64).then_some(1.0),
         consumer: Some(ConsumerSteps {
             pid: consumer.pid,
             compute_s,

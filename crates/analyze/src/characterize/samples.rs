@@ -2671,6 +2671,7 @@ mod layout_tests {
             takes: Vec::new(),
             reads: Vec::new(),
             puts: Vec::new(),
+            ranks: 1,
         });
         let chunks = reread_chunks(&activity.reads).expect("chunks");
         let (samples, found) = chunk_samples(&data, &activity, chunks);

@@ -596,6 +596,11 @@ pub(super) fn request_delay(activity: &Activity, readers: &Readers) -> Found {
     let Some((consumer, steps)) = worker_fed(activity, readers) else {
         return found;
     };
+    // Ranks replayed as the shares of one batch: the readers read what each step asks for,
+    // with no batch of their own to begin after a take.
+    if readers.ahead.as_ref().is_some_and(|a| a.spread.is_some()) {
+        return found;
+    }
     let training: std::collections::HashSet<i64> = steps.take_starts.iter().copied().collect();
     let takes: Vec<&(i64, i64)> = consumer
         .takes
