@@ -401,13 +401,7 @@ impl Config {
         }
         for (i, side) in self.dataset.side_files.iter().enumerate() {
             let key = format!("dataset.side_files[{i}]");
-            let path = std::path::Path::new(&side.name);
-            let escapes = path.is_absolute()
-                || side.name.is_empty()
-                || path
-                    .components()
-                    .any(|c| !matches!(c, std::path::Component::Normal(_)));
-            if escapes {
+            if !inside_the_data_folder(&side.name) {
                 return Err(invalid(
                     &key,
                     format!(
@@ -427,17 +421,11 @@ impl Config {
         }
         for (i, companion) in self.dataset.sample_companions.iter().enumerate() {
             let key = format!("dataset.sample_companions[{i}]");
-            let path = std::path::Path::new(&companion.folder);
-            let escapes = path.is_absolute()
-                || companion.folder.is_empty()
-                || path
-                    .components()
-                    .any(|c| !matches!(c, std::path::Component::Normal(_)));
-            let in_a_split = path
+            let in_a_split = std::path::Path::new(&companion.folder)
                 .components()
                 .next()
                 .is_some_and(|c| c.as_os_str() == "train" || c.as_os_str() == "valid");
-            if escapes || in_a_split {
+            if !inside_the_data_folder(&companion.folder) || in_a_split {
                 return Err(invalid(
                     &key,
                     format!(
@@ -1537,4 +1525,15 @@ fn seconds_in_range(key: &str, seconds: f64, what: &str) -> Result<(), ConfigErr
         format!("is {seconds}; a time in seconds goes from 0 to {MAX_SECONDS:e}."),
         format!("set ++workload.{key} to {what}, or 0"),
     ))
+}
+
+/// Whether `name` is a relative path that stays inside the folder it is joined to (no root,
+/// no `..`, not empty).
+fn inside_the_data_folder(name: &str) -> bool {
+    let path = std::path::Path::new(name);
+    !name.is_empty()
+        && !path.is_absolute()
+        && path
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
 }
