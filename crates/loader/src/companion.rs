@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use dlio_config::SampleCompanion;
-use dlio_storage::{Storage, StorageError};
+use dlio_storage::{Storage, read_head};
 
 use crate::LoaderError;
 
@@ -62,14 +62,7 @@ impl Companions {
     ) -> Result<u64, LoaderError> {
         let mut read = 0u64;
         for (path, _) in self.of(file) {
-            let mut whole = || -> Result<u64, StorageError> {
-                let mut handle = storage.open(&path)?;
-                let len = usize::try_from(handle.len()).unwrap_or(usize::MAX);
-                buf.resize(len, 0);
-                handle.read_exact_at(buf, 0)?;
-                Ok(len as u64)
-            };
-            read += whole().map_err(|e| LoaderError::Read {
+            read += read_head(storage, &path, u64::MAX, buf).map_err(|e| LoaderError::Read {
                 path: path.clone(),
                 index,
                 source: Box::new(e.into()),

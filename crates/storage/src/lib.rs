@@ -255,6 +255,22 @@ pub(crate) fn check_extent(path: &Path, extent: Extent, block: usize) -> Result<
 /// error stops the stream and is returned by it.
 pub type Consume<'a> = dyn FnMut(u64, &[u8]) -> Result<(), StorageError> + 'a;
 
+/// Reads the first `limit` bytes of `path` (all of it when shorter; `u64::MAX` for the whole
+/// file) into `buf`, resized to them, through `storage`, so that they are counted and traced
+/// like every other read. Returns how many bytes that was.
+pub fn read_head(
+    storage: &dyn Storage,
+    path: &Path,
+    limit: u64,
+    buf: &mut Vec<u8>,
+) -> Result<u64, StorageError> {
+    let mut handle = storage.open(path)?;
+    let len = handle.len().min(limit);
+    buf.resize(usize::try_from(len).unwrap_or(usize::MAX), 0);
+    handle.read_exact_at(buf, 0)?;
+    Ok(len)
+}
+
 /// An engine: how dlio reaches a storage system.
 pub trait Storage: Send + Sync + std::fmt::Debug {
     /// The engine's name as users select it (`posix`, ...).

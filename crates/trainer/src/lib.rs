@@ -157,23 +157,9 @@ fn read_side_files(setup: &RankSetup<'_>, step: u64, buf: &mut Vec<u8>) -> Resul
                 side.path.display()
             ))
         };
-        read_head(setup.storage.as_ref(), &side.path, u64::MAX, buf).map_err(fail)?;
+        dlio_storage::read_head(setup.storage.as_ref(), &side.path, u64::MAX, buf).map_err(fail)?;
     }
     Ok(())
-}
-
-/// Reads the first `limit` bytes of `path` (all of it when shorter) into `buf`, through
-/// `storage` so that they are counted and traced like every other read.
-fn read_head(
-    storage: &dyn Storage,
-    path: &std::path::Path,
-    limit: u64,
-    buf: &mut Vec<u8>,
-) -> Result<(), dlio_storage::StorageError> {
-    let mut handle = storage.open(path)?;
-    let len = usize::try_from(handle.len().min(limit)).unwrap_or(usize::MAX);
-    buf.resize(len, 0);
-    handle.read_exact_at(buf, 0)
 }
 
 /// `reader.header_scan_bytes`: reads the first bytes of every file of the rank's first epoch,
@@ -206,7 +192,7 @@ fn scan_headers(
                 path.display()
             ))
         };
-        read_head(setup.storage.as_ref(), path, bytes, &mut buf).map_err(fail)?;
+        dlio_storage::read_head(setup.storage.as_ref(), path, bytes, &mut buf).map_err(fail)?;
     }
     Ok(())
 }

@@ -242,7 +242,7 @@ pub(super) fn readers(
                 "the worker processes read while the training process computes, which takes \
                  finished batches from a pipe"
                     .into()
-            } else if let Some(share) = a.spread.filter(|_| a.consumer.is_none()) {
+            } else if let Some(share) = a.spread {
                 format!(
                     "the readers share each batch ({:.0}% of the steps read by more than one) \
                      and its first step period holds {} batches: a pool reads ahead",

@@ -348,7 +348,7 @@ pub(super) fn timing(
         // 20 ms, left out, made a replay 5% short).
         let shaped = !recurring && steady.len() >= MIN_SHAPED_PAUSES;
         let value = if recurring || shaped {
-            quantiles_value(&pauses, from_compute)
+            measured_times_value(&pauses, from_compute)
         } else {
             stats_value(&Stats {
                 mean: (compute_s.mean - from_compute).max(0.0),
@@ -768,10 +768,10 @@ const QUANTILES: usize = 64;
 /// interpolated between the sorted values. Quantiles of a few dozen values would give the
 /// largest (a slow first step of 440 ms among 32 of 55 ms) half its weight, and the replay
 /// would be short by half of it.
-fn quantiles_value(values: &[f64], minus: f64) -> String {
+fn measured_times_value(values: &[f64], minus: f64) -> String {
     let mut sorted: Vec<f64> = values.iter().map(|v| (v - minus).max(0.0)).collect();
     sorted.sort_by(f64::total_cmp);
-    if sorted.len() <= QUANTILES {
+    if as_themselves(sorted.len()) {
         let shown: Vec<String> = sorted.iter().map(|q| format!("{q:.6}")).collect();
         return format!("{{type: empirical, values: [{}]}}", shown.join(", "));
     }
@@ -785,9 +785,14 @@ fn quantiles_value(values: &[f64], minus: f64) -> String {
     format!("{{type: quantiles, values: [{}]}}", shown.join(", "))
 }
 
-/// How [`quantiles_value`] writes `count` times, as the report says it.
+/// Whether [`measured_times_value`] writes `count` times as themselves (else as quantiles).
+fn as_themselves(count: usize) -> bool {
+    count <= QUANTILES
+}
+
+/// How [`measured_times_value`] writes `count` times, as the report says it.
 fn times_drawn(count: usize) -> &'static str {
-    if count <= QUANTILES {
+    if as_themselves(count) {
         "the times are, each once in every run of as many steps, those of"
     } else {
         "the times are evenly spaced quantiles of"
@@ -942,7 +947,7 @@ mod tests {
         // 687 pauses of 4 ms and one of 1.08 s (an epoch's start-up): the draws' mean stays
         // the pauses' mean, where the largest at its own size made it 5 times too long.
         let pauses: Vec<f64> = [0.004; 687].into_iter().chain([1.08]).collect();
-        let v = super::quantiles_value(&pauses, 0.0);
+        let v = super::measured_times_value(&pauses, 0.0);
         let values: Vec<f64> = v
             .trim_start_matches("{type: quantiles, values: [")
             .trim_end_matches("]}")
@@ -966,7 +971,7 @@ mod tests {
         let pauses = [
             0.031, 0.021, 0.021, 0.021, 0.021, 0.031, 0.021, 0.021, 0.021, 0.021,
         ];
-        let v = super::quantiles_value(&pauses, 0.0005);
+        let v = super::measured_times_value(&pauses, 0.0005);
         let want = format!(
             "{{type: empirical, values: [{}, 0.030500, 0.030500]}}",
             ["0.020500"; 8].join(", ")
@@ -975,7 +980,7 @@ mod tests {
         // The replay's draws keep their sum: a slow first step among a few dozen keeps its
         // whole weight.
         let pauses: Vec<f64> = std::iter::once(0.44).chain([0.055; 32]).collect();
-        let v = super::quantiles_value(&pauses, 0.0);
+        let v = super::measured_times_value(&pauses, 0.0);
         let config =
             dlio_config::Config::from_yaml(&format!("train:\n  computation_time: {v}\n")).unwrap();
         let measured = pauses.iter().sum::<f64>() / pauses.len() as f64;

@@ -56,7 +56,7 @@ pub(crate) fn is_system_path(path: &str) -> bool {
         || path.contains(".so.")
 }
 
-fn parent_of(path: &str) -> &str {
+pub(super) fn parent_of(path: &str) -> &str {
     path.rsplit_once('/').map_or("", |(dir, _)| dir)
 }
 

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use super::eval::EvalPass;
 use super::output::yaml_string;
 use super::readers::Readers;
-use super::trace_view::{DataSet, is_system_path};
+use super::trace_view::{DataSet, is_system_path, parent_of};
 use super::{Activity, Found, MIN_WRITTEN_BYTES, SideFileRow, WrittenFile, mode};
 use crate::event::Op;
 use crate::timeline::{Timeline, op};
@@ -180,7 +180,7 @@ fn sample_companions(
         if is_system_path(path) || d.read_bytes == 0 || d.opens == 0 || d.writes > 0 {
             continue;
         }
-        let folder = path.rsplit_once('/').map_or("", |(f, _)| f).to_string();
+        let folder = parent_of(path).to_string();
         by_folder.entry(folder).or_default().push((*hash, d));
     }
     let sample_openings = activity.calls.iter().filter(|r| op(r) == Op::Open).count() as f64;
